@@ -1,0 +1,43 @@
+# Strata: the two quick-start commands are `make demo` and `make test`.
+BUILD     ?= build
+BUILD_SAN ?= build-san
+BUILD_FUZZ?= build-fuzz
+FUZZ_SECONDS ?= 60
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test test-release test-sanitize fuzz bench clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@ninja -C $(BUILD)
+
+# Runs the main job on the small default model (generated on first use).
+demo: build
+	@./scripts/demo.sh $(BUILD)/bin/strata
+
+# Release tests, the same tests under ASan+UBSan, and a bounded fuzz run.
+test: deps test-release test-sanitize fuzz
+
+test-release: build
+	@ctest --test-dir $(BUILD) --output-on-failure -j2
+
+test-sanitize: deps
+	@cmake -S . -B $(BUILD_SAN) -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DSTRATA_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@ninja -C $(BUILD_SAN) strata-cli all
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(BUILD_SAN) --output-on-failure -j2
+
+fuzz: deps
+	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -G Ninja -DSTRATA_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@ninja -C $(BUILD_FUZZ)
+	@./scripts/fuzz.sh $(BUILD_FUZZ) $(FUZZ_SECONDS)
+
+bench: build
+	@$(BUILD)/bin/bench_kernels
+
+clean:
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

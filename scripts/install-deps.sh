@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs every build/test dependency of Strata from Debian 12 packages (by name).
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev liburing-dev libpcre2-dev
+  libcpp-httplib-dev libopenblas-dev libutf8proc-dev
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+echo "strata: dependencies present"

@@ -1,0 +1,131 @@
+// strata inspect MODEL.gguf [--ram-budget BYTES] [--json] [--tensors] [--metadata]
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/units.h"
+#include "gguf/gguf_file.h"
+#include "model/model_summary.h"
+
+namespace strata::cli {
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  std::string budget;
+  bool json = false;
+  bool tensors = false;
+  bool metadata = false;
+};
+
+template <typename T>
+std::string opt_str(const std::optional<T>& v) {
+  return v ? fmt::format("{}", *v) : "-";
+}
+
+void print_text(const GgufModel& m, const ModelSummary& s, const std::optional<BudgetFit>& fit, const InspectOptions& o) {
+  const auto& h = s.hp;
+  fmt::print("model          {}\n", s.path);
+  fmt::print("parts          {} file(s), {} ({} bytes), GGUF v{}\n", m.parts().size(), format_bytes(s.file_bytes), s.file_bytes, m.parts()[0]->version);
+  fmt::print("architecture   {}{}\n", h.arch, h.name.empty() ? "" : fmt::format("  ({})", h.name));
+  fmt::print("layers         {}   embedding {}   vocab {}   context {}\n", opt_str(h.n_layer), opt_str(h.n_embd), opt_str(h.n_vocab),
+             opt_str(h.n_ctx_train));
+  fmt::print("attention      heads {}   kv heads {}   head dim k/v {}/{}", opt_str(h.n_head), opt_str(h.n_head_kv), opt_str(h.head_dim_k),
+             opt_str(h.head_dim_v));
+  if (h.q_lora_rank || h.kv_lora_rank) fmt::print("   q_lora {}   kv_lora {}", opt_str(h.q_lora_rank), opt_str(h.kv_lora_rank));
+  if (h.sliding_window) fmt::print("   sliding window {}", *h.sliding_window);
+  fmt::print("\n");
+  fmt::print("experts        {} routed, {} used per token, {} shared   expert ffn {}   dense ffn {}   leading dense layers {}\n",
+             opt_str(h.n_expert), opt_str(h.n_expert_used), opt_str(h.n_expert_shared), opt_str(h.n_ff_exp), opt_str(h.n_ff),
+             opt_str(h.n_leading_dense));
+  if (h.n_expert_groups) fmt::print("expert groups  {} groups, {} used\n", *h.n_expert_groups, opt_str(h.n_expert_groups_used));
+  if (h.expert_gating_func || h.expert_weights_scale || h.expert_weights_norm)
+    fmt::print("routing        gating func {}   weights scale {}   weights norm {}\n", opt_str(h.expert_gating_func), opt_str(h.expert_weights_scale),
+               opt_str(h.expert_weights_norm));
+  fmt::print("rope           base {}   dims {}", opt_str(h.rope_freq_base), opt_str(h.rope_dim));
+  if (h.rope_scaling_type)
+    fmt::print("   scaling {} x{} (original context {})", *h.rope_scaling_type, opt_str(h.rope_scaling_factor), opt_str(h.rope_scaling_orig_ctx));
+  fmt::print("\n");
+  if (h.hash_layer_count || h.hyper_connection_count || !h.compress_ratios.empty()) {
+    std::string cr;
+    for (size_t k = 0; k < h.compress_ratios.size(); ++k) cr += (k ? "," : "") + std::to_string(h.compress_ratios[k]);
+    fmt::print("deepseek4      hash layers {}   hyper-connections {}   compress ratios [{}]\n", opt_str(h.hash_layer_count),
+               opt_str(h.hyper_connection_count), cr);
+  }
+  fmt::print("tensors        {}\n", s.n_tensors);
+  for (const auto& [name, tu] : s.types) fmt::print("  {:<8} {:>6} tensors  {:>12}\n", name, tu.tensors, format_bytes(tu.bytes));
+  fmt::print("dense          {:>12}  ({} bytes, always resident)\n", format_bytes(s.dense_bytes), s.dense_bytes);
+  fmt::print("routed experts {:>12}  ({} bytes, {} experts, streamable)\n", format_bytes(s.routed_bytes), s.routed_bytes, s.n_routed_experts);
+  fmt::print("touched/token  {:>12}  ({} bytes: dense with one embedding row + top-k experts per MoE layer)\n", format_bytes(s.touched_per_token),
+             s.touched_per_token);
+  std::string per_layer;
+  uint64_t last = UINT64_MAX;
+  for (const auto& lb : s.layers) {
+    if (lb.n_expert == 0) continue;
+    if (lb.expert_bytes != last) per_layer += fmt::format("{}L{}: {}", per_layer.empty() ? "" : ", ", lb.layer, format_bytes(lb.expert_bytes));
+    last = lb.expert_bytes;
+  }
+  if (!per_layer.empty()) fmt::print("one expert     {}\n", per_layer);
+  if (fit) {
+    fmt::print("ram budget     {}: ", format_bytes(fit->budget));
+    if (!fit->dense_fits)
+      fmt::print("the dense weights alone ({}) exceed it\n", format_bytes(fit->dense_bytes));
+    else if (fit->all_fits)
+      fmt::print("the whole model fits; experts stay resident ({} to spare)\n", format_bytes(fit->expert_cache_bytes - s.routed_bytes));
+    else
+      fmt::print("{} for the expert cache: {} of {} experts ({:.1f}% of routed bytes)\n", format_bytes(fit->expert_cache_bytes), fit->experts_fit,
+                 fit->experts_total, 100.0 * fit->routed_fraction);
+  }
+  if (o.metadata) {
+    fmt::print("metadata\n");
+    for (const auto& [k, v] : m.metadata()) fmt::print("  {} = {}\n", k, v.to_string());
+  }
+  if (o.tensors) {
+    fmt::print("tensor list\n");
+    for (const auto& t : m.tensors())
+      fmt::print("  {:<40} {:<7} {:<16} part {} offset {} bytes {}\n", t.name, ggml_type_name(t.type), t.shape_string(), t.part, t.offset, t.nbytes);
+  }
+}
+
+}  // namespace
+
+Command add_inspect(CLI::App& app) {
+  auto o = std::make_shared<InspectOptions>();
+  auto* sub = app.add_subcommand("inspect", "Show architecture, hyperparameters, and dense vs routed-expert bytes of a GGUF model");
+  sub->add_option("model", o->model, "GGUF file (first part of a split model)")->required();
+  sub->add_option("--ram-budget", o->budget, "RAM budget (e.g. 64G, 512M) to plan the expert cache for");
+  sub->add_flag("--json", o->json, "Print JSON");
+  sub->add_flag("--tensors", o->tensors, "List every tensor");
+  sub->add_flag("--metadata", o->metadata, "List every metadata key");
+  return {sub, [o]() {
+    auto m = GgufModel::open(o->model);
+    auto s = ModelSummary::of(*m);
+    std::optional<BudgetFit> fit;
+    if (!o->budget.empty()) fit = BudgetFit::plan(s, parse_bytes(o->budget));
+    if (o->json) {
+      auto j = s.to_json();
+      if (fit) j["ram_budget"] = fit->to_json();
+      if (o->metadata) {
+        nlohmann::json md = nlohmann::json::object();
+        for (const auto& [k, v] : m->metadata()) md[std::string(k)] = v.to_string();
+        j["metadata"] = md;
+      }
+      if (o->tensors) {
+        nlohmann::json tl = nlohmann::json::array();
+        for (const auto& t : m->tensors())
+          tl.push_back({{"name", t.name}, {"type", ggml_type_name(t.type)}, {"ne", std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
+                        {"part", t.part}, {"offset", t.offset}, {"bytes", t.nbytes}});
+        j["tensors"] = tl;
+      }
+      fmt::print("{}\n", j.dump(2));
+    } else {
+      print_text(*m, s, fit, *o);
+    }
+    return 0;
+  }};
+}
+
+}  // namespace strata::cli

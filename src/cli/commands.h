@@ -1,0 +1,17 @@
+#pragma once
+// Each subcommand registers its options on the CLI11 app and returns the function to run.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace strata::cli {
+
+using Action = std::function<int()>;
+struct Command {
+  CLI::App* sub;
+  Action run;
+};
+
+Command add_inspect(CLI::App& app);
+
+}  // namespace strata::cli

@@ -1,0 +1,30 @@
+// strata: one executable, one subcommand per job.
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Strata: runs Mixture-of-Experts models larger than RAM by streaming experts from SSD"};
+  app.require_subcommand(1);
+  std::vector<strata::cli::Command> cmds;
+  cmds.push_back(strata::cli::add_inspect(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& c : cmds)
+      if (c.sub->parsed()) return c.run();
+  } catch (const strata::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

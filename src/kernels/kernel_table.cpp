@@ -1,0 +1,85 @@
+#include "kernels/kernel_table.h"
+
+#include <array>
+#include <atomic>
+#include <cstring>
+
+#include "core/cpu_features.h"
+#include "core/error.h"
+
+namespace strata {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+namespace {
+
+bool isa_supported(Isa isa) {
+  const auto& f = cpu_features();
+  switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::Avx2: return f.has_avx2_set();
+    case Isa::Avx512: return f.has_avx512_set();
+  }
+  return false;
+}
+
+struct Tables {
+  std::array<KernelTable, kIsaCount> t;
+  Tables() {
+    fill_scalar_table(t[0]);
+    // Higher tables start as copies of the scalar one and override what they specialize.
+    t[1] = t[0];
+    fill_avx2_table(t[1]);
+    t[2] = t[1];
+    fill_avx512_table(t[2]);
+  }
+};
+
+const Tables& tables() {
+  static const Tables tb;
+  return tb;
+}
+
+std::atomic<const KernelTable*> g_selected{nullptr};
+
+}  // namespace
+
+const KernelTable* kernel_table(Isa isa) {
+  if (!isa_supported(isa)) return nullptr;
+  return &tables().t[static_cast<int>(isa)];
+}
+
+const KernelTable& kernels() {
+  const KernelTable* k = g_selected.load(std::memory_order_acquire);
+  if (k) return *k;
+  for (Isa isa : {Isa::Avx512, Isa::Avx2, Isa::Scalar}) {
+    if (const KernelTable* t = kernel_table(isa)) {
+      g_selected.store(t, std::memory_order_release);
+      return *t;
+    }
+  }
+  fail("no kernel table available");
+}
+
+void select_isa(Isa isa) {
+  const KernelTable* t = kernel_table(isa);
+  STRATA_CHECK(t != nullptr, "ISA '{}' is not supported by this CPU ({})", isa_name(isa), cpu_features().describe());
+  g_selected.store(t, std::memory_order_release);
+}
+
+Isa parse_isa(const char* name) {
+  if (!std::strcmp(name, "scalar")) return Isa::Scalar;
+  if (!std::strcmp(name, "avx2")) return Isa::Avx2;
+  if (!std::strcmp(name, "avx512")) return Isa::Avx512;
+  if (!std::strcmp(name, "auto")) return kernels().isa;
+  fail("unknown ISA '{}' (expected scalar, avx2, avx512 or auto)", name);
+}
+
+}  // namespace strata

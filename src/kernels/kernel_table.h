@@ -1,0 +1,47 @@
+#pragma once
+// One table of kernels per ISA, compiled in separate translation units with their own flags
+// and picked once at start-up by probing the CPU. The scalar table is the reference every
+// other table is tested against. Entries an ISA does not specialize point at the scalar ones.
+#include <cstdint>
+
+#include "gguf/ggml_type.h"
+#include "kernels/quants.h"
+
+namespace strata {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+inline constexpr int kIsaCount = 3;
+const char* isa_name(Isa isa);
+
+struct KernelTable {
+  Isa isa = Isa::Scalar;
+  const char* name = "scalar";
+  // Indexed by weight GgmlType: dot of a weight row with an activation row in the weight
+  // type's vec_dot_type (quant_traits(t).vec_dot_type).
+  VecDotFn vec_dot[kGgmlTypeCount] = {};
+  // Indexed by activation GgmlType (F16, BF16, Q8_0, Q8_1, Q8_K): f32 -> that format.
+  FromFloatFn quantize_act[kGgmlTypeCount] = {};
+  // Indexed by weight GgmlType: rows -> f32 (for prompt-size GEMM tiles and embeddings).
+  ToFloatFn dequantize[kGgmlTypeCount] = {};
+
+  // Float ops on contiguous vectors.
+  float (*dot_f32)(int64_t n, const float* a, const float* b) = nullptr;
+  void (*axpy_f32)(int64_t n, float a, const float* x, float* y) = nullptr;  // y += a*x
+  void (*scale_f32)(int64_t n, float a, float* y) = nullptr;                 // y *= a
+};
+
+// Table for an ISA, or nullptr when the ISA is not compiled in or not supported by this CPU.
+const KernelTable* kernel_table(Isa isa);
+// The best table for this CPU, or the one forced with select_isa().
+const KernelTable& kernels();
+// Forces an ISA (--isa); throws if unavailable on this CPU.
+void select_isa(Isa isa);
+// Parses "scalar" | "avx2" | "avx512" | "auto".
+Isa parse_isa(const char* name);
+
+// Per-ISA constructors (each defined in its own translation unit).
+void fill_scalar_table(KernelTable& t);
+void fill_avx2_table(KernelTable& t);
+void fill_avx512_table(KernelTable& t);
+
+}  // namespace strata
