@@ -1,0 +1,29 @@
+#pragma once
+// Where the forward pass gets routed experts from. The MoE block tells the provider which
+// experts a layer needs the moment its router has run (request), then acquires each one
+// (blocking until its bytes are in memory) and releases it after its GEMM. The resident
+// provider serves views into the mapped GGUF; the streaming tier (ExpertCache) serves slots
+// of a budgeted RAM arena filled by async reads. Kernels read the bytes in place (zero copy).
+#include <cstdint>
+
+#include "kernels/matmul.h"
+
+namespace strata {
+
+struct ExpertMats {
+  QMatrix gate, up, down;  // [n_ff_exp, n_embd], [n_ff_exp, n_embd], [n_embd, n_ff_exp]
+};
+
+class ExpertProvider {
+ public:
+  virtual ~ExpertProvider() = default;
+  // The experts layer `layer` needs now (unique ids), in the order they will be acquired.
+  virtual void request(int layer, const int32_t* experts, int n) = 0;
+  // Experts predicted for a later layer; fetched at lower priority, may be ignored.
+  virtual void prefetch(int layer, const int32_t* experts, int n) { (void)layer, (void)experts, (void)n; }
+  // Blocks until expert `e` of `layer` is available.
+  virtual ExpertMats acquire(int layer, int e) = 0;
+  virtual void release(int layer, int e) = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,118 @@
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace strata {
+
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void softmax(float* x, int64_t n, float scale, const float* sink) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] *= scale;
+    mx = std::max(mx, x[i]);
+  }
+  if (sink) mx = std::max(mx, *sink);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = (x[i] == -INFINITY) ? 0.0f : std::exp(x[i] - mx);
+    x[i] = e;
+    sum += static_cast<double>(e);
+  }
+  if (sink) sum += static_cast<double>(std::exp(*sink - mx));
+  const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
+}
+
+void swiglu_oai(const float* g, const float* u, float* out, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(g[i], limit);
+    const float y = std::clamp(u[i], -limit, limit);
+    const float glu = x / (1.0f + std::exp(alpha * (-x)));
+    out[i] = glu * (y + 1.0f);
+  }
+}
+
+namespace {
+float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+  return static_cast<float>(n_dims) * std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * static_cast<float>(M_PI))) / (2.0f * std::log(base));
+}
+float yarn_ramp(float low, float high, int i0) {
+  const float y = (static_cast<float>(i0 / 2) - low) / std::max(0.001f, high - low);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+}  // namespace
+
+void rope_cache(const RopeParams& p, float pos, float* cs) {
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
+  float corr0 = 0, corr1 = 0;
+  if (p.ext_factor != 0.0f) {
+    const float start = std::floor(yarn_corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base));
+    const float end = std::ceil(yarn_corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base));
+    corr0 = std::max(0.0f, start);
+    corr1 = std::min(static_cast<float>(p.n_dims - 1), end);
+  }
+  float theta = pos;
+  for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
+    const float theta_extrap = theta;
+    const float theta_interp = p.freq_scale * theta_extrap;
+    float th = theta_interp;
+    float mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+      const float ramp_mix = yarn_ramp(corr0, corr1, i0) * p.ext_factor;
+      th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+    }
+    cs[i0] = std::cos(th) * mscale;
+    cs[i0 + 1] = std::sin(th) * mscale;
+    theta *= theta_scale;
+  }
+}
+
+void rope_apply(const RopeParams& p, const float* cs, float* x, bool inverse) {
+  const float sgn = inverse ? -1.0f : 1.0f;
+  if (p.neox) {
+    const int half = p.n_dims / 2;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[2 * i], s = sgn * cs[2 * i + 1];
+      const float x0 = x[i], x1 = x[i + half];
+      x[i] = x0 * c - x1 * s;
+      x[i + half] = x0 * s + x1 * c;
+    }
+  } else {
+    for (int i = 0; i < p.n_dims; i += 2) {
+      const float c = cs[i], s = sgn * cs[i + 1];
+      const float x0 = x[i], x1 = x[i + 1];
+      x[i] = x0 * c - x1 * s;
+      x[i + 1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void top_k(const float* x, int n, int k, int32_t* idx) {
+  // Small k: partial selection sort, stable on ties.
+  int32_t buf[1024];
+  int32_t* order = n <= 1024 ? buf : new int32_t[n];
+  std::iota(order, order + n, 0);
+  std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
+  std::copy(order, order + k, idx);
+  if (order != buf) delete[] order;
+}
+
+}  // namespace strata

@@ -1,0 +1,40 @@
+#pragma once
+// Element-wise and row ops of the forward pass (f32). Accumulations that ggml does in double
+// (RMSNorm, softmax sums) are done in double here too, so results match llama.cpp closely.
+#include <cstdint>
+
+namespace strata {
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * (w ? w[i] : 1)
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
+// In-place softmax of x[n] (after x *= scale); an optional extra "sink" logit joins the
+// normalization but gets no output slot.
+void softmax(float* x, int64_t n, float scale = 1.0f, const float* sink = nullptr);
+// silu(x) = x / (1 + exp(-x))
+inline float silu(float x);
+// out[i] = silu(g[i]) * u[i]
+void swiglu(const float* g, const float* u, float* out, int64_t n);
+// gpt-oss: x = min(g, limit); y = clamp(u, -limit, limit); out = x * sigmoid(alpha*x) * (y + 1)
+void swiglu_oai(const float* g, const float* u, float* out, int64_t n, float alpha, float limit);
+
+// Rotary embedding of one head vector (n_dims rotated values at the start of x), using a
+// precomputed cache of (cos, sin) pairs for this position: cs[2*i], cs[2*i+1], i < n_dims/2.
+struct RopeParams {
+  int n_dims = 0;
+  bool neox = false;
+  float freq_base = 10000.0f, freq_scale = 1.0f;
+  float ext_factor = 0.0f, attn_factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+  int n_ctx_orig = 0;
+};
+// Fills cs[n_dims] with the (cos, sin) pairs of position `pos` (YaRN aware).
+void rope_cache(const RopeParams& p, float pos, float* cs);
+// Applies it to x (head vector); `inverse` rotates by -theta.
+void rope_apply(const RopeParams& p, const float* cs, float* x, bool inverse = false);
+
+// Indices of the k largest values of x[n], in descending order (ties: lower index first).
+void top_k(const float* x, int n, int k, int32_t* idx);
+
+}  // namespace strata
+
+#include <cmath>
+inline float strata::silu(float x) { return x / (1.0f + std::exp(-x)); }

@@ -1,0 +1,52 @@
+#include "model/arch/common.h"
+
+namespace strata::arch {
+
+void read_common(const GgufModel& m, const MetaReader& r, ModelConfig& cfg) {
+  cfg.n_embd = static_cast<int>(r.req_int("embedding_length"));
+  cfg.n_layer = static_cast<int>(r.req_int("block_count"));
+  cfg.n_ctx_train = static_cast<int>(r.opt_int("context_length", 0));
+  cfg.rms_eps = r.req_float("attention.layer_norm_rms_epsilon");
+  int64_t vocab = r.opt_int("vocab_size", 0);
+  if (vocab == 0) {
+    const GgufValue* t = m.find("tokenizer.ggml.tokens");
+    STRATA_CHECK(t && t->is_array(), "{}: cannot tell the vocabulary size (no {}vocab_size, no tokenizer.ggml.tokens)", m.path(), r.prefix);
+    vocab = static_cast<int64_t>(t->count);
+  }
+  cfg.n_vocab = static_cast<int>(vocab);
+  STRATA_CHECK(cfg.n_embd > 0 && cfg.n_layer > 0 && cfg.n_vocab > 0, "{}: invalid sizes (embedding {}, layers {}, vocab {})", m.path(), cfg.n_embd,
+               cfg.n_layer, cfg.n_vocab);
+  STRATA_CHECK(cfg.n_layer <= 4096, "{}: block_count {} is implausible", m.path(), cfg.n_layer);
+  cfg.layers.assign(static_cast<size_t>(cfg.n_layer), LayerConfig{});
+}
+
+void bind_common(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w) {
+  w.tok_embd = b.mat("token_embd.weight", cfg.n_vocab, cfg.n_embd);
+  w.output_norm = b.vec("output_norm.weight", cfg.n_embd);
+  w.output = b.find("output.weight") ? b.mat("output.weight", cfg.n_vocab, cfg.n_embd) : w.tok_embd;
+}
+
+GatingFunc read_gating(const MetaReader& r, GatingFunc def) {
+  if (!r.has("expert_gating_func")) return def;
+  const int64_t g = r.req_int("expert_gating_func");
+  switch (g) {
+    case 1: return GatingFunc::Softmax;
+    case 2: return GatingFunc::Sigmoid;
+    case 3: return GatingFunc::SoftmaxWeight;
+    case 4: return GatingFunc::SqrtSoftplus;
+    default: fail("{}: unknown {}expert_gating_func {} (known: 1 softmax, 2 sigmoid, 3 softmax_weight, 4 sqrt_softplus)", r.m.path(), r.prefix, g);
+  }
+}
+
+void bind_moe(const WeightBinder& b, const ModelConfig& cfg, int l, LayerWeights& lw) {
+  const LayerConfig& lc = cfg.layers[l];
+  STRATA_CHECK(lc.n_expert > 0 && lc.n_expert_used > 0 && lc.n_expert_used <= lc.n_expert,
+               "layer {}: invalid expert counts ({} experts, {} used)", l, lc.n_expert, lc.n_expert_used);
+  STRATA_CHECK(lc.n_expert <= 1024, "layer {}: {} experts (at most 1024 supported)", l, lc.n_expert);
+  lw.router = b.mat(blk(l, "ffn_gate_inp.weight"), lc.n_expert, cfg.n_embd);
+  lw.gate_exps = b.experts(blk(l, "ffn_gate_exps.weight"), lc.n_expert, lc.n_ff_exp, cfg.n_embd);
+  lw.up_exps = b.experts(blk(l, "ffn_up_exps.weight"), lc.n_expert, lc.n_ff_exp, cfg.n_embd);
+  lw.down_exps = b.experts(blk(l, "ffn_down_exps.weight"), lc.n_expert, cfg.n_embd, lc.n_ff_exp);
+}
+
+}  // namespace strata::arch

@@ -1,0 +1,117 @@
+// DeepSeek-V2/V3/R1/V3.1 and Kimi K2: multi-head latent attention (absorbed form: the cache
+// holds the compressed latent + shared rope key), first k dense layers, shared experts,
+// sigmoid (or softmax) router with selection bias, group-limited top-k, YaRN.
+#include <cmath>
+
+#include "model/arch/common.h"
+
+namespace strata::arch {
+
+static void deepseek2_config(const GgufModel& m, ModelConfig& cfg) {
+  MetaReader r{m, "deepseek2."};
+  read_common(m, r, cfg);
+  const int n_head = static_cast<int>(r.req_int("attention.head_count"));
+  const int q_lora = static_cast<int>(r.opt_int("attention.q_lora_rank", 0));
+  const int kv_lora = static_cast<int>(r.req_int("attention.kv_lora_rank"));
+  const int rope_dim = static_cast<int>(r.req_int("rope.dimension_count"));
+  STRATA_CHECK(r.has("attention.key_length_mla") && r.has("attention.value_length_mla"),
+               "{}: this DeepSeek GGUF has no attention.key_length_mla / value_length_mla (old attn_kv_b layout); re-convert it with a "
+               "current converter (split attn_k_b / attn_v_b)",
+               m.path());
+  const int k_mla = static_cast<int>(r.req_int("attention.key_length_mla"));
+  const int v_mla = static_cast<int>(r.req_int("attention.value_length_mla"));
+  STRATA_CHECK(k_mla > rope_dim, "{}: key_length_mla {} must exceed rope.dimension_count {}", m.path(), k_mla, rope_dim);
+  const int n_dense = static_cast<int>(r.opt_int("leading_dense_block_count", 0));
+  const int n_expert = static_cast<int>(r.req_int("expert_count"));
+  const int n_shared = static_cast<int>(r.opt_int("expert_shared_count", 0));
+  const int n_ff_exp = static_cast<int>(r.req_int("expert_feed_forward_length"));
+  RopeConfig rope;
+  rope.style = RopeStyle::Norm;
+  rope.n_dims = rope_dim;
+  rope.freq_base = r.opt_float("rope.freq_base", 10000.0f);
+  read_rope_scaling(r, rope, cfg.n_ctx_train);
+  // DeepSeek's YaRN: attention temperature moves from the rope into the kq scale.
+  const float log_mul = r.opt_float("rope.scaling.yarn_log_multiplier", 0.0f);
+  const float mscale = 1.0f + log_mul * std::log(1.0f / rope.freq_scale);
+  rope.attn_factor = 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale));
+  const GatingFunc gating = read_gating(r, GatingFunc::Softmax);
+  for (int il = 0; il < cfg.n_layer; ++il) {
+    LayerConfig& l = cfg.layers[il];
+    l.attn = AttnKind::Mla;
+    l.n_head = n_head;
+    l.n_head_kv = 1;
+    l.q_lora_rank = q_lora;
+    l.kv_lora_rank = kv_lora;
+    l.qk_rope_dim = rope_dim;
+    l.qk_nope_dim = k_mla - rope_dim;
+    l.v_head_dim = v_mla;
+    l.head_dim_k = kv_lora + rope_dim;
+    l.head_dim_v = kv_lora;
+    l.kq_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
+    l.rope = rope;
+    if (il < n_dense) {
+      l.ffn = FfnKind::Dense;
+      l.n_ff = static_cast<int>(r.req_int("feed_forward_length"));
+    } else {
+      l.ffn = FfnKind::Moe;
+      l.n_expert = n_expert;
+      l.n_expert_used = static_cast<int>(r.req_int("expert_used_count"));
+      l.n_expert_shared = n_shared;
+      l.n_ff_exp = n_ff_exp;
+      l.n_ff_shexp = n_ff_exp * n_shared;
+      l.gating = gating;
+      l.n_group = static_cast<int>(r.opt_int("expert_group_count", 0));
+      l.n_group_used = static_cast<int>(r.opt_int("expert_group_used_count", 0));
+      if (l.n_group > 1) {
+        STRATA_CHECK(n_expert % l.n_group == 0 && l.n_group <= 256 && l.n_group_used >= 1 && l.n_group_used <= l.n_group,
+                     "{}: invalid expert groups ({} groups, {} used, {} experts)", m.path(), l.n_group, l.n_group_used, n_expert);
+      }
+      l.exp_probs_bias = m.tensor(blk(il, "exp_probs_b.bias")) != nullptr;
+      l.norm_w = r.opt_bool("expert_weights_norm", false);
+      l.w_scale = r.opt_float("expert_weights_scale", 1.0f);
+    }
+  }
+}
+
+static void deepseek2_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w) {
+  bind_common(b, cfg, w);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    LayerWeights& lw = w.layers[l];
+    const int qh = lc.qk_nope_dim + lc.qk_rope_dim;
+    lw.attn_norm = b.vec(blk(l, "attn_norm.weight"), cfg.n_embd);
+    if (lc.q_lora_rank > 0) {
+      lw.wq_a = b.mat(blk(l, "attn_q_a.weight"), lc.q_lora_rank, cfg.n_embd);
+      lw.q_a_norm = b.vec(blk(l, "attn_q_a_norm.weight"), lc.q_lora_rank);
+      lw.wq_b = b.mat(blk(l, "attn_q_b.weight"), lc.n_head * qh, lc.q_lora_rank);
+    } else {
+      lw.wq = b.mat(blk(l, "attn_q.weight"), lc.n_head * qh, cfg.n_embd);
+    }
+    lw.wkv_a = b.mat(blk(l, "attn_kv_a_mqa.weight"), lc.kv_lora_rank + lc.qk_rope_dim, cfg.n_embd);
+    lw.kv_a_norm = b.vec(blk(l, "attn_kv_a_norm.weight"), lc.kv_lora_rank);
+    lw.wk_b = b.tensor3(blk(l, "attn_k_b.weight"), lc.qk_nope_dim, lc.kv_lora_rank, lc.n_head);
+    lw.wv_b = b.tensor3(blk(l, "attn_v_b.weight"), lc.kv_lora_rank, lc.v_head_dim, lc.n_head);
+    lw.wo = b.mat(blk(l, "attn_output.weight"), cfg.n_embd, lc.n_head * lc.v_head_dim);
+    lw.ffn_norm = b.vec(blk(l, "ffn_norm.weight"), cfg.n_embd);
+    if (lc.ffn == FfnKind::Dense) {
+      lw.ffn_gate = b.mat(blk(l, "ffn_gate.weight"), lc.n_ff, cfg.n_embd);
+      lw.ffn_up = b.mat(blk(l, "ffn_up.weight"), lc.n_ff, cfg.n_embd);
+      lw.ffn_down = b.mat(blk(l, "ffn_down.weight"), cfg.n_embd, lc.n_ff);
+      continue;
+    }
+    bind_moe(b, cfg, l, lw);
+    if (lc.exp_probs_bias) lw.exp_probs_b = b.vec(blk(l, "exp_probs_b.bias"), lc.n_expert);
+    if (lc.n_expert_shared > 0) {
+      lw.shexp_gate = b.mat(blk(l, "ffn_gate_shexp.weight"), lc.n_ff_shexp, cfg.n_embd);
+      lw.shexp_up = b.mat(blk(l, "ffn_up_shexp.weight"), lc.n_ff_shexp, cfg.n_embd);
+      lw.shexp_down = b.mat(blk(l, "ffn_down_shexp.weight"), cfg.n_embd, lc.n_ff_shexp);
+    }
+  }
+  b.check_all_used();
+}
+
+}  // namespace strata::arch
+
+namespace strata {
+extern const ArchDef kArchDeepseek2{"deepseek2", arch::deepseek2_config, arch::deepseek2_bind};
+}

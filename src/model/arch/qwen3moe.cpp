@@ -1,0 +1,60 @@
+// Qwen3-MoE (30B-A3B, 235B-A22B, Coder-480B): GQA with per-head q/k RMSNorm, NeoX RoPE,
+// softmax router with renormalized top-k weights.
+#include <cmath>
+
+#include "model/arch/common.h"
+
+namespace strata::arch {
+
+static void qwen3moe_config(const GgufModel& m, ModelConfig& cfg) {
+  MetaReader r{m, "qwen3moe."};
+  read_common(m, r, cfg);
+  const int n_head = static_cast<int>(r.req_int("attention.head_count"));
+  const int n_head_kv = static_cast<int>(r.opt_int("attention.head_count_kv", n_head));
+  const int hd_k = static_cast<int>(r.opt_int("attention.key_length", cfg.n_embd / n_head));
+  const int hd_v = static_cast<int>(r.opt_int("attention.value_length", hd_k));
+  STRATA_CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0, "{}: head counts {} / {} are invalid", m.path(), n_head, n_head_kv);
+  for (auto& l : cfg.layers) {
+    l.attn = AttnKind::Gqa;
+    l.n_head = n_head;
+    l.n_head_kv = n_head_kv;
+    l.head_dim_k = hd_k;
+    l.head_dim_v = hd_v;
+    l.qk_norm = true;
+    l.kq_scale = 1.0f / std::sqrt(static_cast<float>(hd_k));
+    l.rope.style = RopeStyle::Neox;
+    l.rope.n_dims = static_cast<int>(r.opt_int("rope.dimension_count", hd_k));
+    l.rope.freq_base = r.opt_float("rope.freq_base", 10000.0f);
+    read_rope_scaling(r, l.rope, cfg.n_ctx_train);
+    l.ffn = FfnKind::Moe;
+    l.n_expert = static_cast<int>(r.req_int("expert_count"));
+    l.n_expert_used = static_cast<int>(r.req_int("expert_used_count"));
+    l.n_ff_exp = static_cast<int>(r.req_int("expert_feed_forward_length"));
+    l.gating = read_gating(r, GatingFunc::Softmax);
+    l.norm_w = r.opt_bool("expert_weights_norm", true);
+  }
+}
+
+static void qwen3moe_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w) {
+  bind_common(b, cfg, w);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    LayerWeights& lw = w.layers[l];
+    lw.attn_norm = b.vec(blk(l, "attn_norm.weight"), cfg.n_embd);
+    lw.wq = b.mat(blk(l, "attn_q.weight"), lc.n_head * lc.head_dim_k, cfg.n_embd);
+    lw.wk = b.mat(blk(l, "attn_k.weight"), lc.n_head_kv * lc.head_dim_k, cfg.n_embd);
+    lw.wv = b.mat(blk(l, "attn_v.weight"), lc.n_head_kv * lc.head_dim_v, cfg.n_embd);
+    lw.wo = b.mat(blk(l, "attn_output.weight"), cfg.n_embd, lc.n_head * lc.head_dim_v);
+    lw.q_norm = b.vec(blk(l, "attn_q_norm.weight"), lc.head_dim_k);
+    lw.k_norm = b.vec(blk(l, "attn_k_norm.weight"), lc.head_dim_k);
+    lw.ffn_norm = b.vec(blk(l, "ffn_norm.weight"), cfg.n_embd);
+    bind_moe(b, cfg, l, lw);
+  }
+  b.check_all_used();
+}
+
+}  // namespace strata::arch
+
+namespace strata {
+extern const ArchDef kArchQwen3Moe{"qwen3moe", arch::qwen3moe_config, arch::qwen3moe_bind};
+}

@@ -1,0 +1,24 @@
+// The architecture registry: adding an architecture = one file + one line here.
+#include "model/model.h"
+
+namespace strata {
+
+extern const ArchDef kArchQwen3Moe;
+extern const ArchDef kArchLlama;
+extern const ArchDef kArchDeepseek2;
+
+static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2};
+
+const ArchDef* find_arch(const std::string& name) {
+  for (const ArchDef* a : kArchs)
+    if (name == a->name) return a;
+  return nullptr;
+}
+
+std::vector<std::string> supported_archs() {
+  std::vector<std::string> v;
+  for (const ArchDef* a : kArchs) v.emplace_back(a->name);
+  return v;
+}
+
+}  // namespace strata

@@ -1,0 +1,237 @@
+// Attention blocks: grouped-query (Llama/Mixtral/Qwen3/gpt-oss) and multi-head latent (DeepSeek).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/forward.h"
+
+namespace strata {
+
+RopeParams rope_params(const RopeConfig& r) {
+  RopeParams p;
+  p.n_dims = r.n_dims;
+  p.neox = r.style == RopeStyle::Neox;
+  p.freq_base = r.freq_base;
+  p.freq_scale = r.freq_scale;
+  p.ext_factor = r.ext_factor;
+  p.attn_factor = r.attn_factor;
+  p.beta_fast = r.beta_fast;
+  p.beta_slow = r.beta_slow;
+  p.n_ctx_orig = r.n_ctx_orig;
+  return p;
+}
+
+void add_bias(float* y, const VecF32& b, int64_t n_rows) {
+  if (b.empty()) return;
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < b.n; ++i) y[r * b.n + i] += b.data[i];
+}
+
+namespace {
+
+// One query head against positions [j0, j1] of its sequence. Scores and rows live in `buf`.
+struct HeadAttn {
+  const float* q;     // [dk]
+  int dk, dv;
+  int layer, seq, kv_head;
+  int k_off, v_off;   // offsets of this head's values inside the cache rows
+  bool v_in_k;        // MLA: V is the first dv values of the K row
+  float scale;
+  const float* sink;  // nullptr or the head's sink logit
+};
+
+void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, float* buf) {
+  const int n = j1 - j0 + 1;
+  float* scores = buf;                 // [n]
+  float* row = buf + n;                // [max(dk, dv)]
+  const int kw = kv.k_width(h.layer);
+  const bool kf32 = kv.type_k() == GgmlType::F32;
+  for (int j = 0; j < n; ++j) {
+    const float* kr;
+    if (kf32) {
+      kr = kv.k_f32(h.layer, h.seq, j0 + j) + h.k_off;
+    } else {
+      // Dequantize only this head's slice.
+      (void)kw;
+      kv.read_k(h.layer, h.seq, j0 + j, j0 + j + 1, row);  // whole row (small widths)
+      kr = row + h.k_off;
+    }
+    float s = 0;
+    for (int d = 0; d < h.dk; ++d) s += h.q[d] * kr[d];
+    scores[j] = s;
+  }
+  softmax(scores, n, h.scale, h.sink);
+  std::fill(out, out + h.dv, 0.0f);
+  const bool vf32 = h.v_in_k ? kf32 : kv.type_v() == GgmlType::F32;
+  for (int j = 0; j < n; ++j) {
+    const float p = scores[j];
+    const float* vr;
+    if (h.v_in_k) {
+      if (vf32) vr = kv.k_f32(h.layer, h.seq, j0 + j) + h.v_off;
+      else {
+        kv.read_k(h.layer, h.seq, j0 + j, j0 + j + 1, row);
+        vr = row + h.v_off;
+      }
+    } else if (vf32) {
+      vr = kv.v_f32(h.layer, h.seq, j0 + j) + h.v_off;
+    } else {
+      kv.read_v(h.layer, h.seq, j0 + j, j0 + j + 1, row);
+      vr = row + h.v_off;
+    }
+    for (int d = 0; d < h.dv; ++d) out[d] += p * vr[d];
+  }
+}
+
+void check_positions(FwdCtx& c) {
+  for (int i = 0; i < c.b.n; ++i) {
+    STRATA_CHECK(c.b.pos[i] >= 0 && c.b.pos[i] < c.kv.n_ctx(), "position {} is outside the context (size {}): the prompt is too long for -c {}",
+                 c.b.pos[i], c.kv.n_ctx(), c.kv.n_ctx());
+    STRATA_CHECK(c.seq(i) >= 0 && c.seq(i) < c.kv.n_seq(), "sequence slot {} out of range ({} slots)", c.seq(i), c.kv.n_seq());
+  }
+}
+
+int window_start(const LayerConfig& lc, int pos) { return lc.sliding_window > 0 ? std::max(0, pos - lc.sliding_window + 1) : 0; }
+
+}  // namespace
+
+void attention_gqa(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  auto& st = c.st;
+  const int n = c.b.n;
+  const int dq = lc.n_head * lc.head_dim_k, dk = lc.n_head_kv * lc.head_dim_k, dv = lc.n_head_kv * lc.head_dim_v;
+  check_positions(c);
+  c.mm(lw.wq, st.xn.data(), n, st.q.data());
+  c.mm(lw.wk, st.xn.data(), n, st.k.data());
+  c.mm(lw.wv, st.xn.data(), n, st.v.data());
+  add_bias(st.q.data(), lw.bq, n);
+  add_bias(st.k.data(), lw.bk, n);
+  add_bias(st.v.data(), lw.bv, n);
+  const RopeParams rp = rope_params(lc.rope);
+  for (int i = 0; i < n; ++i) {
+    float* qi = st.q.data() + static_cast<size_t>(i) * dq;
+    float* ki = st.k.data() + static_cast<size_t>(i) * dk;
+    if (lc.qk_norm) {
+      for (int h = 0; h < lc.n_head; ++h) rmsnorm(qi + h * lc.head_dim_k, lw.q_norm.data, qi + h * lc.head_dim_k, lc.head_dim_k, c.cfg.rms_eps);
+      for (int h = 0; h < lc.n_head_kv; ++h) rmsnorm(ki + h * lc.head_dim_k, lw.k_norm.data, ki + h * lc.head_dim_k, lc.head_dim_k, c.cfg.rms_eps);
+    }
+    float* cs = st.rope_cs.data();
+    rope_cache(rp, static_cast<float>(c.b.pos[i]), cs);
+    for (int h = 0; h < lc.n_head; ++h) rope_apply(rp, cs, qi + h * lc.head_dim_k);
+    for (int h = 0; h < lc.n_head_kv; ++h) rope_apply(rp, cs, ki + h * lc.head_dim_k);
+    c.kv.store(layer, c.seq(i), c.b.pos[i], ki, st.v.data() + static_cast<size_t>(i) * dv);
+  }
+  const int group = lc.n_head / lc.n_head_kv;
+  const int dvo = lc.n_head * lc.head_dim_v;
+  c.parallel(static_cast<int64_t>(n) * lc.n_head, [&](int64_t a, int64_t e, int tid) {
+    float* buf = st.thread_buf[tid].data();
+    for (int64_t it = a; it < e; ++it) {
+      const int i = static_cast<int>(it / lc.n_head), h = static_cast<int>(it % lc.n_head);
+      HeadAttn ha;
+      ha.q = st.q.data() + static_cast<size_t>(i) * dq + h * lc.head_dim_k;
+      ha.dk = lc.head_dim_k;
+      ha.dv = lc.head_dim_v;
+      ha.layer = layer;
+      ha.seq = c.seq(i);
+      ha.kv_head = h / group;
+      ha.k_off = ha.kv_head * lc.head_dim_k;
+      ha.v_off = ha.kv_head * lc.head_dim_v;
+      ha.v_in_k = false;
+      ha.scale = lc.kq_scale;
+      ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
+      const int pos = c.b.pos[i];
+      attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + static_cast<size_t>(i) * dvo + h * lc.head_dim_v, buf);
+    }
+  });
+  c.mm(lw.wo, st.attn.data(), n, st.out.data());
+  add_bias(st.out.data(), lw.bo, n);
+}
+
+void attention_mla(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  auto& st = c.st;
+  const int n = c.b.n;
+  const int dqh = lc.qk_nope_dim + lc.qk_rope_dim;   // per-head q width
+  const int dq = lc.n_head * dqh;
+  const int kvw = lc.kv_lora_rank + lc.qk_rope_dim;  // cache row
+  check_positions(c);
+  if (!lw.wq_a.empty()) {
+    c.mm(lw.wq_a, st.xn.data(), n, st.tmp.data());
+    for (int i = 0; i < n; ++i) {
+      float* r = st.tmp.data() + static_cast<size_t>(i) * lc.q_lora_rank;
+      rmsnorm(r, lw.q_a_norm.data, r, lc.q_lora_rank, c.cfg.rms_eps);
+    }
+    c.mm(lw.wq_b, st.tmp.data(), n, st.q.data());
+  } else {
+    c.mm(lw.wq, st.xn.data(), n, st.q.data());
+  }
+  c.mm(lw.wkv_a, st.xn.data(), n, st.k.data());  // [n, kv_lora + rope]
+  const RopeParams rp = rope_params(lc.rope);
+  // Absorbed queries: [n, n_head, kv_lora + rope]
+  float* qabs = st.v.data();
+  const GgufTensor& kb = *lw.wk_b;
+  const size_t kb_head = static_cast<size_t>(ggml_row_size(kb.type, lc.qk_nope_dim)) * lc.kv_lora_rank;
+  for (int i = 0; i < n; ++i) {
+    float* kvi = st.k.data() + static_cast<size_t>(i) * kvw;
+    rmsnorm(kvi, lw.kv_a_norm.data, kvi, lc.kv_lora_rank, c.cfg.rms_eps);
+    float* cs = st.rope_cs.data();
+    rope_cache(rp, static_cast<float>(c.b.pos[i]), cs);
+    rope_apply(rp, cs, kvi + lc.kv_lora_rank);
+    c.kv.store(layer, c.seq(i), c.b.pos[i], kvi, nullptr);
+    for (int h = 0; h < lc.n_head; ++h) {
+      float* qh = st.q.data() + static_cast<size_t>(i) * dq + h * dqh;
+      rope_apply(rp, cs, qh + lc.qk_nope_dim);
+      float* qa = qabs + (static_cast<size_t>(i) * lc.n_head + h) * kvw;
+      std::memcpy(qa + lc.kv_lora_rank, qh + lc.qk_nope_dim, sizeof(float) * lc.qk_rope_dim);
+    }
+  }
+  // q_nope absorbed through k_b, head by head: [kv_lora] = Wkb[h] (kv_lora x nope) q_nope[h]
+  for (int h = 0; h < lc.n_head; ++h) {
+    QMatrix m{kb.type, lc.kv_lora_rank, lc.qk_nope_dim, kb.data + h * kb_head, static_cast<size_t>(ggml_row_size(kb.type, lc.qk_nope_dim))};
+    for (int i = 0; i < n; ++i) std::memcpy(st.gather.data() + static_cast<size_t>(i) * lc.qk_nope_dim, st.q.data() + static_cast<size_t>(i) * dq + h * dqh,
+                                            sizeof(float) * lc.qk_nope_dim);
+    c.mm(m, st.gather.data(), n, st.tmp.data());
+    for (int i = 0; i < n; ++i)
+      std::memcpy(qabs + (static_cast<size_t>(i) * lc.n_head + h) * kvw, st.tmp.data() + static_cast<size_t>(i) * lc.kv_lora_rank,
+                  sizeof(float) * lc.kv_lora_rank);
+  }
+  // Attention in the latent space; output [n, n_head, kv_lora] in st.attn.
+  c.parallel(static_cast<int64_t>(n) * lc.n_head, [&](int64_t a, int64_t e, int tid) {
+    float* buf = st.thread_buf[tid].data();
+    for (int64_t it = a; it < e; ++it) {
+      const int i = static_cast<int>(it / lc.n_head), h = static_cast<int>(it % lc.n_head);
+      HeadAttn ha;
+      ha.q = qabs + (static_cast<size_t>(i) * lc.n_head + h) * kvw;
+      ha.dk = kvw;
+      ha.dv = lc.kv_lora_rank;
+      ha.layer = layer;
+      ha.seq = c.seq(i);
+      ha.kv_head = 0;
+      ha.k_off = 0;
+      ha.v_off = 0;
+      ha.v_in_k = true;
+      ha.scale = lc.kq_scale;
+      ha.sink = nullptr;
+      const int pos = c.b.pos[i];
+      attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + (static_cast<size_t>(i) * lc.n_head + h) * lc.kv_lora_rank, buf);
+    }
+  });
+  // Per head: [v_dim] = Wvb[h] (v_dim x kv_lora) latent[h]; concatenated into st.q as [n, n_head*v_dim].
+  const GgufTensor& vb = *lw.wv_b;
+  const size_t vb_row = static_cast<size_t>(ggml_row_size(vb.type, lc.kv_lora_rank));
+  for (int h = 0; h < lc.n_head; ++h) {
+    QMatrix m{vb.type, lc.v_head_dim, lc.kv_lora_rank, vb.data + h * vb_row * lc.v_head_dim, vb_row};
+    for (int i = 0; i < n; ++i)
+      std::memcpy(st.gather.data() + static_cast<size_t>(i) * lc.kv_lora_rank, st.attn.data() + (static_cast<size_t>(i) * lc.n_head + h) * lc.kv_lora_rank,
+                  sizeof(float) * lc.kv_lora_rank);
+    c.mm(m, st.gather.data(), n, st.tmp.data());
+    for (int i = 0; i < n; ++i)
+      std::memcpy(st.q.data() + static_cast<size_t>(i) * lc.n_head * lc.v_head_dim + h * lc.v_head_dim, st.tmp.data() + static_cast<size_t>(i) * lc.v_head_dim,
+                  sizeof(float) * lc.v_head_dim);
+  }
+  c.mm(lw.wo, st.q.data(), n, st.out.data());
+}
+
+}  // namespace strata

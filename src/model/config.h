@@ -1,0 +1,93 @@
+#pragma once
+// Model configuration as data: one ModelConfig with one LayerConfig per layer, read from
+// GGUF metadata by the architecture's file (model/arch/*.cpp). Unknown values fail loudly.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+class GgufModel;
+
+enum class AttnKind { Gqa, Mla };
+enum class RopeStyle { Norm, Neox };      // Norm: pairs (2i, 2i+1); Neox: pairs (i, i + n/2)
+enum class FfnKind { Dense, Moe };
+enum class GatingFunc { Softmax, Sigmoid, SoftmaxWeight, SqrtSoftplus };
+enum class GluAct { Silu, SwigluOai };    // SwigluOai: gpt-oss clamped variant
+
+const char* gating_name(GatingFunc g);
+
+struct RopeConfig {
+  RopeStyle style = RopeStyle::Norm;
+  int n_dims = 0;              // rotated dims per head
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;     // 1 / scaling factor
+  // YaRN (ext_factor = 0 disables the ramp)
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int n_ctx_orig = 0;
+};
+
+struct LayerConfig {
+  // Attention
+  AttnKind attn = AttnKind::Gqa;
+  int n_head = 0, n_head_kv = 0;
+  int head_dim_k = 0, head_dim_v = 0;  // per head, as stored in the KV cache
+  bool qk_norm = false;                // per-head RMSNorm of q and k (Qwen3)
+  bool attn_bias = false;              // biases on q/k/v/o (gpt-oss)
+  bool sinks = false;                  // per-head attention sink logits (gpt-oss)
+  int sliding_window = 0;              // 0: full attention
+  float kq_scale = 1.0f;
+  RopeConfig rope;
+  // MLA (DeepSeek-V2/V3): cache holds [kv_lora_rank + qk_rope_dim] per token
+  int q_lora_rank = 0, kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+
+  // Feed-forward
+  FfnKind ffn = FfnKind::Dense;
+  int n_ff = 0;                        // dense FFN width
+  GluAct act = GluAct::Silu;
+  // MoE
+  int n_expert = 0, n_expert_used = 0, n_expert_shared = 0;
+  int n_ff_exp = 0, n_ff_shexp = 0;
+  GatingFunc gating = GatingFunc::Softmax;
+  bool router_bias = false;            // bias on the router logits (gpt-oss)
+  bool exp_probs_bias = false;         // selection-only bias (DeepSeek-V3 exp_probs_b)
+  int n_group = 0, n_group_used = 0;   // group-limited top-k (0: off)
+  bool norm_w = false;                 // renormalize the selected weights
+  float w_scale = 1.0f;                // routed scaling factor
+  bool expert_bias = false;            // biases on expert gate/up/down (gpt-oss)
+  float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;  // gpt-oss SwigluOai
+};
+
+struct ModelConfig {
+  std::string arch;
+  std::string name;
+  int n_vocab = 0;
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_ctx_train = 0;
+  float rms_eps = 1e-6f;
+  std::vector<LayerConfig> layers;
+
+  int max_head_dim() const;
+};
+
+// Required/optional metadata readers with clear errors ("<file>: missing <key>").
+struct MetaReader {
+  const GgufModel& m;
+  std::string prefix;  // "<arch>."
+  int64_t req_int(const char* key) const;
+  int64_t opt_int(const char* key, int64_t def) const;
+  float req_float(const char* key) const;
+  float opt_float(const char* key, float def) const;
+  bool opt_bool(const char* key, bool def) const;
+  bool has(const char* key) const;
+  std::string opt_string(const char* key, const std::string& def) const;
+};
+
+// Reads the common rope scaling keys (none/linear/yarn) into `rope`; throws on unknown types.
+void read_rope_scaling(const MetaReader& r, RopeConfig& rope, int n_ctx_train);
+
+}  // namespace strata

@@ -1,0 +1,166 @@
+// Feed-forward blocks: dense GLU, shared experts, and routed MoE with batch grouping (each
+// expert is acquired once per batch and applied to all of its tokens as one GEMM).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/forward.h"
+
+namespace strata {
+namespace {
+
+void glu(const LayerConfig& lc, const float* g, const float* u, float* out, int64_t n) {
+  if (lc.act == GluAct::SwigluOai) swiglu_oai(g, u, out, n, lc.swiglu_alpha, lc.swiglu_limit);
+  else swiglu(g, u, out, n);
+}
+
+// out[n, n_embd] = down(act(gate(x)) * up(x)) for a dense GLU.
+void glu_ffn(FwdCtx& c, const LayerConfig& lc, const QMatrix& gate, const QMatrix& up, const QMatrix& down, const float* x, int n, float* out) {
+  auto& st = c.st;
+  const int64_t f = gate.rows;
+  c.mm(gate, x, n, st.gate.data());
+  c.mm(up, x, n, st.up.data());
+  glu(lc, st.gate.data(), st.up.data(), st.gate.data(), f * n);
+  c.mm(down, st.gate.data(), n, out);
+}
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// Router: probabilities, selection and weights for token i. logits [n_expert] -> sel/w [k].
+void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t* sel, float* w) {
+  const int ne = lc.n_expert, k = lc.n_expert_used;
+  float probs[1024], select[1024];
+  STRATA_CHECK(ne <= 1024, "expert count {} above 1024 is not supported", ne);
+  switch (lc.gating) {
+    case GatingFunc::Softmax:
+      std::copy(logits, logits + ne, probs);
+      softmax(probs, ne);
+      break;
+    case GatingFunc::Sigmoid:
+      for (int e = 0; e < ne; ++e) probs[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+      break;
+    case GatingFunc::SoftmaxWeight:
+      std::copy(logits, logits + ne, probs);
+      break;
+    case GatingFunc::SqrtSoftplus:
+      for (int e = 0; e < ne; ++e) probs[e] = std::sqrt(softplus(logits[e]));
+      break;
+  }
+  std::copy(probs, probs + ne, select);
+  if (lc.exp_probs_bias)
+    for (int e = 0; e < ne; ++e) select[e] += lw.exp_probs_b.data[e];
+  if (lc.n_group > 1 && lc.n_group_used < lc.n_group) {
+    const int per = ne / lc.n_group;
+    float gscore[256];
+    for (int g = 0; g < lc.n_group; ++g) {
+      int32_t top2[2];
+      top_k(select + g * per, per, std::min(2, per), top2);
+      gscore[g] = select[g * per + top2[0]] + (per > 1 ? select[g * per + top2[1]] : 0.0f);
+    }
+    int32_t gsel[256];
+    top_k(gscore, lc.n_group, lc.n_group_used, gsel);
+    bool keep[256] = {};
+    for (int j = 0; j < lc.n_group_used; ++j) keep[gsel[j]] = true;
+    for (int g = 0; g < lc.n_group; ++g)
+      if (!keep[g])
+        for (int e = g * per; e < (g + 1) * per; ++e) select[e] = -INFINITY;
+  }
+  top_k(select, ne, k, sel);
+  for (int j = 0; j < k; ++j) w[j] = probs[sel[j]];
+  if (lc.gating == GatingFunc::SoftmaxWeight) softmax(w, k);
+  if (lc.norm_w) {
+    float s = 0;
+    for (int j = 0; j < k; ++j) s += w[j];
+    s = std::max(s, 6.103515625e-5f);
+    for (int j = 0; j < k; ++j) w[j] /= s;
+  }
+  if (lc.w_scale != 1.0f)
+    for (int j = 0; j < k; ++j) w[j] *= lc.w_scale;
+}
+
+}  // namespace
+
+void ffn_dense(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  glu_ffn(c, lc, lw.ffn_gate, lw.ffn_up, lw.ffn_down, c.st.xn.data(), c.b.n, c.st.out.data());
+}
+
+void ffn_moe(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  auto& st = c.st;
+  const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used, d = c.cfg.n_embd;
+  // 1. Router for the whole batch.
+  c.mm(lw.router, st.xn.data(), n, st.router.data());
+  add_bias(st.router.data(), lw.router_b, n);
+  for (int i = 0; i < n; ++i) {
+    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, st.sel.data() + static_cast<size_t>(i) * k, st.sel_w.data() + static_cast<size_t>(i) * k);
+    if (c.observer) c.observer->on_route(layer, i, st.sel.data() + static_cast<size_t>(i) * k, k);
+  }
+  // 2. Group (token, slot) pairs by expert; tell the provider at once which experts we need.
+  int counts[1024] = {}, starts[1025];
+  for (int s = 0; s < n * k; ++s) counts[st.sel[s]]++;
+  starts[0] = 0;
+  for (int e = 0; e < ne; ++e) starts[e + 1] = starts[e] + counts[e];
+  int fill[1024];
+  std::copy(starts, starts + ne, fill);
+  for (int s = 0; s < n * k; ++s) {
+    const int e = st.sel[s];
+    st.tok_of[fill[e]] = s / k;
+    st.slot_of[fill[e]] = s % k;
+    fill[e]++;
+  }
+  st.expert_list.clear();
+  for (int e = 0; e < ne; ++e)
+    if (counts[e]) st.expert_list.push_back(e);
+  c.experts->request(layer, st.expert_list.data(), static_cast<int>(st.expert_list.size()));
+  // 3. One GEMM per expert over its tokens.
+  const int64_t f = lc.n_ff_exp;
+  for (int e : st.expert_list) {
+    const int m = counts[e];
+    for (int r = 0; r < m; ++r)
+      std::memcpy(st.gather.data() + static_cast<size_t>(r) * d, st.xn.data() + static_cast<size_t>(st.tok_of[starts[e] + r]) * d, sizeof(float) * d);
+    ExpertMats em = c.experts->acquire(layer, e);
+    c.mm(em.gate, st.gather.data(), m, st.gate.data());
+    c.mm(em.up, st.gather.data(), m, st.up.data());
+    if (!lw.gate_exps_b.empty())
+      for (int r = 0; r < m; ++r)
+        for (int64_t j = 0; j < f; ++j) {
+          st.gate[r * f + j] += lw.gate_exps_b.of(e)[j];
+          st.up[r * f + j] += lw.up_exps_b.of(e)[j];
+        }
+    glu(lc, st.gate.data(), st.up.data(), st.gate.data(), f * m);
+    c.mm(em.down, st.gate.data(), m, st.tmp.data());
+    c.experts->release(layer, e);
+    for (int r = 0; r < m; ++r) {
+      const int i = st.tok_of[starts[e] + r], slot = st.slot_of[starts[e] + r];
+      float* dst = st.slots.data() + (static_cast<size_t>(i) * k + slot) * d;
+      const float* src = st.tmp.data() + static_cast<size_t>(r) * d;
+      const float wgt = st.sel_w[static_cast<size_t>(i) * k + slot];
+      if (!lw.down_exps_b.empty()) {
+        const float* bb = lw.down_exps_b.of(e);
+        for (int j = 0; j < d; ++j) dst[j] = (src[j] + bb[j]) * wgt;
+      } else {
+        for (int j = 0; j < d; ++j) dst[j] = src[j] * wgt;
+      }
+    }
+  }
+  // 4. Sum the slots in selection order (as llama.cpp does).
+  for (int i = 0; i < n; ++i) {
+    float* o = st.out.data() + static_cast<size_t>(i) * d;
+    const float* s0 = st.slots.data() + static_cast<size_t>(i) * k * d;
+    std::memcpy(o, s0, sizeof(float) * d);
+    for (int j = 1; j < k; ++j)
+      for (int x = 0; x < d; ++x) o[x] += s0[static_cast<size_t>(j) * d + x];
+  }
+  // 5. Shared experts (dense, resident).
+  if (!lw.shexp_gate.empty()) {
+    float* sh = st.attn.data();  // free at this point
+    glu_ffn(c, lc, lw.shexp_gate, lw.shexp_up, lw.shexp_down, st.xn.data(), n, sh);
+    for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.out[x] += sh[x];
+  }
+}
+
+}  // namespace strata

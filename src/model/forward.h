@@ -1,0 +1,69 @@
+#pragma once
+// Internals of the forward pass shared by model.cpp, attention.cpp and ffn.cpp.
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+
+namespace strata {
+
+// Scratch buffers sized for the largest batch seen; grown outside the per-token hot path.
+struct Model::State {
+  int cap = 0;                   // batch capacity (tokens)
+  int ctx_cap = 0;               // positions per thread buffer
+  std::vector<float> x;          // [n, n_embd] residual stream
+  std::vector<float> xn;         // [n, n_embd] normalized input of a sub-block
+  std::vector<float> q, k, v;    // [n, n_head * head_dim] projections
+  std::vector<float> attn;       // [n, n_head * head_dim_v] attention output (pre-projection)
+  std::vector<float> tmp;        // [n, max(widths)] general purpose
+  std::vector<float> out;        // [n, n_embd] sub-block output
+  std::vector<float> rope_cs;    // [n, max_rope_dims] (cos, sin) per token
+  // MoE
+  std::vector<float> router;     // [n, n_expert]
+  std::vector<int32_t> sel;      // [n, k] selected experts
+  std::vector<float> sel_w;      // [n, k] their weights
+  std::vector<float> gather;     // [n, n_embd] inputs of one expert's tokens
+  std::vector<float> gate, up;   // [n, n_ff]
+  std::vector<float> slots;      // [n, k, n_embd] per-slot expert outputs
+  std::vector<int32_t> tok_of;   // [n * k] token of each routed slot, grouped by expert
+  std::vector<int32_t> slot_of;  // [n * k]
+  std::vector<int32_t> expert_list;  // unique experts of the batch
+  std::vector<float> logits_in;  // [n_out, n_embd]
+  std::vector<std::vector<float>> thread_buf;  // per thread: scores + rows
+  MatmulScratch mm;
+
+  void ensure(const ModelConfig& cfg, int n, int n_ctx, int n_threads);
+};
+
+struct FwdCtx {
+  const ModelConfig& cfg;
+  const ModelWeights& w;
+  const KernelTable& k;
+  ThreadPool* pool;
+  Model::State& st;
+  KvCache& kv;
+  const Batch& b;
+  ExpertProvider* experts;
+  RoutingObserver* observer;
+
+  void mm(const QMatrix& m, const float* x, int64_t n, float* y) { matmul(k, pool, m, x, n, y, st.mm); }
+  int seq(int i) const { return b.seq ? b.seq[i] : 0; }
+  template <typename F>
+  void parallel(int64_t n, F&& f) {
+    if (pool) pool->parallel_for(n, 1, f);
+    else f(int64_t{0}, n, 0);
+  }
+};
+
+// Sub-blocks: read st.xn [n, n_embd], write st.out [n, n_embd].
+void attention_gqa(FwdCtx& c, int layer);
+void attention_mla(FwdCtx& c, int layer);
+void ffn_dense(FwdCtx& c, int layer);
+void ffn_moe(FwdCtx& c, int layer);
+
+RopeParams rope_params(const RopeConfig& r);
+void add_bias(float* y, const VecF32& b, int64_t n_rows);
+
+}  // namespace strata

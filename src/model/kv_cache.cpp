@@ -1,0 +1,84 @@
+#include "model/kv_cache.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/quants.h"
+
+namespace strata {
+
+KvCache::KvCache(const ModelConfig& cfg, const KvCacheOptions& opt) : opt_(opt) {
+  STRATA_CHECK(opt.n_ctx > 0 && opt.n_seq > 0, "KV cache needs a positive context ({}) and sequence count ({})", opt.n_ctx, opt.n_seq);
+  for (GgmlType t : {opt.type_k, opt.type_v})
+    STRATA_CHECK(t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::Q8_0, "unsupported KV cache type {} (f32, f16 or q8_0)",
+                 ggml_type_name(t));
+  layers_.resize(cfg.layers.size());
+  for (size_t l = 0; l < cfg.layers.size(); ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    Layer& L = layers_[l];
+    if (lc.attn == AttnKind::Mla) {
+      L.k_width = lc.kv_lora_rank + lc.qk_rope_dim;
+      L.v_width = 0;
+    } else {
+      L.k_width = lc.n_head_kv * lc.head_dim_k;
+      L.v_width = lc.n_head_kv * lc.head_dim_v;
+    }
+    auto row_bytes = [&](GgmlType t, int w) -> size_t {
+      if (w == 0) return 0;
+      STRATA_CHECK(w % ggml_info(t).block_size == 0, "KV row width {} of layer {} is not a multiple of the {} block size", w, l, ggml_type_name(t));
+      return ggml_row_size(t, static_cast<uint64_t>(w));
+    };
+    L.k_row = row_bytes(opt.type_k, L.k_width);
+    L.v_row = row_bytes(opt.type_v, L.v_width);
+    const size_t n_rows = static_cast<size_t>(opt.n_ctx) * static_cast<size_t>(opt.n_seq);
+    L.k.assign(n_rows * L.k_row, 0);
+    L.v.assign(n_rows * L.v_row, 0);
+    bytes_ += L.k.size() + L.v.size();
+  }
+}
+
+void KvCache::store_row(GgmlType t, const float* src, uint8_t* dst, int n) const {
+  if (t == GgmlType::F32) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+  else quantize_row(t, src, dst, n);
+}
+
+void KvCache::read_rows(GgmlType t, const uint8_t* src, size_t row, int n_rows, int width, float* out) const {
+  if (t == GgmlType::F32) {
+    std::memcpy(out, src, static_cast<size_t>(n_rows) * row);
+    return;
+  }
+  for (int r = 0; r < n_rows; ++r) dequantize_row(t, src + static_cast<size_t>(r) * row, out + static_cast<size_t>(r) * width, width);
+}
+
+void KvCache::store(int l, int seq, int pos, const float* k, const float* v) {
+  Layer& L = layers_[l];
+  const size_t idx = static_cast<size_t>(seq) * opt_.n_ctx + pos;
+  store_row(opt_.type_k, k, L.k.data() + idx * L.k_row, L.k_width);
+  if (L.v_width) store_row(opt_.type_v, v, L.v.data() + idx * L.v_row, L.v_width);
+}
+
+void KvCache::read_k(int l, int seq, int p0, int p1, float* out) const {
+  const Layer& L = layers_[l];
+  const size_t idx = static_cast<size_t>(seq) * opt_.n_ctx + p0;
+  read_rows(opt_.type_k, L.k.data() + idx * L.k_row, L.k_row, p1 - p0, L.k_width, out);
+}
+
+void KvCache::read_v(int l, int seq, int p0, int p1, float* out) const {
+  const Layer& L = layers_[l];
+  const size_t idx = static_cast<size_t>(seq) * opt_.n_ctx + p0;
+  read_rows(opt_.type_v, L.v.data() + idx * L.v_row, L.v_row, p1 - p0, L.v_width, out);
+}
+
+const float* KvCache::k_f32(int l, int seq, int pos) const {
+  if (opt_.type_k != GgmlType::F32) return nullptr;
+  const Layer& L = layers_[l];
+  return reinterpret_cast<const float*>(L.k.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.k_row);
+}
+
+const float* KvCache::v_f32(int l, int seq, int pos) const {
+  if (opt_.type_v != GgmlType::F32) return nullptr;
+  const Layer& L = layers_[l];
+  return reinterpret_cast<const float*>(L.v.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.v_row);
+}
+
+}  // namespace strata

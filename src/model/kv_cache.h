@@ -1,0 +1,60 @@
+#pragma once
+// KV cache: per layer and per sequence slot, one row per position (row index = position).
+// GQA layers store K [n_ctx, n_head_kv*head_dim_k] and V [n_ctx, n_head_kv*head_dim_v];
+// MLA layers store only the compressed latent + rope key [n_ctx, kv_lora_rank + rope_dim]
+// (V is a view of its first kv_lora_rank values). Rows are f32, f16 or q8_0.
+#include <cstdint>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+#include "model/config.h"
+
+namespace strata {
+
+struct KvCacheOptions {
+  int n_ctx = 0;               // positions per sequence
+  int n_seq = 1;               // sequence slots
+  GgmlType type_k = GgmlType::F16;
+  GgmlType type_v = GgmlType::F16;
+};
+
+class KvCache {
+ public:
+  KvCache(const ModelConfig& cfg, const KvCacheOptions& opt);
+
+  int n_ctx() const { return opt_.n_ctx; }
+  int n_seq() const { return opt_.n_seq; }
+  GgmlType type_k() const { return opt_.type_k; }
+  GgmlType type_v() const { return opt_.type_v; }
+  uint64_t bytes() const { return bytes_; }
+
+  // Row widths (values) of layer l.
+  int k_width(int l) const { return layers_[l].k_width; }
+  int v_width(int l) const { return layers_[l].v_width; }  // 0 for MLA (V lives in K)
+
+  // Stores one position's K (and V) values (f32, converted to the cache type).
+  void store(int l, int seq, int pos, const float* k, const float* v);
+  // Reads positions [p0, p1) of K (or V) as f32 into out [(p1-p0), width].
+  void read_k(int l, int seq, int p0, int p1, float* out) const;
+  void read_v(int l, int seq, int p0, int p1, float* out) const;
+  // Direct f32 view when the cache type is f32 (nullptr otherwise).
+  const float* k_f32(int l, int seq, int pos) const;
+  const float* v_f32(int l, int seq, int pos) const;
+
+  // Forget a sequence (positions are simply overwritten later).
+  void clear(int seq) { (void)seq; }
+
+ private:
+  struct Layer {
+    int k_width = 0, v_width = 0;
+    size_t k_row = 0, v_row = 0;  // bytes per row
+    std::vector<uint8_t> k, v;    // [n_seq, n_ctx, row]
+  };
+  void store_row(GgmlType t, const float* src, uint8_t* dst, int n) const;
+  void read_rows(GgmlType t, const uint8_t* src, size_t row, int n_rows, int width, float* out) const;
+  KvCacheOptions opt_;
+  std::vector<Layer> layers_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace strata

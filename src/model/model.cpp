@@ -1,0 +1,124 @@
+// Model loading and the forward pass: norm -> attention -> residual -> norm -> FFN -> residual.
+#include "model/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/forward.h"
+
+namespace strata {
+
+ExpertMats MappedExperts::acquire(int layer, int e) {
+  const LayerWeights& lw = w_.layers[layer];
+  return ExpertMats{lw.gate_exps.mapped(e), lw.up_exps.mapped(e), lw.down_exps.mapped(e)};
+}
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  m->gguf_ = GgufModel::open(path);
+  const std::string arch = m->gguf_->architecture();
+  m->arch_ = find_arch(arch);
+  if (!m->arch_) {
+    std::string list;
+    for (const auto& a : supported_archs()) list += (list.empty() ? "" : ", ") + a;
+    fail("{}: architecture '{}' is not supported (supported: {})", path, arch, list);
+  }
+  m->cfg_.arch = arch;
+  m->cfg_.name = m->gguf_->get_string("general.name").value_or("");
+  m->arch_->load_config(*m->gguf_, m->cfg_);
+  STRATA_CHECK(static_cast<int>(m->cfg_.layers.size()) == m->cfg_.n_layer, "{}: config has {} layer configs for {} layers", path,
+               m->cfg_.layers.size(), m->cfg_.n_layer);
+  WeightBinder b(*m->gguf_);
+  m->w_.layers.resize(m->cfg_.layers.size());
+  m->arch_->bind(b, m->cfg_, m->w_);
+  m->default_experts_ = std::make_unique<MappedExperts>(m->w_);
+  m->experts_ = m->default_experts_.get();
+  m->st_ = std::make_unique<State>();
+  return m;
+}
+
+void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_threads) {
+  if (n <= cap && n_ctx <= ctx_cap && static_cast<int>(thread_buf.size()) >= n_threads) return;
+  cap = std::max(cap, n);
+  ctx_cap = std::max(ctx_cap, n_ctx);
+  size_t w = static_cast<size_t>(cfg.n_embd);
+  size_t ff = 0, ne = 1, kk = 1, row = 0, rope = 2;
+  for (const auto& l : cfg.layers) {
+    const size_t kvw = static_cast<size_t>(l.kv_lora_rank + l.qk_rope_dim);
+    w = std::max({w, static_cast<size_t>(l.n_head) * l.head_dim_k, static_cast<size_t>(l.n_head) * l.head_dim_v,
+                  static_cast<size_t>(l.n_head) * (l.qk_nope_dim + l.qk_rope_dim), static_cast<size_t>(l.n_head) * kvw,
+                  static_cast<size_t>(l.q_lora_rank), static_cast<size_t>(l.n_head_kv) * l.head_dim_k});
+    ff = std::max({ff, static_cast<size_t>(l.n_ff), static_cast<size_t>(l.n_ff_exp), static_cast<size_t>(l.n_ff_shexp)});
+    ne = std::max(ne, static_cast<size_t>(l.n_expert));
+    kk = std::max(kk, static_cast<size_t>(l.n_expert_used));
+    row = std::max({row, kvw, static_cast<size_t>(l.n_head_kv) * std::max(l.head_dim_k, l.head_dim_v)});
+    rope = std::max(rope, static_cast<size_t>(l.rope.n_dims));
+  }
+  const size_t N = static_cast<size_t>(cap);
+  x.assign(N * cfg.n_embd, 0);
+  xn.assign(N * w, 0);
+  q.assign(N * w, 0);
+  k.assign(N * w, 0);
+  v.assign(N * w, 0);
+  attn.assign(N * w, 0);
+  tmp.assign(N * std::max(w, ff), 0);
+  out.assign(N * w, 0);
+  rope_cs.assign(rope, 0);
+  router.assign(N * ne, 0);
+  sel.assign(N * kk, 0);
+  sel_w.assign(N * kk, 0);
+  gather.assign(N * w, 0);
+  gate.assign(N * std::max(ff, size_t{1}), 0);
+  up.assign(N * std::max(ff, size_t{1}), 0);
+  slots.assign(N * kk * cfg.n_embd, 0);
+  tok_of.assign(N * kk, 0);
+  slot_of.assign(N * kk, 0);
+  expert_list.reserve(ne);
+  logits_in.assign(N * cfg.n_embd, 0);
+  thread_buf.resize(std::max<size_t>(thread_buf.size(), static_cast<size_t>(n_threads)));
+  for (auto& tb : thread_buf) tb.assign(static_cast<size_t>(ctx_cap) + 2 * row + 64, 0);
+}
+
+void Model::forward(const Batch& b, KvCache& kv, float* logits) {
+  STRATA_CHECK(b.n > 0, "empty batch");
+  const int d = cfg_.n_embd;
+  for (int i = 0; i < b.n; ++i)
+    STRATA_CHECK(b.tokens[i] >= 0 && b.tokens[i] < cfg_.n_vocab, "token id {} at batch index {} is outside the vocabulary (0..{})", b.tokens[i], i,
+                 cfg_.n_vocab - 1);
+  const KernelTable& k = k_ ? *k_ : kernels();
+  const int n_threads = pool_ ? pool_->size() : 1;
+  st_->ensure(cfg_, b.n, kv.n_ctx(), n_threads);
+  State& st = *st_;
+  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_};
+
+  // Embeddings (dequantized rows).
+  for (int i = 0; i < b.n; ++i) dequantize_row(w_.tok_embd.type, w_.tok_embd.row(b.tokens[i]), st.x.data() + static_cast<size_t>(i) * d, d);
+
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const LayerConfig& lc = cfg_.layers[l];
+    const LayerWeights& lw = w_.layers[l];
+    for (int i = 0; i < b.n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.attn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
+    if (lc.attn == AttnKind::Mla) attention_mla(c, l);
+    else attention_gqa(c, l);
+    for (size_t x = 0; x < static_cast<size_t>(b.n) * d; ++x) st.x[x] += st.out[x];
+    for (int i = 0; i < b.n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.ffn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
+    if (lc.ffn == FfnKind::Moe) ffn_moe(c, l);
+    else ffn_dense(c, l);
+    for (size_t x = 0; x < static_cast<size_t>(b.n) * d; ++x) st.x[x] += st.out[x];
+  }
+
+  // Output head for the requested rows.
+  int n_out = 0;
+  for (int i = 0; i < b.n; ++i) {
+    const bool want = b.logits ? b.logits[i] != 0 : i == b.n - 1;
+    if (!want) continue;
+    rmsnorm(st.x.data() + static_cast<size_t>(i) * d, w_.output_norm.data, st.logits_in.data() + static_cast<size_t>(n_out) * d, d, cfg_.rms_eps);
+    ++n_out;
+  }
+  if (n_out) c.mm(w_.output, st.logits_in.data(), n_out, logits);
+}
+
+}  // namespace strata

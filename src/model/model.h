@@ -1,0 +1,95 @@
+#pragma once
+// A loaded model: config (one LayerConfig per layer), bound weights, and the forward pass
+// over a batch of tokens (any mix of sequences and positions) against a KV cache.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "experts/expert_provider.h"
+#include "gguf/gguf_file.h"
+#include "kernels/kernel_table.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace strata {
+
+class ThreadPool;
+
+struct Batch {
+  int n = 0;
+  const int32_t* tokens = nullptr;  // [n]
+  const int32_t* pos = nullptr;     // [n] position within its sequence
+  const int32_t* seq = nullptr;     // [n] KV-cache sequence slot (nullptr: all 0)
+  const uint8_t* logits = nullptr;  // [n] 1 = output logits for this token (nullptr: last token only)
+};
+
+// Per-MoE-layer routing of one batch (for stats, traces and the expert tier).
+struct RoutingObserver {
+  virtual ~RoutingObserver() = default;
+  // token i of the batch selected experts ids[0..k)
+  virtual void on_route(int layer, int token, const int32_t* ids, int k) = 0;
+};
+
+class Model;
+
+// One architecture: reads its config from metadata and binds its weights.
+struct ArchDef {
+  const char* name;
+  void (*load_config)(const GgufModel& m, ModelConfig& cfg);
+  void (*bind)(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w);
+};
+const ArchDef* find_arch(const std::string& name);
+std::vector<std::string> supported_archs();
+
+class Model {
+ public:
+  // Opens and validates the model; throws strata::Error naming the problem.
+  static std::unique_ptr<Model> load(const std::string& path);
+  ~Model();
+
+  const ModelConfig& config() const { return cfg_; }
+  const GgufModel& gguf() const { return *gguf_; }
+  const ModelWeights& weights() const { return w_; }
+
+  // Runs the batch and writes logits [n_out, n_vocab] for the tokens whose logits flag is set
+  // (in batch order). Validates token ids and positions.
+  void forward(const Batch& b, KvCache& kv, float* logits);
+
+  void set_threads(ThreadPool* pool) { pool_ = pool; }
+  void set_kernels(const KernelTable* k) { k_ = k; }
+  // Routed experts come from here (default: resident views of the mapped file).
+  void set_expert_provider(ExpertProvider* p) { experts_ = p ? p : default_experts_.get(); }
+  ExpertProvider* expert_provider() const { return experts_; }
+  void set_routing_observer(RoutingObserver* o) { observer_ = o; }
+
+  struct State;  // scratch buffers (model.cpp)
+
+ private:
+  Model() = default;
+  std::unique_ptr<GgufModel> gguf_;
+  ModelConfig cfg_;
+  ModelWeights w_;
+  const ArchDef* arch_ = nullptr;
+  ThreadPool* pool_ = nullptr;
+  const KernelTable* k_ = nullptr;
+  std::unique_ptr<ExpertProvider> default_experts_;
+  ExpertProvider* experts_ = nullptr;
+  RoutingObserver* observer_ = nullptr;
+  std::unique_ptr<State> st_;
+};
+
+// Resident experts: views into the mapped GGUF (location by formula).
+class MappedExperts : public ExpertProvider {
+ public:
+  explicit MappedExperts(const ModelWeights& w) : w_(w) {}
+  void request(int, const int32_t*, int) override {}
+  ExpertMats acquire(int layer, int e) override;
+  void release(int, int) override {}
+
+ private:
+  const ModelWeights& w_;
+};
+
+}  // namespace strata

@@ -1,0 +1,100 @@
+#pragma once
+// Weights bound by name with dtype and shape checks (expected vs actual in every error).
+// Dense weights are views into the mapped GGUF; routed experts are described by formula
+// (tensor offset + expert * stride) and served by an ExpertProvider (experts/).
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+
+namespace strata {
+
+struct VecF32 {
+  const float* data = nullptr;  // [n]
+  int64_t n = 0;
+  bool empty() const { return data == nullptr; }
+};
+
+// One [n_expert, rows, cols] tensor of routed experts (ne = {cols, rows, n_expert}).
+struct ExpertTensor {
+  const GgufTensor* t = nullptr;
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0, cols = 0, n_expert = 0;
+  uint64_t expert_bytes = 0;   // bytes of one expert's matrix
+  uint64_t row_bytes = 0;
+  bool empty() const { return t == nullptr; }
+  // The expert's matrix inside the mapping (resident path).
+  QMatrix mapped(int e) const {
+    return QMatrix{type, rows, cols, t->data + static_cast<uint64_t>(e) * expert_bytes, row_bytes};
+  }
+};
+
+// Per-expert f32 biases [n_expert, n] (gpt-oss).
+struct ExpertBias {
+  const float* data = nullptr;
+  int64_t n = 0;
+  bool empty() const { return data == nullptr; }
+  const float* of(int e) const { return data + static_cast<int64_t>(e) * n; }
+};
+
+struct LayerWeights {
+  VecF32 attn_norm, ffn_norm;  // ffn_norm: "ffn_norm" or gpt-oss "post_attention_norm"
+  // GQA
+  QMatrix wq, wk, wv, wo;      // [n_head*hd, n_embd] ...
+  VecF32 bq, bk, bv, bo;
+  VecF32 q_norm, k_norm;       // [head_dim]
+  VecF32 sinks;                // [n_head]
+  // MLA
+  QMatrix wq_a, wq_b;          // [q_lora, n_embd], [n_head*(nope+rope), q_lora]
+  VecF32 q_a_norm, kv_a_norm;  // [q_lora], [kv_lora]
+  QMatrix wkv_a;               // [kv_lora + rope, n_embd]
+  const GgufTensor* wk_b = nullptr;  // ne {nope, kv_lora, n_head}: per head [kv_lora, nope]
+  const GgufTensor* wv_b = nullptr;  // ne {kv_lora, v_dim, n_head}: per head [v_dim, kv_lora]
+  // Dense FFN
+  QMatrix ffn_gate, ffn_up, ffn_down;
+  // MoE
+  QMatrix router;              // [n_expert, n_embd]
+  VecF32 router_b;             // [n_expert]
+  VecF32 exp_probs_b;          // [n_expert]
+  ExpertTensor gate_exps, up_exps, down_exps;
+  ExpertBias gate_exps_b, up_exps_b, down_exps_b;
+  QMatrix shexp_gate, shexp_up, shexp_down;
+};
+
+struct ModelWeights {
+  QMatrix tok_embd;            // [n_vocab, n_embd]
+  VecF32 output_norm;
+  QMatrix output;              // [n_vocab, n_embd] (tied: same as tok_embd)
+  std::vector<LayerWeights> layers;
+};
+
+// Checked lookup of tensors by name.
+class WeightBinder {
+ public:
+  explicit WeightBinder(const GgufModel& m) : m_(m) {}
+  const GgufTensor* find(const std::string& name) const { return m_.tensor(name); }
+  const GgufTensor& get(const std::string& name) const;
+  // 2-D matrix [rows, cols] (ne = {cols, rows}); any weight type with a kernel.
+  QMatrix mat(const std::string& name, int64_t rows, int64_t cols) const;
+  QMatrix opt_mat(const std::string& name, int64_t rows, int64_t cols) const;
+  // F32 vector [n] (a 1-D tensor, or any shape with n elements).
+  VecF32 vec(const std::string& name, int64_t n) const;
+  VecF32 opt_vec(const std::string& name, int64_t n) const;
+  ExpertTensor experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols) const;
+  ExpertBias opt_expert_bias(const std::string& name, int64_t n_expert, int64_t n) const;
+  // 3-D tensor with exact ne.
+  const GgufTensor* tensor3(const std::string& name, int64_t ne0, int64_t ne1, int64_t ne2) const;
+  // Checks that every tensor of the file was bound (unknown tensors mean an unknown variant).
+  void check_all_used(const std::vector<std::string>& extra_ok = {}) const;
+
+ private:
+  void mark(const GgufTensor& t) const { used_.push_back(std::string(t.name)); }
+  const GgufModel& m_;
+  mutable std::vector<std::string> used_;
+};
+
+std::string blk(int layer, const char* suffix);  // "blk.<layer>.<suffix>"
+
+}  // namespace strata
