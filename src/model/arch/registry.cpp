@@ -6,8 +6,9 @@ namespace strata {
 extern const ArchDef kArchQwen3Moe;
 extern const ArchDef kArchLlama;
 extern const ArchDef kArchDeepseek2;
+extern const ArchDef kArchGptOss;
 
-static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2};
+static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchGptOss};
 
 const ArchDef* find_arch(const std::string& name) {
   for (const ArchDef* a : kArchs)

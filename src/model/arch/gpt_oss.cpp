@@ -1,0 +1,78 @@
+// gpt-oss (20b / 120b): GQA with biases and per-head attention sinks, sliding-window attention
+// on every other layer (even layers), NeoX RoPE with YaRN, MoE with router bias, softmax over
+// the selected logits, expert biases and the clamped SwiGLU variant; MXFP4 experts.
+#include <cmath>
+
+#include "model/arch/common.h"
+
+namespace strata::arch {
+
+static void gpt_oss_config(const GgufModel& m, ModelConfig& cfg) {
+  MetaReader r{m, "gpt-oss."};
+  read_common(m, r, cfg);
+  const int n_head = static_cast<int>(r.req_int("attention.head_count"));
+  const int n_head_kv = static_cast<int>(r.opt_int("attention.head_count_kv", n_head));
+  STRATA_CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0, "{}: head counts {} / {} are invalid", m.path(), n_head, n_head_kv);
+  const int hd_k = static_cast<int>(r.opt_int("attention.key_length", cfg.n_embd / n_head));
+  const int hd_v = static_cast<int>(r.opt_int("attention.value_length", hd_k));
+  const int swa = static_cast<int>(r.opt_int("attention.sliding_window", 0));
+  for (int il = 0; il < cfg.n_layer; ++il) {
+    LayerConfig& l = cfg.layers[il];
+    l.attn = AttnKind::Gqa;
+    l.n_head = n_head;
+    l.n_head_kv = n_head_kv;
+    l.head_dim_k = hd_k;
+    l.head_dim_v = hd_v;
+    l.attn_bias = true;
+    l.sinks = true;
+    l.sliding_window = (il % 2 == 0) ? swa : 0;
+    l.kq_scale = 1.0f / std::sqrt(static_cast<float>(hd_k));
+    l.rope.style = RopeStyle::Neox;
+    l.rope.n_dims = static_cast<int>(r.opt_int("rope.dimension_count", hd_k));
+    l.rope.freq_base = r.opt_float("rope.freq_base", 10000.0f);
+    read_rope_scaling(r, l.rope, cfg.n_ctx_train);
+    l.ffn = FfnKind::Moe;
+    l.n_expert = static_cast<int>(r.req_int("expert_count"));
+    l.n_expert_used = static_cast<int>(r.req_int("expert_used_count"));
+    l.n_ff_exp = static_cast<int>(r.req_int("expert_feed_forward_length"));
+    l.gating = read_gating(r, GatingFunc::SoftmaxWeight);
+    l.router_bias = true;
+    l.expert_bias = true;
+    l.act = GluAct::SwigluOai;
+    l.swiglu_alpha = 1.702f;
+    l.swiglu_limit = r.opt_float("swiglu_limit", 7.0f);
+  }
+}
+
+static void gpt_oss_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w) {
+  bind_common(b, cfg, w);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    LayerWeights& lw = w.layers[l];
+    const int dq = lc.n_head * lc.head_dim_k, dk = lc.n_head_kv * lc.head_dim_k, dv = lc.n_head_kv * lc.head_dim_v;
+    lw.attn_norm = b.vec(blk(l, "attn_norm.weight"), cfg.n_embd);
+    lw.wq = b.mat(blk(l, "attn_q.weight"), dq, cfg.n_embd);
+    lw.wk = b.mat(blk(l, "attn_k.weight"), dk, cfg.n_embd);
+    lw.wv = b.mat(blk(l, "attn_v.weight"), dv, cfg.n_embd);
+    lw.wo = b.mat(blk(l, "attn_output.weight"), cfg.n_embd, lc.n_head * lc.head_dim_v);
+    lw.bq = b.vec(blk(l, "attn_q.bias"), dq);
+    lw.bk = b.vec(blk(l, "attn_k.bias"), dk);
+    lw.bv = b.vec(blk(l, "attn_v.bias"), dv);
+    lw.bo = b.vec(blk(l, "attn_output.bias"), cfg.n_embd);
+    lw.sinks = b.vec(blk(l, "attn_sinks.weight"), lc.n_head);
+    lw.ffn_norm = b.vec(blk(l, "post_attention_norm.weight"), cfg.n_embd);
+    bind_moe(b, cfg, l, lw);
+    lw.router_b = b.vec(blk(l, "ffn_gate_inp.bias"), lc.n_expert);
+    lw.gate_exps_b = b.opt_expert_bias(blk(l, "ffn_gate_exps.bias"), lc.n_expert, lc.n_ff_exp);
+    lw.up_exps_b = b.opt_expert_bias(blk(l, "ffn_up_exps.bias"), lc.n_expert, lc.n_ff_exp);
+    lw.down_exps_b = b.opt_expert_bias(blk(l, "ffn_down_exps.bias"), lc.n_expert, cfg.n_embd);
+    STRATA_CHECK(!lw.gate_exps_b.empty() && !lw.up_exps_b.empty() && !lw.down_exps_b.empty(), "layer {}: gpt-oss expert biases missing", l);
+  }
+  b.check_all_used();
+}
+
+}  // namespace strata::arch
+
+namespace strata {
+extern const ArchDef kArchGptOss{"gpt-oss", arch::gpt_oss_config, arch::gpt_oss_bind};
+}
