@@ -23,7 +23,19 @@ class ExpertProvider {
   virtual void prefetch(int layer, const int32_t* experts, int n) { (void)layer, (void)experts, (void)n; }
   // Blocks until expert `e` of `layer` is available.
   virtual ExpertMats acquire(int layer, int e) = 0;
+  // Among pending[0..n) (all requested), waits for one that is available, preferring those
+  // already in memory; returns its index in `pending` and its matrices. Lets computation start
+  // on hits while misses are still arriving, then take each miss as it lands.
+  virtual int acquire_next(int layer, const int32_t* pending, int n, ExpertMats* out) {
+    (void)n;
+    *out = acquire(layer, pending[0]);
+    return 0;
+  }
   virtual void release(int layer, int e) = 0;
+  // A forward pass failed midway: drop every pin and wait for reads in flight.
+  virtual void on_abort() {}
+  // A new forward pass (token clock for the cache policy).
+  virtual void begin_batch(int n_tokens) { (void)n_tokens; }
 };
 
 }  // namespace strata

@@ -31,7 +31,6 @@ float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t* sel, float* w) {
   const int ne = lc.n_expert, k = lc.n_expert_used;
   float probs[1024], select[1024];
-  STRATA_CHECK(ne <= 1024, "expert count {} above 1024 is not supported", ne);
   switch (lc.gating) {
     case GatingFunc::Softmax:
       std::copy(logits, logits + ne, probs);
@@ -116,13 +115,40 @@ void ffn_moe(FwdCtx& c, int layer) {
   for (int e = 0; e < ne; ++e)
     if (counts[e]) st.expert_list.push_back(e);
   c.experts->request(layer, st.expert_list.data(), static_cast<int>(st.expert_list.size()));
-  // 3. One GEMM per expert over its tokens.
+  // Prefetch: apply the routers of the next MoE layers to the current hidden state.
+  for (int la = layer + 1, seen = 0; la < c.cfg.n_layer && seen < c.lookahead; ++la) {
+    const LayerConfig& nc = c.cfg.layers[la];
+    if (nc.ffn != FfnKind::Moe) continue;
+    ++seen;
+    const LayerWeights& nw = c.w.layers[la];
+    c.mm(nw.router, st.xn.data(), n, st.router.data());
+    add_bias(st.router.data(), nw.router_b, n);
+    bool want[1024] = {};
+    int32_t sel[64];
+    float wts[64];
+    for (int i = 0; i < n; ++i) {
+      route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, sel, wts);
+      for (int j = 0; j < nc.n_expert_used; ++j) want[sel[j]] = true;
+    }
+    int32_t list[1024];
+    int m = 0;
+    for (int e = 0; e < nc.n_expert; ++e)
+      if (want[e]) list[m++] = e;
+    c.experts->prefetch(la, list, m);
+  }
+  // 3. One GEMM per expert over its tokens, hits first, then misses as they land.
   const int64_t f = lc.n_ff_exp;
-  for (int e : st.expert_list) {
+  int n_pending = static_cast<int>(st.expert_list.size());
+  while (n_pending > 0) {
+    ExpertMats em;
+    const int pi = c.experts->acquire_next(layer, st.expert_list.data(), n_pending, &em);
+    const int e = st.expert_list[pi];
+    st.expert_list[pi] = st.expert_list[n_pending - 1];
+    st.expert_list[n_pending - 1] = e;
+    --n_pending;
     const int m = counts[e];
     for (int r = 0; r < m; ++r)
       std::memcpy(st.gather.data() + static_cast<size_t>(r) * d, st.xn.data() + static_cast<size_t>(st.tok_of[starts[e] + r]) * d, sizeof(float) * d);
-    ExpertMats em = c.experts->acquire(layer, e);
     c.mm(em.gate, st.gather.data(), m, st.gate.data());
     c.mm(em.up, st.gather.data(), m, st.up.data());
     if (!lw.gate_exps_b.empty())

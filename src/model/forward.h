@@ -47,6 +47,7 @@ struct FwdCtx {
   const Batch& b;
   ExpertProvider* experts;
   RoutingObserver* observer;
+  int lookahead = 0;  // MoE layers ahead whose experts are predicted and prefetched
 
   void mm(const QMatrix& m, const float* x, int64_t n, float* y) { matmul(k, pool, m, x, n, y, st.mm); }
   int seq(int i) const { return b.seq ? b.seq[i] : 0; }

@@ -92,8 +92,30 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   const int n_threads = pool_ ? pool_->size() : 1;
   st_->ensure(cfg_, b.n, kv.n_ctx(), n_threads);
   State& st = *st_;
-  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_};
+  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_};
+  experts_->begin_batch(b.n);
+  try {
+    run_layers(c);
+  } catch (...) {
+    experts_->on_abort();
+    throw;
+  }
 
+  // Output head for the requested rows.
+  int n_out = 0;
+  for (int i = 0; i < b.n; ++i) {
+    const bool want = b.logits ? b.logits[i] != 0 : i == b.n - 1;
+    if (!want) continue;
+    rmsnorm(st.x.data() + static_cast<size_t>(i) * d, w_.output_norm.data, st.logits_in.data() + static_cast<size_t>(n_out) * d, d, cfg_.rms_eps);
+    ++n_out;
+  }
+  if (n_out) c.mm(w_.output, st.logits_in.data(), n_out, logits);
+}
+
+void Model::run_layers(FwdCtx& c) {
+  const Batch& b = c.b;
+  State& st = c.st;
+  const int d = cfg_.n_embd;
   // Embeddings (dequantized rows).
   for (int i = 0; i < b.n; ++i) dequantize_row(w_.tok_embd.type, w_.tok_embd.row(b.tokens[i]), st.x.data() + static_cast<size_t>(i) * d, d);
 
@@ -110,15 +132,6 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     for (size_t x = 0; x < static_cast<size_t>(b.n) * d; ++x) st.x[x] += st.out[x];
   }
 
-  // Output head for the requested rows.
-  int n_out = 0;
-  for (int i = 0; i < b.n; ++i) {
-    const bool want = b.logits ? b.logits[i] != 0 : i == b.n - 1;
-    if (!want) continue;
-    rmsnorm(st.x.data() + static_cast<size_t>(i) * d, w_.output_norm.data, st.logits_in.data() + static_cast<size_t>(n_out) * d, d, cfg_.rms_eps);
-    ++n_out;
-  }
-  if (n_out) c.mm(w_.output, st.logits_in.data(), n_out, logits);
 }
 
 }  // namespace strata

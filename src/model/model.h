@@ -63,10 +63,13 @@ class Model {
   void set_expert_provider(ExpertProvider* p) { experts_ = p ? p : default_experts_.get(); }
   ExpertProvider* expert_provider() const { return experts_; }
   void set_routing_observer(RoutingObserver* o) { observer_ = o; }
+  void set_lookahead(int d) { lookahead_ = d; }
+  int lookahead() const { return lookahead_; }
 
   struct State;  // scratch buffers (model.cpp)
 
  private:
+  void run_layers(struct FwdCtx& c);
   Model() = default;
   std::unique_ptr<GgufModel> gguf_;
   ModelConfig cfg_;
@@ -77,6 +80,7 @@ class Model {
   std::unique_ptr<ExpertProvider> default_experts_;
   ExpertProvider* experts_ = nullptr;
   RoutingObserver* observer_ = nullptr;
+  int lookahead_ = 0;
   std::unique_ptr<State> st_;
 };
 

@@ -42,7 +42,7 @@ void bind_moe(const WeightBinder& b, const ModelConfig& cfg, int l, LayerWeights
   const LayerConfig& lc = cfg.layers[l];
   STRATA_CHECK(lc.n_expert > 0 && lc.n_expert_used > 0 && lc.n_expert_used <= lc.n_expert,
                "layer {}: invalid expert counts ({} experts, {} used)", l, lc.n_expert, lc.n_expert_used);
-  STRATA_CHECK(lc.n_expert <= 1024, "layer {}: {} experts (at most 1024 supported)", l, lc.n_expert);
+  STRATA_CHECK(lc.n_expert <= 1024 && lc.n_expert_used <= 64, "layer {}: {} experts, {} used (at most 1024 and 64 supported)", l, lc.n_expert, lc.n_expert_used);
   lw.router = b.mat(blk(l, "ffn_gate_inp.weight"), lc.n_expert, cfg.n_embd);
   lw.gate_exps = b.experts(blk(l, "ffn_gate_exps.weight"), lc.n_expert, lc.n_ff_exp, cfg.n_embd);
   lw.up_exps = b.experts(blk(l, "ffn_up_exps.weight"), lc.n_expert, lc.n_ff_exp, cfg.n_embd);

@@ -1,0 +1,39 @@
+#pragma once
+// Options shared by run / chat / serve / bench: model loading, threads, KV cache, sampling.
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::cli {
+
+struct ModelOptions {
+  std::string path;
+  int n_ctx = 4096;
+  int n_threads = 0;
+  int n_batch = 512;
+  std::string cache_type_k = "f16", cache_type_v = "f16";
+  std::string isa = "auto";
+};
+
+void add_model_options(CLI::App* sub, ModelOptions& o);
+void add_sampling_options(CLI::App* sub, SamplerParams& p);
+
+struct Loaded {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+};
+Loaded load_engine(const ModelOptions& o);
+
+std::string read_file_bytes(const std::string& path);
+
+// Ctrl-C handling: the first SIGINT sets the flag (generation stops), a second one exits.
+void install_interrupt_handler();
+bool interrupted();
+void clear_interrupt();
+
+}  // namespace strata::cli

@@ -1,0 +1,53 @@
+#pragma once
+// The engine facade used by the CLI and the server: a model, its KV cache, a thread pool,
+// and evaluation of token runs per sequence (prompts in chunks, then one token per step).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace strata {
+
+struct EngineOptions {
+  int n_ctx = 4096;                 // positions per sequence (0: the model's training context)
+  int n_seq = 1;                    // sequence slots
+  int n_threads = 0;                // 0: all hardware threads
+  int n_batch = 512;                // prompt tokens per forward call
+  GgmlType type_k = GgmlType::F16;
+  GgmlType type_v = GgmlType::F16;
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<Model> model, const EngineOptions& opt);
+
+  Model& model() { return *model_; }
+  const ModelConfig& config() const { return model_->config(); }
+  KvCache& kv() { return *kv_; }
+  ThreadPool& pool() { return *pool_; }
+  const EngineOptions& options() const { return opt_; }
+
+  // Evaluates tokens [n] of sequence `seq` at positions pos0..pos0+n-1 in chunks of n_batch.
+  // logits receives n_vocab floats per token when all_logits, else only the last token's.
+  void eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits);
+
+ private:
+  std::unique_ptr<Model> model_;
+  EngineOptions opt_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<KvCache> kv_;
+  std::vector<int32_t> pos_, seq_;
+  std::vector<uint8_t> want_;
+};
+
+// Wall clock in seconds.
+inline double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace strata

@@ -1,0 +1,40 @@
+#pragma once
+// Token sampling: greedy (temp <= 0, ties to the lowest id) or temperature with top-k,
+// top-p, min-p, and repetition / presence / frequency penalties; deterministic for a seed.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace strata {
+
+struct SamplerParams {
+  float temp = 0.8f;
+  int top_k = 40;          // <= 0: off
+  float top_p = 0.95f;     // >= 1: off
+  float min_p = 0.05f;     // <= 0: off
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0xC0FFEE;
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplerParams& p, int n_vocab);
+  // Picks the next token from logits[n_vocab]; `history` is the sequence so far (for penalties).
+  int32_t sample(const float* logits, const std::vector<int32_t>& history);
+  const SamplerParams& params() const { return p_; }
+
+  static int32_t argmax(const float* logits, int n);
+
+ private:
+  SamplerParams p_;
+  int n_vocab_;
+  std::mt19937_64 rng_;
+  std::vector<float> work_;           // [n_vocab] penalized logits
+  std::vector<std::pair<float, int32_t>> cand_;  // [n_vocab] candidates
+  std::vector<int32_t> counts_;       // [n_vocab] occurrences in the penalty window
+};
+
+}  // namespace strata
