@@ -41,7 +41,7 @@ void ThreadPool::dispatch(JobFn fn, void* ctx) {
 }
 
 void ThreadPool::worker(int tid) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+  uint32_t seen = 0;  // the generation at construction: a dispatch may precede this thread's start
   for (;;) {
     uint32_t g;
     for (int spin = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++spin) {
