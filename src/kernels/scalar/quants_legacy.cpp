@@ -221,24 +221,20 @@ float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a) {
 }
 
 // ---- Q8_0 / Q8_1: q*d, q in [-127, 127], d = absmax / 127 ----
-// ggml has two Q8 quantizers: the reference one (weights, ggml_quantize_chunk) multiplies by
-// 1/d and rounds ties away from zero; the CPU backend's activation quantizer multiplies by
-// 127/absmax and rounds ties to even. Both are reproduced; from_float is the activation one.
+// ggml's reference quantizer: inputs times 1/d, rounded half away from zero. (ggml's AVX2
+// activation quantizer multiplies by 127/absmax and rounds half to even instead; the two agree
+// on the golden activations, and only the reference one reproduces ggml_quantize_chunk's Q8_0
+// weights, e.g. on f16-subnormal inputs.)
 
 struct Q8Scale {
   float d;   // stored scale
   float id;  // multiplier applied to the inputs
 };
-Q8Scale q8_scale_ref(const float* x) {
+Q8Scale q8_scale(const float* x) {
   float amax = 0;
   for (int j = 0; j < kQ; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127;
   return {d, d != 0.0f ? 1.0f / d : 0.0f};
-}
-Q8Scale q8_scale_act(const float* x) {
-  float amax = 0;
-  for (int j = 0; j < kQ; ++j) amax = std::max(amax, std::fabs(x[j]));
-  return {amax / 127.f, amax != 0.0f ? 127.f / amax : 0.0f};
 }
 
 void to_float_q8_0(const void* src, float* y, int64_t n) {
@@ -248,20 +244,12 @@ void to_float_q8_0(const void* src, float* y, int64_t n) {
     for (int j = 0; j < kQ; ++j) y[j] = static_cast<float>(b[i].qs[j]) * d;
   }
 }
-void from_float_q8_0_ref(const float* x, void* dst, int64_t n) {
+void from_float_q8_0(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<block_q8_0*>(dst);
   for (int64_t i = 0; i < n / kQ; ++i, x += kQ) {
-    const Q8Scale s = q8_scale_ref(x);
+    const Q8Scale s = q8_scale(x);
     b[i].d = f32_to_f16(s.d);
     for (int j = 0; j < kQ; ++j) b[i].qs[j] = static_cast<int8_t>(std::round(x[j] * s.id));
-  }
-}
-void from_float_q8_0_act(const float* x, void* dst, int64_t n) {
-  auto* b = static_cast<block_q8_0*>(dst);
-  for (int64_t i = 0; i < n / kQ; ++i, x += kQ) {
-    const Q8Scale s = q8_scale_act(x);
-    b[i].d = f32_to_f16(s.d);
-    for (int j = 0; j < kQ; ++j) b[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * s.id));
   }
 }
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a) {
@@ -279,13 +267,13 @@ void to_float_q8_1(const void* src, float* y, int64_t n) {
     for (int j = 0; j < kQ; ++j) y[j] = static_cast<float>(b[i].qs[j]) * d;
   }
 }
-void from_float_q8_1_act(const float* x, void* dst, int64_t n) {
+void from_float_q8_1(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<block_q8_1*>(dst);
   for (int64_t i = 0; i < n / kQ; ++i, x += kQ) {
-    const Q8Scale s = q8_scale_act(x);
+    const Q8Scale s = q8_scale(x);
     int sum = 0;
     for (int j = 0; j < kQ; ++j) {
-      b[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * s.id));
+      b[i].qs[j] = static_cast<int8_t>(std::round(x[j] * s.id));
       sum += b[i].qs[j];
     }
     b[i].d = f32_to_f16(s.d);
@@ -300,10 +288,9 @@ void register_legacy_quants(QuantTable& t) {
   set_traits(t, GgmlType::Q4_1, to_float_q4_1, from_float_q4_1, GgmlType::Q8_1, vec_dot_q4_1_q8_1);
   set_traits(t, GgmlType::Q5_0, to_float_q5_0, from_float_q5_0, GgmlType::Q8_0, vec_dot_q5_0_q8_0);
   set_traits(t, GgmlType::Q5_1, to_float_q5_1, from_float_q5_1, GgmlType::Q8_1, vec_dot_q5_1_q8_1);
-  set_traits(t, GgmlType::Q8_0, to_float_q8_0, from_float_q8_0_act, GgmlType::Q8_0, vec_dot_q8_0_q8_0);
+  set_traits(t, GgmlType::Q8_0, to_float_q8_0, from_float_q8_0, GgmlType::Q8_0, vec_dot_q8_0_q8_0);
   // Q8_1 is an activation format only: no weight dot product.
-  set_traits(t, GgmlType::Q8_1, to_float_q8_1, from_float_q8_1_act, GgmlType::Q8_1, nullptr);
-  (void)from_float_q8_0_ref;
+  set_traits(t, GgmlType::Q8_1, to_float_q8_1, from_float_q8_1, GgmlType::Q8_1, nullptr);
 }
 
 }  // namespace strata::scalar
