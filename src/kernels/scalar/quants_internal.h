@@ -42,6 +42,13 @@ inline int nearest_int(float x) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
+// Contribution of one block to a dot product: d_w * d_a * (integer dot of the quants).
+// Evaluated in double (d_w*d_a is exact there) and accumulated over blocks in double, so the
+// reference rounds once per row; optimized kernels are compared to it within tolerance.
+inline double block_dot(float dw, float da, int32_t isum) {
+  return static_cast<double>(dw) * static_cast<double>(da) * static_cast<double>(isum);
+}
+
 // The 16 non-uniform levels shared by IQ4_NL and IQ4_XS.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,   38,  53,  69,  89,  113};

@@ -100,14 +100,14 @@ float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_iq4_nl*>(w);
   const auto* y = static_cast<const block_q8_0*>(a);
   int8_t q[kBlock];
-  float s = 0;
+  double s = 0;
   for (int64_t i = 0; i < n / kBlock; ++i) {
     unpack_levels(x[i].qs, q);
     int sumi = 0;
     for (int j = 0; j < kBlock; ++j) sumi += q[j] * y[i].qs[j];
-    s += (f16(x[i].d) * f16(y[i].d)) * static_cast<float>(sumi);
+    s += block_dot(f16(x[i].d), f16(y[i].d), sumi);
   }
-  return s;
+  return static_cast<float>(s);
 }
 
 // ---- IQ4_XS: scale of group g = d * (ls[g] - 32), ls 6 bits: low 4 in scales_l, high 2 in scales_h ----
@@ -163,7 +163,7 @@ float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_iq4_xs*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
   int8_t q[kBlock];
-  float s = 0;
+  double s = 0;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     int32_t isum = 0;
     for (int g = 0; g < QK_K / kBlock; ++g) {
@@ -172,9 +172,9 @@ float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a) {
       for (int j = 0; j < kBlock; ++j) sumi += q[j] * y[i].qs[g * kBlock + j];
       isum += iq4_xs_scale(x[i], g) * sumi;
     }
-    s += (f16(x[i].d) * y[i].d) * static_cast<float>(isum);
+    s += block_dot(f16(x[i].d), y[i].d, isum);
   }
-  return s;
+  return static_cast<float>(s);
 }
 
 }  // namespace

@@ -178,7 +178,7 @@ void dequantize_k(const KFormat& f, const KUnpacked& u, float* y) {
 
 // sum(w*a) = d_w*d_a * sum_s sc[s]*sum(q*q8) - dmin_w*d_a * sum_s mn[s]*sum(q8 over s);
 // the second sum uses the Q8_K bsums (sums over 16 values).
-float dot_k(const KFormat& f, const KUnpacked& u, const block_q8_K& a) {
+double dot_k(const KFormat& f, const KUnpacked& u, const block_q8_K& a) {
   int32_t isum = 0, imin = 0;
   for (int s = 0; s < QK_K / f.sub_size; ++s) {
     int32_t qs = 0;
@@ -190,10 +190,7 @@ float dot_k(const KFormat& f, const KUnpacked& u, const block_q8_K& a) {
       imin += u.mn[s] * bs;
     }
   }
-  const float d = a.d * f16(u.d);
-  if (!f.mn_max) return d * static_cast<float>(isum);
-  const float dmin = a.d * f16(u.dmin);
-  return d * static_cast<float>(isum) - dmin * static_cast<float>(imin);
+  return block_dot(f16(u.d), a.d, isum) - block_dot(f16(u.dmin), a.d, imin);
 }
 
 template <typename Block, void (*Unpack)(const Block&, KUnpacked&), const KFormat& F>
@@ -219,12 +216,12 @@ float vec_dot_k(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
   KUnpacked u;
-  float s = 0;
+  double s = 0;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     Unpack(x[i], u);
     s += dot_k(F, u, y[i]);
   }
-  return s;
+  return static_cast<float>(s);
 }
 
 // ---- Q8_K: f32 scale, q in [-128, 127], bsums = sums of 16 consecutive q ----

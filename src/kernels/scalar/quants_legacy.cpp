@@ -101,12 +101,12 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_q4_0*>(w);
   const auto* y = static_cast<const block_q8_0*>(a);
   int8_t q[kQ];
-  float s = 0;
+  double s = 0;
   for (int64_t i = 0; i < n / kQ; ++i) {
     unpack_q4_0(x[i], q);
-    s += (f16(x[i].d) * f16(y[i].d)) * static_cast<float>(dot_i8(q, y[i].qs, kQ));
+    s += block_dot(f16(x[i].d), f16(y[i].d), dot_i8(q, y[i].qs, kQ));
   }
-  return s;
+  return static_cast<float>(s);
 }
 
 // ---- Q4_1: q*d + m, q in [0, 15], d = (max - min) / 15, m = min ----
@@ -139,12 +139,12 @@ float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_q4_1*>(w);
   const auto* y = static_cast<const block_q8_1*>(a);
   int8_t q[kQ];
-  float s = 0;
+  double s = 0;
   for (int64_t i = 0; i < n / kQ; ++i) {
     unpack_q4_1(x[i], q);
-    s += (f16(x[i].d) * f16(y[i].d)) * static_cast<float>(dot_i8(q, y[i].qs, kQ)) + f16(x[i].m) * f16(y[i].s);
+    s += block_dot(f16(x[i].d), f16(y[i].d), dot_i8(q, y[i].qs, kQ)) + static_cast<double>(f16(x[i].m)) * f16(y[i].s);
   }
-  return s;
+  return static_cast<float>(s);
 }
 
 // ---- Q5_0: q*d, q in [-16, 15], d = signed absmax / -16 ----
@@ -174,12 +174,12 @@ float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_q5_0*>(w);
   const auto* y = static_cast<const block_q8_0*>(a);
   int8_t q[kQ];
-  float s = 0;
+  double s = 0;
   for (int64_t i = 0; i < n / kQ; ++i) {
     unpack_q5(x[i].qs, x[i].qh, 16, q);
-    s += (f16(x[i].d) * f16(y[i].d)) * static_cast<float>(dot_i8(q, y[i].qs, kQ));
+    s += block_dot(f16(x[i].d), f16(y[i].d), dot_i8(q, y[i].qs, kQ));
   }
-  return s;
+  return static_cast<float>(s);
 }
 
 // ---- Q5_1: q*d + m, q in [0, 31], d = (max - min) / 31, m = min ----
@@ -212,12 +212,12 @@ float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_q5_1*>(w);
   const auto* y = static_cast<const block_q8_1*>(a);
   int8_t q[kQ];
-  float s = 0;
+  double s = 0;
   for (int64_t i = 0; i < n / kQ; ++i) {
     unpack_q5(x[i].qs, x[i].qh, 0, q);
-    s += (f16(x[i].d) * f16(y[i].d)) * static_cast<float>(dot_i8(q, y[i].qs, kQ)) + f16(x[i].m) * f16(y[i].s);
+    s += block_dot(f16(x[i].d), f16(y[i].d), dot_i8(q, y[i].qs, kQ)) + static_cast<double>(f16(x[i].m)) * f16(y[i].s);
   }
-  return s;
+  return static_cast<float>(s);
 }
 
 // ---- Q8_0 / Q8_1: q*d, q in [-127, 127], d = absmax / 127 ----
@@ -255,9 +255,9 @@ void from_float_q8_0(const float* x, void* dst, int64_t n) {
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_q8_0*>(w);
   const auto* y = static_cast<const block_q8_0*>(a);
-  float s = 0;
-  for (int64_t i = 0; i < n / kQ; ++i) s += (f16(x[i].d) * f16(y[i].d)) * static_cast<float>(dot_i8(x[i].qs, y[i].qs, kQ));
-  return s;
+  double s = 0;
+  for (int64_t i = 0; i < n / kQ; ++i) s += block_dot(f16(x[i].d), f16(y[i].d), dot_i8(x[i].qs, y[i].qs, kQ));
+  return static_cast<float>(s);
 }
 
 void to_float_q8_1(const void* src, float* y, int64_t n) {

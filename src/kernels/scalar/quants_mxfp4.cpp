@@ -67,16 +67,16 @@ void from_float_mxfp4(const float* x, void* dst, int64_t n) {
 float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const block_mxfp4*>(w);
   const auto* y = static_cast<const block_q8_0*>(a);
-  float s = 0;
+  double s = 0;
   for (int64_t i = 0; i < n / kBlock; ++i) {
     int sumi = 0;
     for (int j = 0; j < kBlock / 2; ++j) {
       sumi += y[i].qs[j] * kDoubledE2m1[x[i].qs[j] & 0xF];
       sumi += y[i].qs[j + kBlock / 2] * kDoubledE2m1[x[i].qs[j] >> 4];
     }
-    s += (f16(y[i].d) * (e8m0_scale(x[i].e) * 0.5f)) * static_cast<float>(sumi);
+    s += block_dot(e8m0_scale(x[i].e) * 0.5f, f16(y[i].d), sumi);
   }
-  return s;
+  return static_cast<float>(s);
 }
 
 }  // namespace
