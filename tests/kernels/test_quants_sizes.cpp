@@ -147,3 +147,26 @@ TEST(QuantTraits, ScalarKernelTableUsesReference) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// MXFP4 scale edge cases: ggml decodes e as 2^(e-128) times doubled e2m1 integers, which
+// includes the denormal scales of e = 0 and e = 1.
+TEST(QuantTraits, Mxfp4ExtremeExponents) {
+  const int doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  for (int e : {0, 1, 2, 127, 200, 254}) {
+    block_mxfp4 b;
+    b.e = static_cast<uint8_t>(e);
+    for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+    float y[32];
+    dequantize_row(GgmlType::MXFP4, &b, y, 32);
+    for (int j = 0; j < 16; ++j) {
+      EXPECT_EQ(y[j], std::ldexp(static_cast<float>(doubled[j]), e - 128)) << "e=" << e << " j=" << j;
+      EXPECT_EQ(y[j + 16], std::ldexp(static_cast<float>(doubled[15 - j]), e - 128)) << "e=" << e << " j=" << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,10 +1,11 @@
 // MXFP4 (gpt-oss): 32 e2m1 values sharing an e8m0 exponent e. Value j is the low nibble of
 // qs[j] (j < 16) or the high nibble of qs[j-16]; nibble bit 3 is the sign, bits 0-2 index the
 // e2m1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}. The block scale is the float with bits
-// uint32(e) << 23, i.e. 2^(e-127) (e = 0 gives 0, where ggml has a 2^-128 denormal: every value
-// of such a block is then ~1e-38 or below, and the reference quantizer only writes e = 0 for
-// all-zero blocks). Integer dot products use doubled magnitudes (2*e2m1, exact integers)
-// with half the scale.
+// uint32(e) << 23, i.e. 2^(e-127). ggml stores the e2m1 values doubled (integers up to 12)
+// and decodes e to half that, 2^(e-128); the products are the same exact floats. The one
+// difference is e = 0, where the bits give 0 but ggml gives 2^-128: it is special-cased (as
+// the denormal 2^-127) so every block decodes bit-exactly as ggml's. Integer dot products use
+// the doubled magnitudes with half the scale.
 #include <algorithm>
 #include <cmath>
 
@@ -17,7 +18,8 @@ constexpr int kBlock = QK_MXFP4;
 // 2 * e2m1 value of each 4-bit code.
 constexpr int8_t kDoubledE2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-float e8m0_scale(uint8_t e) { return bits_to_f32(static_cast<uint32_t>(e) << 23); }  // 2^(e-127)
+// 2^(e-127); for e = 0 the denormal 2^-127 (bits 0x00400000) instead of 0.
+float e8m0_scale(uint8_t e) { return bits_to_f32(e != 0 ? static_cast<uint32_t>(e) << 23 : 0x00400000u); }
 // e2m1 value of a code (multiples of 0.5: exact).
 float e2m1_value(int code) { return static_cast<float>(kDoubledE2m1[code]) * 0.5f; }
 
@@ -46,8 +48,9 @@ int nearest_code(float x, float d) {
   return best;
 }
 
-// e = floor(log2(absmax)) - 2 + 127 (so absmax lands in the top e2m1 octave [4, 8) * 2^(e-127)...
-// with doubled magnitudes), computed as ggml does; codes then by nearest value.
+// e = floor(log2(absmax)) - 2 + 127, so absmax / 2^(e-127) lies in [4, 8): the top e2m1
+// magnitudes {4, 6} (values above 6 saturate). Computed as ggml does (e = 0 for an all-zero
+// block); each value then takes the nearest code.
 void from_float_mxfp4(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<block_mxfp4*>(dst);
   for (int64_t i = 0; i < n / kBlock; ++i, x += kBlock) {
