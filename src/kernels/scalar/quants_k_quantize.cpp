@@ -1,10 +1,14 @@
-// Reference quantizer for the K-quants (not ggml's iterative one; outputs differ in bytes
-// but not in quality). Two steps per super-block:
-//  1. per sub-block, the ideal float scale (and min) from the value range; the f16 super-block
-//     scales d / dmin are chosen so the largest sub-block scale (min) uses the full integer range;
-//  2. per sub-block, a handful of integer (scale, min) candidates around the ideal ones; each is
-//     scored by quantizing the values with it and measuring the dequantized error (max abs error
-//     first, squared error to break ties), and the best is kept.
+// Reference quantizer for the K-quants (not ggml's iterative one: bytes differ, quality is
+// comparable; the golden tests bound its max error by twice ggml's). Per super-block:
+//  1. a float fit per sub-block: affine formats split the range [min(lo, 0), hi] into k steps
+//     for every k in [q_max/2, q_max] (fewer steps put regular data such as small integers
+//     exactly on the grid); symmetric formats map the largest magnitude to q_min (finer, may
+//     clip the other sign) or to -q_max; the fit with the smallest error wins;
+//  2. f16 super-block scales d (and dmin) so the largest sub-block scale (min) spans the
+//     integer range: the nearest f16 and, when that one is smaller, the next one up;
+//  3. per sub-block, integer (scale, min) candidates around the fitted ones, each scored by
+//     quantizing the values and measuring the dequantized error (max abs error first, squared
+//     error on ties); the best super-block over the d/dmin candidates is kept.
 #include <algorithm>
 #include <limits>
 
@@ -22,7 +26,7 @@ struct Score {
 int quant_level(const KFormat& f, float x, float ds, float ms) {
   if (ds == 0.0f) return std::clamp(0, f.q_min, f.q_max);
   float v = (x + ms) / ds;
-  v = std::clamp(v, static_cast<float>(f.q_min - 1), static_cast<float>(f.q_max + 1));  // NaN-free range for nearest_int
+  v = std::clamp(v, static_cast<float>(f.q_min - 1), static_cast<float>(f.q_max + 1));  // keeps nearest_int in range
   return std::clamp(nearest_int(v), f.q_min, f.q_max);
 }
 
