@@ -1,6 +1,7 @@
 // Scalar reference formats vs the golden ggml data in ../shared/fixtures/quant-blocks:
-// dequantization bit-exact, quantizers byte-exact (simple formats) or of comparable error
-// (K-quants, IQ4_XS), activation quantizers byte-exact, dot products within rounding.
+// dequantization bit-exact, quantizers byte-exact (legacy formats, IQ4_NL, IQ4_XS, MXFP4,
+// F16, BF16) or of comparable error (K-quants: own quantizer), activation quantizers
+// byte-exact, dot products within rounding and at least as accurate as ggml's CPU kernels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,8 +31,8 @@ bool same_float(float a, float b) {
 bool byte_exact_quantizer(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
-    case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::MXFP4: case GgmlType::F16:
-    case GgmlType::BF16:
+    case GgmlType::Q8_0: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: case GgmlType::MXFP4:
+    case GgmlType::F16: case GgmlType::BF16:
       return true;
     default:
       return false;
@@ -75,6 +76,7 @@ TEST_P(QuantGoldenTest, QuantizeWeights) {
   const auto& max_err = g_.meta.at("max_abs_err_per_row");
   std::vector<uint8_t> blocks(g_.row_bytes);
   std::vector<float> deq(static_cast<size_t>(g_.n_cols));
+  double rel_rmse = 0, ggml_rel_rmse = 0;  // summed over rows
   for (int r = 0; r < g_.n_rows; ++r) {
     const float* x = g_.input.data() + static_cast<size_t>(r) * g_.n_cols;
     q.from_float(x, blocks.data(), g_.n_cols);
@@ -85,13 +87,25 @@ TEST_P(QuantGoldenTest, QuantizeWeights) {
     // Own quantizer: its dequantized error must be comparable to ggml's.
     q.to_float(blocks.data(), deq.data(), g_.n_cols);
     float err = 0, amax = 0;
+    double se = 0, ggml_se = 0, sx = 0;
     for (int c = 0; c < g_.n_cols; ++c) {
       err = std::max(err, std::fabs(deq[c] - x[c]));
       amax = std::max(amax, std::fabs(x[c]));
+      const double ggml_e = g_.dequant[static_cast<size_t>(r) * g_.n_cols + c] - x[c];
+      se += static_cast<double>(deq[c] - x[c]) * (deq[c] - x[c]);
+      ggml_se += ggml_e * ggml_e;
+      sx += static_cast<double>(x[c]) * x[c];
+    }
+    if (sx > 0) {
+      rel_rmse += std::sqrt(se / sx);
+      ggml_rel_rmse += std::sqrt(ggml_se / sx);
     }
     const float ggml_err = max_err.at(r).get<float>();
     EXPECT_LE(err, 2 * ggml_err + 1e-6f * amax + 1e-30f) << "row " << r << " max abs err " << err << " vs ggml " << ggml_err;
   }
+  // And on average over the rows, a relative RMS error close to ggml's.
+  EXPECT_LE(rel_rmse, 1.25 * ggml_rel_rmse) << "mean relative rms error: ours " << rel_rmse / g_.n_rows << ", ggml "
+                                            << ggml_rel_rmse / g_.n_rows;
 }
 
 TEST_P(QuantGoldenTest, QuantizeActivation) {

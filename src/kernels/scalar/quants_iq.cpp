@@ -2,7 +2,8 @@
 // 6-bit scale per 32 values): 4-bit indices into the non-uniform kIq4nlValues grid.
 // Value j of each 32-value group is the low nibble of qs[j] (j < 16) or the high nibble of
 // qs[j-16]. The quantizer reproduces ggml's reference (scale search over 15 candidates,
-// weighted by x^2) so IQ4_NL output matches ggml byte-for-byte.
+// weighted by x^2, then 6-bit group scales for IQ4_XS), so IQ4_NL and IQ4_XS output match
+// ggml byte-for-byte.
 #include <algorithm>
 
 #include "kernels/scalar/quants_internal.h"
