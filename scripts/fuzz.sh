@@ -25,12 +25,14 @@ set +e
 rc=$?
 set -e
 
-execs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -1)
-echo "fuzz_gguf: ${seconds}s, ${execs:-?} executions, exit code $rc, log $log"
+execs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -1 || true)
+echo "fuzz_gguf: ${seconds}s, ${execs:-?} executions, exit code $rc"
 if [ "$rc" -ne 0 ] || ls "$work/artifacts/"* >/dev/null 2>&1; then
   tail -n 40 "$log" >&2
+  echo "full log: $log" >&2
   echo "error: fuzz_gguf found a failure; reproducer(s): $(ls "$work"/artifacts/* 2>/dev/null | tr '\n' ' ')" >&2
   exit 1
 fi
-rm -rf "$work/corpus"
+grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true
+rm -rf "$work"
 echo "fuzz_gguf: clean"
