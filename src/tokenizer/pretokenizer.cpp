@@ -155,7 +155,10 @@ std::string known_pretokenizers() {
   std::string out;
   for (const auto& s : specs())
     for (const auto& n : s.names)
-      if (!n.empty()) out += (out.empty() ? "" : ", ") + n;
+      if (!n.empty()) {
+        if (!out.empty()) out += ", ";
+        out += n;
+      }
   return out;
 }
 

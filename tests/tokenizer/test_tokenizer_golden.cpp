@@ -66,7 +66,7 @@ std::string unescape_line(std::string_view l) {
     else if (c == 't') out += '\t';
     else if (c == 'r') out += '\r';
     else if (c == '\\') out += '\\';
-    else if (c == 'x' && i + 2 < l.size() + 0 && i + 2 <= l.size() - 1) {
+    else if (c == 'x' && i + 2 < l.size()) {
       out += static_cast<char>(std::stoi(std::string(l.substr(i + 1, 2)), nullptr, 16));
       i += 2;
     } else {
@@ -178,7 +178,10 @@ constexpr Mode kModes[] = {{"special", true, true}, {"plain", false, false}, {"p
 
 std::string ids_string(const std::vector<int32_t>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   return s + "]";
 }
 
