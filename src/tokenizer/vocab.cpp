@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <initializer_list>
 
 #include "core/error.h"
@@ -117,8 +118,12 @@ std::unique_ptr<Vocab> Vocab::from_gguf(const GgufModel& m) {
     TokenData& t = v->tokens[i];
     t.text = std::string(toks.strings[i]);
     if (t.text.empty()) t.text = fmt::format("[EMPTY_{}]", i);
-    t.score = scores ? static_cast<float>(scores->array_float(i)) : 0.0f;
-    t.attr = types ? attr_from_type(types->array_int(i)) : kAttrNormal;
+    if (scores) std::memcpy(&t.score, scores->raw + 4 * i, 4);
+    if (types) {
+      int32_t type = 0;
+      std::memcpy(&type, types->raw + 4 * i, 4);
+      t.attr = attr_from_type(type);
+    }
     v->token_to_id_[t.text] = static_cast<int32_t>(i);
   }
 
@@ -170,25 +175,24 @@ void Vocab::finish_specials(const GgufModel&) {
   auto force_control = [&](int32_t id) {
     if (!(tokens[id].attr & kAttrControl)) tokens[id].attr = kAttrControl;
   };
-  // Unnamed end-of-turn / FIM tokens, found by text (in id order, for determinism).
+  // Unnamed end-of-turn / FIM tokens, found by text (the lowest id wins, for determinism).
   for (const auto& d : kDetect) {
-    for (int32_t id = 0; id < n && special.*d.field == kNoToken; ++id)
-      for (const char* t : d.texts)
-        if (tokens[id].text == t && find(t) == id) {
-          special.*d.field = id;
-          force_control(id);
-          break;
-        }
+    if (special.*d.field != kNoToken) continue;
+    int32_t best = kNoToken;
+    for (const char* t : d.texts)
+      if (const int32_t id = find(t); id != kNoToken && (best == kNoToken || id < best)) best = id;
+    if (best == kNoToken) continue;
+    special.*d.field = best;
+    force_control(best);
   }
   eog.clear();
   for (int32_t id : {special.fim_pad, special.fim_rep, special.fim_sep})
     if (id != kNoToken) eog.insert(id);
-  for (int32_t id = 0; id < n; ++id)
-    for (const char* t : kEogTexts)
-      if (tokens[id].text == t && find(t) == id) {
-        eog.insert(id);
-        force_control(id);
-      }
+  for (const char* t : kEogTexts)
+    if (const int32_t id = find(t); id != kNoToken) {
+      eog.insert(id);
+      force_control(id);
+    }
   for (int32_t id : {special.eos, special.eot, special.eom})
     if (valid(id)) eog.insert(id);
   for (const char* t : kHarmonyRendered)
