@@ -94,6 +94,10 @@ struct MatchScratch {
     ctx = pcre2_match_context_create(nullptr);
     stack = pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, nullptr);
     if (ctx && stack) pcre2_jit_stack_assign(ctx, nullptr, stack);
+    if (ctx) {  // long runs of spaces backtrack once per character: no artificial ceiling
+      pcre2_set_match_limit(ctx, UINT32_MAX);
+      pcre2_set_depth_limit(ctx, UINT32_MAX);
+    }
   }
   ~MatchScratch() {
     if (stack) pcre2_jit_stack_free(stack);
@@ -104,6 +108,18 @@ struct MatchScratch {
 MatchScratch& scratch() {
   thread_local MatchScratch s;
   return s;
+}
+
+// Rewrites that keep the matches of a collapsed regex but spare PCRE2 a backtracking frame per
+// repetition: "a letter that is not a-z" spelled as lookahead + class (gpt-4o) is one class here.
+void simplify_collapsed(std::string& pattern) {
+  const std::string letter = std::string("(?=[") + kCollapsedLetter + "A-Za-z])";
+  const std::pair<std::string, std::string> kRewrites[] = {
+      {"(" + letter + "([^a-z]))", std::string("[") + kCollapsedLetter + "A-Z]"},
+      {"(" + letter + "([^A-Z]))", std::string("[") + kCollapsedLetter + "a-z]"},
+  };
+  for (const auto& [from, to] : kRewrites)
+    for (size_t pos = 0; (pos = pattern.find(from, pos)) != std::string::npos; pos += to.size()) pattern.replace(pos, from.size(), to);
 }
 
 std::string pcre2_message(int code) {
@@ -182,6 +198,7 @@ PreTokenizer::PreTokenizer(const PreTokenizerSpec& spec) : spec_(spec) {
       pattern = re;
       options = PCRE2_UTF;  // \s \w stay ASCII, as std::wregex's in llama.cpp
     }
+    if (rule->collapsed) simplify_collapsed(pattern);
     int err = 0;
     PCRE2_SIZE err_off = 0;
     rule->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err, &err_off, nullptr);
