@@ -14,5 +14,6 @@ struct Command {
 
 Command add_inspect(CLI::App& app);
 Command add_tokenize(CLI::App& app);
+Command add_run(CLI::App& app);
 
 }  // namespace strata::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   std::vector<strata::cli::Command> cmds;
   cmds.push_back(strata::cli::add_inspect(app));
   cmds.push_back(strata::cli::add_tokenize(app));
+  cmds.push_back(strata::cli::add_run(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
