@@ -41,7 +41,9 @@ void ThreadPool::dispatch(JobFn fn, void* ctx) {
 }
 
 void ThreadPool::worker(int tid) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+  // Generation 0 is the one before any dispatch. Reading generation_ here instead would race
+  // with a dispatch issued before this thread got scheduled and lose that job (deadlock).
+  uint32_t seen = 0;
   for (;;) {
     uint32_t g;
     for (int spin = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++spin) {
