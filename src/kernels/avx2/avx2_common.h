@@ -89,14 +89,22 @@ static inline void scales16_to_pairs(__m128i sc_i16_lo, __m128i sc_i16_hi, __m25
   hi = _mm256_broadcastsi128_si256(sc_i16_hi);
 }
 
-// Unpacks the 12-byte 6-bit scale/min field of Q4_K / Q5_K into 8 scales and 8 mins.
-static inline void unpack_k4_scales(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s[j] & 63;
-    mn[j] = s[j + 4] & 63;
-    sc[j + 4] = static_cast<uint8_t>((s[j + 8] & 0x0F) | ((s[j] >> 6) << 4));
-    mn[j + 4] = static_cast<uint8_t>((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
-  }
+// Unpacks the 12-byte 6-bit scale/min field of Q4_K / Q5_K: scales[j] for j < 4 are the low 6
+// bits of bytes 0..3 and mins[j] of bytes 4..7; for j >= 4 the low 4 bits come from the nibbles
+// of bytes 8..11 and the top 2 bits from bits 6..7 of bytes 0..3 (scales) / 4..7 (mins).
+// Done in general registers and returned as vectors (bytes 0..7): going through a byte array
+// costs a store-forwarding stall per block.
+static inline void unpack_k4_scales(const uint8_t* s, __m128i& scales8, __m128i& mins8) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, s, 4);
+  std::memcpy(&a1, s + 4, 4);
+  std::memcpy(&a2, s + 8, 4);
+  const uint32_t sc_lo = a0 & 0x3F3F3F3Fu;
+  const uint32_t mn_lo = a1 & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (a2 & 0x0F0F0F0Fu) | (((a0 >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_hi = ((a2 >> 4) & 0x0F0F0F0Fu) | (((a1 >> 6) & 0x03030303u) << 4);
+  scales8 = _mm_cvtsi64_si128(static_cast<int64_t>(sc_lo | (static_cast<uint64_t>(sc_hi) << 32)));
+  mins8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn_lo | (static_cast<uint64_t>(mn_hi) << 32)));
 }
 
 // Prefetch distance (bytes ahead of the current weight block) for streamed rows.

@@ -17,6 +17,23 @@ inline __m256i bcast_i16(__m256i v, int k) {
   return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(((2 * k + 1) << 8) | (2 * k))));
 }
 
+// Q3_K: 16 6-bit scales (offset 32). Low 4 bits: nibbles of bytes 0..7 (low nibbles for
+// scales 0..7, high for 8..15); top 2 bits: bits 2*(j/4)..+1 of byte 8 + j%4.
+inline __m128i unpack_q3_scales(const uint8_t* s) {
+  uint64_t lo8;
+  uint32_t hi4;
+  std::memcpy(&lo8, s, 8);
+  std::memcpy(&hi4, s + 8, 4);
+  const uint64_t low_a = lo8 & 0x0F0F0F0F0F0F0F0FULL;          // scales 0..7, low bits
+  const uint64_t low_b = (lo8 >> 4) & 0x0F0F0F0F0F0F0F0FULL;   // scales 8..15, low bits
+  // top bits: scales 4g..4g+3 take bits 2g..2g+1 of bytes 8..11.
+  const uint64_t h = hi4;
+  const uint64_t top_a = ((h & 0x03030303u) | (((h >> 2) & 0x03030303u) << 32)) << 4;
+  const uint64_t top_b = (((h >> 4) & 0x03030303u) | (((h >> 6) & 0x03030303u) << 32)) << 4;
+  const __m128i v = _mm_set_epi64x(static_cast<int64_t>(low_b | top_b), static_cast<int64_t>(low_a | top_a));
+  return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
 inline void prefetch_block(const void* p, int bytes) {
   const char* c = static_cast<const char*>(p) + kPrefetchAhead;
   for (int o = 0; o < bytes; o += 64) prefetch(c + o);
@@ -71,14 +88,7 @@ float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
   for (int64_t i = 0; i < nb; ++i) {
     prefetch_block(w + i, sizeof(block_q3_K));
     const float d = a[i].d * h2f(w[i].d);
-    const uint8_t* s = w[i].scales;
-    alignas(16) int8_t sc[16];
-    for (int j = 0; j < 16; ++j) {
-      const int lo = j < 8 ? (s[j] & 0x0F) : (s[j - 8] >> 4);
-      const int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
-      sc[j] = static_cast<int8_t>((lo | (hi << 4)) - 32);
-    }
-    const __m128i sc8 = load128(sc);
+    const __m128i sc8 = unpack_q3_scales(w[i].scales);
     const __m256i sc_lo = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8));
     const __m256i sc_hi = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8)));
     const __m256i hm = load256(w[i].hmask);
@@ -114,14 +124,12 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
     prefetch_block(w + i, sizeof(block_q4_K));
     const float d = a[i].d * h2f(w[i].d);
     const float dmin = a[i].d * h2f(w[i].dmin);
-    alignas(16) uint8_t sc[8], mn[8];
-    unpack_k4_scales(w[i].scales, sc, mn);
-    const __m128i mn8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+    __m128i sc8, mn8;
+    unpack_k4_scales(w[i].scales, sc8, mn8);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));  // each min twice
     const __m256i msum = _mm256_madd_epi16(mins, load256(a[i].bsums));
     acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
     __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(w[i].qs + 32 * c);
@@ -151,14 +159,12 @@ float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
     prefetch_block(w + i, sizeof(block_q5_K));
     const float d = a[i].d * h2f(w[i].d);
     const float dmin = a[i].d * h2f(w[i].dmin);
-    alignas(16) uint8_t sc[8], mn[8];
-    unpack_k4_scales(w[i].scales, sc, mn);
-    const __m128i mn8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+    __m128i sc8, mn8;
+    unpack_k4_scales(w[i].scales, sc8, mn8);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
     const __m256i msum = _mm256_madd_epi16(mins, load256(a[i].bsums));
     acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
     const __m256i qh = load256(w[i].qh);
     __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
