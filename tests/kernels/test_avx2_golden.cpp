@@ -32,11 +32,11 @@ const KernelTable* avx2_or_skip() { return kernel_table(Isa::Avx2); }
   if (!fs::exists(kDir / "README.md"))                                                             \
     GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***"
 
-TEST(Avx2Golden, VecDotMatchesLlamaCpp) {
-  REQUIRE_AVX2_AND_FIXTURES(k);
+// Every vec_dot of table `k` on the golden rows vs llama.cpp's result.
+void check_vec_dot_golden(const KernelTable* k) {
   const auto act = read_f32(kDir / "activation.f32");
   for (const char* stem : kTypes) {
-    SCOPED_TRACE(stem);
+    SCOPED_TRACE(std::string(stem) + " " + k->name);
     const Golden g = load_golden(stem);
     const VecDotFn dot = k->vec_dot[static_cast<uint32_t>(g.type)];
     ASSERT_NE(dot, nullptr) << "no AVX2 vec_dot for " << stem;
@@ -55,8 +55,23 @@ TEST(Avx2Golden, VecDotMatchesLlamaCpp) {
       }
     }
     EXPECT_EQ(bad, 0);
-    std::printf("  %-7s worst relative difference to llama.cpp: %.2e\n", stem, worst);
+    std::printf("  %-7s %s worst relative difference to llama.cpp: %.2e\n", stem, k->name, worst);
   }
+}
+
+TEST(Avx2Golden, VecDotMatchesLlamaCpp) {
+  REQUIRE_AVX2_AND_FIXTURES(k);
+  check_vec_dot_golden(k);
+}
+
+// The AVX-512 VNNI kernels (Q8_0, Q4_0, Q4_K, Q6_K; the rest of that table is AVX2) only run
+// where the CPU has AVX-512 VNNI.
+TEST(Avx512Golden, VecDotMatchesLlamaCpp) {
+  const KernelTable* k = kernel_table(Isa::Avx512);
+  if (!k) GTEST_SKIP() << "*** no AVX-512 VNNI on this CPU: the AVX-512 kernels are NOT tested here ***";
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***";
+  check_vec_dot_golden(k);
 }
 
 TEST(Avx2Golden, ActivationQuantizationBytes) {

@@ -108,7 +108,12 @@ static inline void unpack_k4_scales(const uint8_t* s, __m128i& scales8, __m128i&
 }
 
 // Prefetch distance (bytes ahead of the current weight block) for streamed rows.
-inline constexpr int kPrefetchAhead = 512;
-static inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+#ifndef STRATA_AVX2_PF
+#define STRATA_AVX2_PF 512
+#endif
+inline constexpr int kPrefetchAhead = STRATA_AVX2_PF;
+static inline void prefetch(const void* p) {
+  if constexpr (kPrefetchAhead > 0) _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+}
 
 }  // namespace strata::avx2
