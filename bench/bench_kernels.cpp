@@ -38,7 +38,7 @@ ThreadPool& pool(int threads) {
 // Results for the summary: GB/s by row label and column label.
 struct Result {
   double gbps = 0;
-  bool ok = false;
+  double ratio = 0;  // gbps / DRAM read bandwidth measured right before and after (0: n/a)
 };
 std::map<std::string, std::map<std::string, Result>>& results() {
   static std::map<std::string, std::map<std::string, Result>> r;
@@ -93,7 +93,7 @@ void BM_DramRead(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(buf.size() * sizeof(float)));
   const double gbps = iters * double(kWeightBytes) / secs / 1e9;
   dram_gbps()[threads] = gbps;
-  results()["DRAM read (sum)"][std::to_string(threads) + "T"] = {gbps, true};
+  (void)gbps;
 }
 
 // ---- gemv per format --------------------------------------------------------------------
@@ -122,20 +122,18 @@ const Weights& weights(GgmlType t) {
   return w;
 }
 
-double measure_dram(int threads) {
-  auto& d = dram_gbps();
-  if (!d.count(threads)) {  // filtered out: measure quickly now
-    const auto& buf = dram_buffer();
-    float partial[64] = {};
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 4; ++i)
-      pool(threads).parallel_for(static_cast<int64_t>(buf.size()), 1 << 16, [&](int64_t b, int64_t e, int tid) {
-        partial[tid] += sum_range(buf.data() + b, e - b);
-      });
-    benchmark::DoNotOptimize(partial);
-    d[threads] = 4 * double(kWeightBytes) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
-  }
-  return d[threads];
+// DRAM read bandwidth right now (two passes over the buffer). The machine may be shared, so
+// each gemv benchmark is compared with a measurement taken just before and just after it.
+double dram_now(int threads) {
+  const auto& buf = dram_buffer();
+  float partial[64] = {};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i)
+    pool(threads).parallel_for(static_cast<int64_t>(buf.size()), 1 << 16, [&](int64_t b, int64_t e, int tid) {
+      partial[tid] += sum_range(buf.data() + b, e - b);
+    });
+  benchmark::DoNotOptimize(partial);
+  return 2 * double(kWeightBytes) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
 }
 
 void BM_Gemv(benchmark::State& state, Isa isa, GgmlType t) {
@@ -152,7 +150,6 @@ void BM_Gemv(benchmark::State& state, Isa isa, GgmlType t) {
     state.SkipWithError("no kernel for this format in this table");
     return;
   }
-  const double dram = measure_dram(threads);
   const Weights& w = weights(t);
   std::vector<float> x(kCols), y(w.m.rows);
   std::mt19937 rng(5);
@@ -161,6 +158,7 @@ void BM_Gemv(benchmark::State& state, Isa isa, GgmlType t) {
   MatmulScratch s;
   ThreadPool& tp = pool(threads);
   matmul(*k, &tp, w.m, x.data(), 1, y.data(), s);  // warm-up (page faults, scratch)
+  const double dram_before = dram_now(threads);
   double secs = 0;
   int64_t iters = 0;
   for (auto _ : state) {
@@ -170,45 +168,79 @@ void BM_Gemv(benchmark::State& state, Isa isa, GgmlType t) {
     ++iters;
     benchmark::DoNotOptimize(y.data());
   }
+  const double dram = 0.5 * (dram_before + dram_now(threads));
   const double bytes = double(w.m.rows) * double(w.m.row_stride_bytes);
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
   const double gbps = iters * bytes / secs / 1e9;
   state.counters["dram_ratio"] = gbps / dram;
   state.counters["dram_GBps"] = dram;
-  results()[row][col] = {gbps, true};
+  results()[row][col] = {gbps, gbps / dram};
+}
+
+// Same kernels on a matrix that stays in L2 (one thread): the compute ceiling of each kernel,
+// to compare with the DRAM bandwidth it has to keep up with.
+void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
+  const KernelTable* k = kernel_table(isa);
+  const GgmlType at = matmul_act_type(t);
+  if (!k || !k->vec_dot[static_cast<uint32_t>(t)] || (at != GgmlType::F32 && !k->quantize_act[static_cast<uint32_t>(at)])) {
+    state.SkipWithError("no kernel for this format in this table");
+    return;
+  }
+  const size_t row_bytes = ggml_row_size(t, kCols);
+  const int64_t rows = 32;  // <= 256 KiB
+  std::vector<uint8_t> wb(rows * row_bytes);
+  std::mt19937_64 rng(3);
+  for (size_t i = 0; i + 8 <= wb.size(); i += 8) {
+    const uint64_t r = (rng() & 0x2F2F2F2F2F2F2F2FULL) | 0x1010101010101010ULL;
+    std::memcpy(wb.data() + i, &r, 8);
+  }
+  const QMatrix m{t, rows, kCols, wb.data(), row_bytes};
+  std::vector<float> x(kCols, 0.25f), y(rows);
+  MatmulScratch s;
+  double secs = 0;
+  int64_t iters = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int rep = 0; rep < 16; ++rep) matmul(*k, nullptr, m, x.data(), 1, y.data(), s);
+    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++iters;
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = 16.0 * double(rows * row_bytes);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+  results()[ggml_type_name(t)][std::string(isa_name(isa)) + " L2-hot 1T"] = {iters * bytes / secs / 1e9, 0};
 }
 
 void print_summary() {
   auto& r = results();
-  if (r.empty()) return;
-  std::vector<std::string> cols;
-  for (auto& [_, m] : r)
-    for (auto& [c, __] : m)
-      if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
-  std::sort(cols.begin(), cols.end());
-  std::printf("\nSummary: GB/s of weights streamed by matmul n=1 (%zu MiB of weights, %lld columns); "
-              "(x.xx) = fraction of DRAM read bandwidth at the same thread count\n",
+  if (r.empty() && dram_gbps().empty()) return;
+  std::printf("\nDRAM read bandwidth (sum of a %zu MiB array):", kWeightBytes >> 20);
+  for (auto& [t, g] : dram_gbps()) std::printf("  %dT %.2f GB/s", t, g);
+  std::printf("\n\nmatmul n=1 (gemv), %zu MiB of weights, %lld columns: GB/s of weights streamed (1 GB = 1e9 B);\n"
+              "(x.xx) = fraction of the DRAM read bandwidth measured right before/after at the same thread count\n",
               kWeightBytes >> 20, static_cast<long long>(kCols));
-  std::printf("%-16s", "format");
-  for (auto& c : cols) std::printf(" %16s", c.c_str());
+  std::vector<std::string> cols;
+  for (const char* isa : {"scalar", "avx2", "avx512"})
+    for (const char* c : {" 1T", " 2T", " L2-hot 1T"}) {
+      const std::string name = std::string(isa) + c;
+      for (auto& [_, m] : r)
+        if (m.count(name)) {
+          cols.push_back(name);
+          break;
+        }
+    }
+  std::printf("%-8s", "format");
+  for (auto& c : cols) std::printf(" %15s", c.c_str());
   std::printf("\n");
   for (auto& [row, m] : r) {
-    std::printf("%-16s", row.c_str());
+    std::printf("%-8s", row.c_str());
     for (auto& c : cols) {
-      auto it = m.find(c);
-      if (it == m.end() || !it->second.ok) {
-        std::printf(" %16s", "-");
-        continue;
+      char cell[64] = "-";
+      if (auto it = m.find(c); it != m.end()) {
+        if (it->second.ratio > 0) std::snprintf(cell, sizeof cell, "%.2f (%.2f)", it->second.gbps, it->second.ratio);
+        else std::snprintf(cell, sizeof cell, "%.2f", it->second.gbps);
       }
-      const int threads = c.back() == 'T' ? std::atoi(c.substr(c.rfind(' ') + 1).c_str()) : 0;
-      const int th = threads ? threads : std::atoi(c.c_str());
-      char cell[64];
-      const auto d = dram_gbps().find(th);
-      if (row.rfind("DRAM", 0) != 0 && d != dram_gbps().end())
-        std::snprintf(cell, sizeof cell, "%.2f (%.2f)", it->second.gbps, it->second.gbps / d->second);
-      else
-        std::snprintf(cell, sizeof cell, "%.2f", it->second.gbps);
-      std::printf(" %16s", cell);
+      std::printf(" %15s", cell);
     }
     std::printf("\n");
   }
@@ -223,6 +255,10 @@ void register_all() {
       const std::string name = std::string("gemv/") + ggml_type_name(t) + "/" + isa_name(isa);
       benchmark::RegisterBenchmark(name.c_str(), BM_Gemv, isa, t)->Arg(1)->Arg(2)->ArgName("threads")->MinTime(kMinTime)->UseRealTime();
     }
+  for (GgmlType t : formats) {
+    const std::string name = std::string("gemv_l2hot/") + ggml_type_name(t) + "/avx2";
+    benchmark::RegisterBenchmark(name.c_str(), BM_GemvHot, Isa::Avx2, t)->MinTime(0.1)->UseRealTime();
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 
 #include "core/error.h"
 
@@ -30,6 +31,8 @@ constexpr auto kActTypes = make_act_types();
 constexpr int64_t kTokenTile = 16;
 // Bytes of weight rows kept hot while the token tiles cycle (only matters for n > kTokenTile).
 constexpr int64_t kRowTileBytes = 256 * 1024;
+// Unit of work handed to a thread (weight bytes).
+constexpr int64_t kChunkBytes = 128 * 1024;
 
 }  // namespace
 
@@ -91,8 +94,23 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
       }
     }
   };
-  if (pool) pool->parallel_for(w.rows, 4, rows_job);
-  else rows_job(0, w.rows, 0);
+  // Chunks of ~kChunkBytes of weights handed out dynamically: a thread slowed down (shared
+  // core, page faults) does not hold up the others, and each chunk is still one long
+  // sequential stream for the hardware prefetchers.
+  // Small matrices still get >= 4 chunks per thread so that all threads take part.
+  if (!pool || pool->size() == 1) {
+    rows_job(0, w.rows, 0);
+    return;
+  }
+  const int64_t nt = pool->size();
+  const int64_t chunk_rows = std::clamp<int64_t>(kChunkBytes / static_cast<int64_t>(w.row_stride_bytes), 1,
+                                                 std::max<int64_t>(1, (w.rows + 4 * nt - 1) / (4 * nt)));
+  const int64_t n_chunks = (w.rows + chunk_rows - 1) / chunk_rows;
+  std::atomic<int64_t> next{0};
+  pool->run([&](int tid) {
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_chunks;)
+      rows_job(c * chunk_rows, std::min(w.rows, (c + 1) * chunk_rows), tid);
+  });
 }
 
 }  // namespace strata

@@ -2,7 +2,7 @@
 // Threaded matrix-vector / small matrix-matrix product over quantized weights:
 //   y[t, r] = sum_c W[r, c] * x[t, c]
 // Activations are converted once per call to the weight type's activation format; weight rows
-// are split across threads in contiguous ranges and every row is dotted with all n activation
+// are handed to threads in chunks of consecutive rows and every row is dotted with all n activation
 // rows while it is in cache, so the weights stream from DRAM once for the n tokens.
 #include <cstddef>
 #include <cstdint>

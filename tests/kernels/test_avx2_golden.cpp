@@ -200,7 +200,9 @@ TEST(Avx2Kernels, QuantizeActRandomMatchesReference) {
     k->quantize_act[static_cast<uint32_t>(GgmlType::F16)](x.data(), h.data(), n);
     k->quantize_act[static_cast<uint32_t>(GgmlType::BF16)](x.data(), b.data(), n);
     for (int64_t i = 0; i < n; ++i) {
-      if (!std::isnan(x[i])) EXPECT_EQ(h[i], f32_to_f16(x[i])) << i;
+      if (!std::isnan(x[i])) {
+        EXPECT_EQ(h[i], f32_to_f16(x[i])) << i;
+      }
       EXPECT_EQ(b[i], f32_to_bf16(x[i])) << i;
     }
   }
