@@ -11,10 +11,11 @@ namespace strata {
 namespace {
 
 // ggml's vec_dot_type per weight type (part of the format contract: the golden fixtures record
-// it). Types without an entry have no integer kernel and use F32 activations.
+// it), for the types the SIMD tables implement. kUnlisted: not in this table.
+constexpr auto kUnlisted = static_cast<GgmlType>(kGgmlTypeCount);
 constexpr std::array<GgmlType, kGgmlTypeCount> make_act_types() {
   std::array<GgmlType, kGgmlTypeCount> a{};
-  for (auto& t : a) t = GgmlType::F32;
+  for (auto& t : a) t = kUnlisted;
   auto set = [&](GgmlType w, GgmlType act) { a[static_cast<uint32_t>(w)] = act; };
   for (GgmlType w : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4})
     set(w, GgmlType::Q8_0);
@@ -23,6 +24,7 @@ constexpr std::array<GgmlType, kGgmlTypeCount> make_act_types() {
     set(w, GgmlType::Q8_K);
   set(GgmlType::F16, GgmlType::F16);
   set(GgmlType::BF16, GgmlType::BF16);
+  set(GgmlType::F32, GgmlType::F32);
   return a;
 }
 constexpr auto kActTypes = make_act_types();
@@ -39,11 +41,16 @@ constexpr int64_t kChunkBytes = 128 * 1024;
 GgmlType matmul_act_type(GgmlType w) {
   const auto i = static_cast<uint32_t>(w);
   STRATA_CHECK(i < kGgmlTypeCount, "invalid ggml type id {}", i);
-  // Once the scalar reference registers a format, it must agree with this table.
+  // A format registered by the scalar reference (quant traits) is authoritative; for the
+  // formats listed above both must agree.
   const QuantTraits& q = quant_traits(w);
-  STRATA_CHECK(q.vec_dot == nullptr || q.vec_dot_type == kActTypes[i],
-               "activation type mismatch for {}: traits say {}, matmul expects {}", ggml_type_name(w),
-               ggml_type_name(q.vec_dot_type), ggml_type_name(kActTypes[i]));
+  if (q.vec_dot) {
+    STRATA_CHECK(kActTypes[i] == kUnlisted || q.vec_dot_type == kActTypes[i],
+                 "activation type mismatch for {}: traits say {}, matmul expects {}", ggml_type_name(w),
+                 ggml_type_name(q.vec_dot_type), ggml_type_name(kActTypes[i]));
+    return q.vec_dot_type;
+  }
+  STRATA_CHECK(kActTypes[i] != kUnlisted, "matmul: no kernel for weight type {}", ggml_type_name(w));
   return kActTypes[i];
 }
 
