@@ -34,6 +34,24 @@ inline __m128i unpack_q3_scales(const uint8_t* s) {
   return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
+// IQ4_XS: 8 6-bit scales (offset 32) from 4-bit fields (scales_l, sub-block ib in nibble ib)
+// and 2-bit fields (scales_h, bits 2ib..2ib+1), spread to one byte each with shifts and masks
+// (no pdep: it is microcoded on older AMD cores). Returns 8 int16.
+inline __m128i unpack_iq4xs_scales(const uint8_t* scales_l, uint16_t scales_h) {
+  uint32_t l32;
+  std::memcpy(&l32, scales_l, 4);
+  uint64_t lo = l32;  // nibble k -> byte k
+  lo = (lo | (lo << 16)) & 0x0000FFFF0000FFFFULL;
+  lo = (lo | (lo << 8)) & 0x00FF00FF00FF00FFULL;
+  lo = (lo | (lo << 4)) & 0x0F0F0F0F0F0F0F0FULL;
+  uint64_t hi = scales_h;  // 2-bit field k -> byte k
+  hi = (hi | (hi << 24)) & 0x000000FF000000FFULL;
+  hi = (hi | (hi << 12)) & 0x000F000F000F000FULL;
+  hi = (hi | (hi << 6)) & 0x0303030303030303ULL;
+  const __m128i v = _mm_cvtsi64_si128(static_cast<int64_t>(lo | (hi << 4)));
+  return _mm_sub_epi16(_mm_cvtepu8_epi16(v), _mm_set1_epi16(32));
+}
+
 inline void prefetch_block(const void* p, int bytes) {
   const char* c = static_cast<const char*>(p) + kPrefetchAhead;
   for (int o = 0; o < bytes; o += 64) prefetch(c + o);
@@ -235,17 +253,15 @@ float vec_dot_iq4_xs_q8_K(int64_t n, const void* vw, const void* va) {
   for (int64_t i = 0; i < nb; ++i) {
     prefetch_block(w + i, sizeof(block_iq4_xs));
     const float d = a[i].d * h2f(w[i].d);
-    const uint32_t sh = w[i].scales_h;
+    const __m256i sc16 = _mm256_broadcastsi128_si256(unpack_iq4xs_scales(w[i].scales_l, w[i].scales_h));
     __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib += 2) {
-      const int ls0 = ((w[i].scales_l[ib / 2] & 0x0F) | (((sh >> (2 * ib)) & 3) << 4)) - 32;
-      const int ls1 = ((w[i].scales_l[ib / 2] >> 4) | (((sh >> (2 * ib + 2)) & 3) << 4)) - 32;
       const __m256i q0 = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs + 16 * ib));
       const __m256i q1 = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs + 16 * ib + 16));
       const __m256i p0 = pairs_i8i8(q0, load256(a[i].qs + 32 * ib));
       const __m256i p1 = pairs_i8i8(q1, load256(a[i].qs + 32 * ib + 32));
-      sum0 = _mm256_add_epi32(sum0, _mm256_madd_epi16(p0, _mm256_set1_epi16(static_cast<int16_t>(ls0))));
-      sum1 = _mm256_add_epi32(sum1, _mm256_madd_epi16(p1, _mm256_set1_epi16(static_cast<int16_t>(ls1))));
+      sum0 = _mm256_add_epi32(sum0, _mm256_madd_epi16(p0, bcast_i16(sc16, ib)));
+      sum1 = _mm256_add_epi32(sum1, _mm256_madd_epi16(p1, bcast_i16(sc16, ib + 1)));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
   }
