@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -44,6 +45,28 @@ std::map<std::string, std::map<std::string, Result>>& results() {
   static std::map<std::string, std::map<std::string, Result>> r;
   return r;
 }
+// Fraction of a core the calling thread got during the single-thread runs (the machine may be
+// shared: below ~0.9 the figures understate what the kernels do on an idle machine).
+double& min_cpu_share() {
+  static double v = 1.0;
+  return v;
+}
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+std::string loadavg() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  char buf[64] = "?";
+  if (f) {
+    if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
+    std::fclose(f);
+  }
+  std::string s(buf);
+  return s.substr(0, s.find(' ', s.find(' ', s.find(' ') + 1) + 1));
+}
+
 std::map<int, double>& dram_gbps() {
   static std::map<int, double> d;
   return d;
@@ -161,6 +184,7 @@ void BM_Gemv(benchmark::State& state, Isa isa, GgmlType t) {
   const double dram_before = dram_now(threads);
   double secs = 0;
   int64_t iters = 0;
+  const double cpu0 = thread_cpu_seconds();
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     matmul(*k, &tp, w.m, x.data(), 1, y.data(), s);
@@ -168,6 +192,7 @@ void BM_Gemv(benchmark::State& state, Isa isa, GgmlType t) {
     ++iters;
     benchmark::DoNotOptimize(y.data());
   }
+  if (threads == 1) min_cpu_share() = std::min(min_cpu_share(), (thread_cpu_seconds() - cpu0) / secs);
   const double dram = 0.5 * (dram_before + dram_now(threads));
   const double bytes = double(w.m.rows) * double(w.m.row_stride_bytes);
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
@@ -214,7 +239,10 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
 void print_summary() {
   auto& r = results();
   if (r.empty() && dram_gbps().empty()) return;
-  std::printf("\nDRAM read bandwidth (sum of a %zu MiB array):", kWeightBytes >> 20);
+  std::printf("\nload average at the end: %s; least CPU share of the 1-thread gemv runs: %.2f "
+              "(machine shared when < ~0.9: figures then understate the kernels)\n",
+              loadavg().c_str(), min_cpu_share());
+  std::printf("DRAM read bandwidth (sum of a %zu MiB array):", kWeightBytes >> 20);
   for (auto& [t, g] : dram_gbps()) std::printf("  %dT %.2f GB/s", t, g);
   std::printf("\n\nmatmul n=1 (gemv), %zu MiB of weights, %lld columns: GB/s of weights streamed (1 GB = 1e9 B);\n"
               "(x.xx) = fraction of the DRAM read bandwidth measured right before/after at the same thread count\n",

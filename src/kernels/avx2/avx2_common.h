@@ -83,12 +83,6 @@ static inline __m256i scale_pair16(__m256i sc8, int g) {
   const int16_t hi = static_cast<int16_t>(((4 * g + 3) << 8) | (4 * g + 2));
   return _mm256_shuffle_epi8(sc8, _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)));
 }
-// 16 int8 scales -> two broadcast int16 vectors (scales 0..7 and 8..15), for scale_pair16.
-static inline void scales16_to_pairs(__m128i sc_i16_lo, __m128i sc_i16_hi, __m256i& lo, __m256i& hi) {
-  lo = _mm256_broadcastsi128_si256(sc_i16_lo);
-  hi = _mm256_broadcastsi128_si256(sc_i16_hi);
-}
-
 // Unpacks the 12-byte 6-bit scale/min field of Q4_K / Q5_K: scales[j] for j < 4 are the low 6
 // bits of bytes 0..3 and mins[j] of bytes 4..7; for j >= 4 the low 4 bits come from the nibbles
 // of bytes 8..11 and the top 2 bits from bits 6..7 of bytes 0..3 (scales) / 4..7 (mins).
