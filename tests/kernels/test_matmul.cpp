@@ -121,6 +121,10 @@ TEST(Matmul, MatchesDoubleReference) {
     check_matmul(*k, nullptr, stem, 5, cols, 2, 0, rng);
     if (HasFatalFailure()) return;
   }
+  // n > 16 with more weight rows than one row tile (256 KiB): row tiles x token tiles.
+  check_matmul(*k, &pool3, "q4_k", 1000, 512, 19, 0, rng);
+  ThreadPool pool2(2);
+  check_matmul(*k, &pool2, "q8_0", 333, 256, 1, 0, rng);
 }
 
 TEST(Matmul, RejectsBadShapes) {
