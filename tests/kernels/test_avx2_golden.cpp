@@ -90,6 +90,28 @@ TEST(Avx2Golden, ActivationQuantizationBytes) {
   }
 }
 
+// AVX2 dequantizers (where the table has one that is not the scalar reference) reproduce
+// ggml's to_float bit for bit.
+TEST(Avx2Golden, DequantizeBitExact) {
+  REQUIRE_AVX2_AND_FIXTURES(k);
+  const KernelTable* scalar = kernel_table(Isa::Scalar);
+  int checked = 0;
+  for (const char* stem : kTypes) {
+    const Golden g = load_golden(stem);
+    const ToFloatFn deq = k->dequantize[static_cast<uint32_t>(g.type)];
+    if (!deq || deq == scalar->dequantize[static_cast<uint32_t>(g.type)]) continue;
+    ++checked;
+    std::vector<float> out(g.rows * g.cols);
+    for (int64_t r = 0; r < g.rows; ++r) deq(g.blocks.data() + r * g.row_bytes, out.data() + r * g.cols, g.cols);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (std::isnan(out[i]) && std::isnan(g.deq[i])) continue;
+      ASSERT_EQ(f32_to_bits(out[i]), f32_to_bits(g.deq[i]))
+          << stem << " value " << i << ": " << out[i] << " vs ggml " << g.deq[i];
+    }
+  }
+  EXPECT_GE(checked, 6);
+}
+
 // Random rows of many blocks: blocks picked from the golden rows (so every stress case shows
 // up, in random order), random activations quantized by the AVX2 quantizer, checked against
 // a double dot of the golden dequantized weights with the dequantized activations.

@@ -29,6 +29,14 @@ void quantize_q8_K(const float* x, void* y, int64_t n);
 void quantize_f16(const float* x, void* y, int64_t n);
 void quantize_bf16(const float* x, void* y, int64_t n);
 
+// Dequantization of weight rows to f32 (bit-exact with ggml), n a multiple of the block size.
+void dequantize_q8_0(const void* x, float* y, int64_t n);
+void dequantize_q4_0(const void* x, float* y, int64_t n);
+void dequantize_q4_K(const void* x, float* y, int64_t n);
+void dequantize_q6_K(const void* x, float* y, int64_t n);
+void dequantize_f16(const void* x, float* y, int64_t n);
+void dequantize_bf16(const void* x, float* y, int64_t n);
+
 // Float vector ops.
 float dot_f32(int64_t n, const float* a, const float* b);
 void axpy_f32(int64_t n, float a, const float* x, float* y);

@@ -33,6 +33,14 @@ void fill_avx2_table(KernelTable& t) {
   set_act(GgmlType::F16, avx2::quantize_f16);
   set_act(GgmlType::BF16, avx2::quantize_bf16);
 
+  auto set_deq = [&](GgmlType w, ToFloatFn f) { t.dequantize[static_cast<uint32_t>(w)] = f; };
+  set_deq(GgmlType::Q8_0, avx2::dequantize_q8_0);
+  set_deq(GgmlType::Q4_0, avx2::dequantize_q4_0);
+  set_deq(GgmlType::Q4_K, avx2::dequantize_q4_K);
+  set_deq(GgmlType::Q6_K, avx2::dequantize_q6_K);
+  set_deq(GgmlType::F16, avx2::dequantize_f16);
+  set_deq(GgmlType::BF16, avx2::dequantize_bf16);
+
   t.dot_f32 = avx2::dot_f32;
   t.axpy_f32 = avx2::axpy_f32;
   t.scale_f32 = avx2::scale_f32;
