@@ -202,8 +202,8 @@ void BM_Gemv(benchmark::State& state, Isa isa, GgmlType t) {
   results()[row][col] = {gbps, gbps / dram};
 }
 
-// Same kernels on a matrix that stays in L2 (one thread): the compute ceiling of each kernel,
-// to compare with the DRAM bandwidth it has to keep up with.
+// Same kernels on a matrix that stays in L2 (one thread): the compute ceiling of each kernel
+// (GB/s per core of CPU time), to compare with the DRAM bandwidth it has to keep up with.
 void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
   const KernelTable* k = kernel_table(isa);
   const GgmlType at = matmul_act_type(t);
@@ -225,9 +225,11 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
   double secs = 0;
   int64_t iters = 0;
   for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
+    // Thread CPU time, not wall time: a compute ceiling should not count time the thread
+    // spent descheduled on a shared machine.
+    const double t0 = thread_cpu_seconds();
     for (int rep = 0; rep < 16; ++rep) matmul(*k, nullptr, m, x.data(), 1, y.data(), s);
-    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    secs += thread_cpu_seconds() - t0;
     ++iters;
     benchmark::DoNotOptimize(y.data());
   }
