@@ -78,16 +78,13 @@ class Lfu : public RecencyBase {
     RecencyBase::on_access(k, now);
     ++count_[shape_.index(k)];
   }
-  void on_insert(ExpertKey k, uint64_t now) override {
-    RecencyBase::on_insert(k, now);
-    count_[shape_.index(k)] = 1;
-  }
+  void on_miss(ExpertKey k, uint64_t) override { ++count_[shape_.index(k)]; }
   ExpertKey choose_victim(std::span<const ExpertKey> c, uint64_t) override {
     return min_score(c, [&](ExpertKey k) { return std::pair(count_[shape_.index(k)], last_[shape_.index(k)]); });
   }
 
  private:
-  std::vector<uint64_t> count_;  // uses since insertion
+  std::vector<uint64_t> count_;  // uses since reset, resident or not
 };
 
 // Exponentially decayed use counts, stored as (value, as-of token) and decayed on read.

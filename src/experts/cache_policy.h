@@ -97,7 +97,8 @@ ExpertKey min_score(std::span<const ExpertKey> c, ScoreFn&& score) {
 
 // Least recently used.
 std::unique_ptr<CachePolicy> make_lru();
-// Least frequently used: accesses since the expert was inserted (in-cache LFU), ties by LRU.
+// Least frequently used: all uses since reset, kept across evictions ("perfect" LFU), ties by
+// LRU. In-cache LFU (counts dropped on eviction) measured worse on every trace.
 std::unique_ptr<CachePolicy> make_lfu();
 // LFU with exponential decay: each access adds 1, the count halves every `half_life` tokens;
 // counts survive eviction (the history is the heat, not the residency). Ties by LRU.
@@ -117,7 +118,6 @@ std::unique_ptr<CachePolicy> make_pinned(double fraction, int period_tokens, dou
 struct PredictiveOptions {
   double half_life = 64;        // tokens, for both transition counts and popularity
   double prior = 1.0;           // pseudo-count weight of popularity in the transition estimate
-  double recency_weight = 0.0;  // bonus for experts used by the current token
 };
 std::unique_ptr<CachePolicy> make_predictive(const PredictiveOptions& o = {});
 

@@ -69,10 +69,10 @@ class Predictive : public CachePolicy {
   void on_insert(ExpertKey k, uint64_t) override { last_[shape_.index(k)] = ++tick_; }
   void on_evict(ExpertKey) override {}
   ExpertKey choose_victim(std::span<const ExpertKey> c, uint64_t) override {
-    return min_score(c, [&](ExpertKey k) { return std::pair(score(k), last_[shape_.index(k)]); });
+    return min_score(c, [&](ExpertKey k) { return std::pair(next_visit_probability(k), last_[shape_.index(k)]); });
   }
 
-  double score(ExpertKey k) const {
+  double next_visit_probability(ExpertKey k) const {
     const size_t E = shape_.n_expert;
     const size_t l = k.layer, j = k.expert;
     const auto& S = prev_[l];
@@ -90,7 +90,7 @@ class Predictive : public CachePolicy {
   PredictiveOptions o_;
   CacheShape shape_;
   std::vector<float> trans_;   // [n_layer, n_expert, n_expert] decayed transition counts T[i][j]
-  std::vector<float> rows_;    // [n_layer, n_expert] sum_j-free row weight: tokens after a token that chose i
+  std::vector<float> rows_;    // [n_layer, n_expert] decayed count of tokens that followed a token choosing i
   std::vector<float> pop_;     // [n_layer, n_expert] decayed choice counts
   std::vector<float> tokens_;  // [n_layer] decayed token count
   std::vector<std::vector<int32_t>> prev_;  // [n_layer] the layer's last router choice
