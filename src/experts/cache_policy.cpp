@@ -146,7 +146,7 @@ class AdmitN : public RecencyBase {
     remember(shape_.index(k), now);
   }
   void on_miss(ExpertKey k, uint64_t now) override { remember(shape_.index(k), now); }
-  bool should_admit(ExpertKey k, uint64_t now) override {
+  bool should_admit(ExpertKey k, std::span<const ExpertKey>, uint64_t now) override {
     // The oldest of the last n uses (this one included) lies within the window.
     const size_t i = shape_.index(k);
     const uint64_t oldest = uses_[i * n_ + head_[i]];

@@ -7,10 +7,10 @@
 // needs — and asks a CachePolicy only the questions that differ between policies:
 //
 //   hit:   on_access(k, now)
-//   miss:  on_miss(k, now), then, only when k does not fit in free space,
-//          should_admit(k, now) (false: k is read into a transient buffer for this use and not
-//          kept), then choose_victim(candidates, now) / on_evict(victim) until k fits,
-//          then on_insert(k, now)
+//   miss:  on_miss(k, now), then, only when k does not fit in free space (and evicting
+//          candidates can make it fit), should_admit(k, candidates, now) (false: k is read into
+//          a transient buffer for this use and not kept), then choose_victim(candidates, now) /
+//          on_evict(victim) until k fits, then on_insert(k, now)
 //
 // Victim candidates are always resident, unpinned and not needed by the current token, so a
 // policy cannot break "an expert being computed on is never evicted". `now` is the token clock
@@ -68,7 +68,10 @@ class CachePolicy {
   virtual void on_token(uint64_t now) { (void)now; }
   virtual void on_access(ExpertKey k, uint64_t now) = 0;
   virtual void on_miss(ExpertKey k, uint64_t now) { (void)k, (void)now; }
-  virtual bool should_admit(ExpertKey k, uint64_t now) { return (void)k, (void)now, true; }
+  // `candidates`: what admitting k would evict from (a policy may compare k with its victim).
+  virtual bool should_admit(ExpertKey k, std::span<const ExpertKey> candidates, uint64_t now) {
+    return (void)k, (void)candidates, (void)now, true;
+  }
   virtual void on_insert(ExpertKey k, uint64_t now) = 0;
   virtual void on_evict(ExpertKey k) = 0;
   // One of `candidates` (never empty).
@@ -118,6 +121,8 @@ std::unique_ptr<CachePolicy> make_pinned(double fraction, int period_tokens, dou
 struct PredictiveOptions {
   double half_life = 64;        // tokens, for both transition counts and popularity
   double prior = 1.0;           // pseudo-count weight of popularity in the transition estimate
+  bool bypass = true;           // do not keep a missed expert less likely to be needed than its victim
+  double bypass_margin = 0.1;   // ... by more than this
 };
 std::unique_ptr<CachePolicy> make_predictive(const PredictiveOptions& o = {});
 

@@ -76,7 +76,6 @@ Admission ExpertCacheState::admit(ExpertKey k) {
   const uint64_t used = pool_used(k.layer);
   if (need > cap) return out;
   if (used + need > cap) {
-    if (!policy_->should_admit(k, now_)) return out;
     candidates_.clear();
     uint64_t freeable = 0;
     const int l0 = budget_.per_layer ? k.layer : 0;
@@ -90,6 +89,7 @@ Admission ExpertCacheState::admit(ExpertKey k) {
       }
     // Everything needed now or pinned stays: if that leaves too little room, read transiently.
     if (cap - used + freeable < need) return out;
+    if (!policy_->should_admit(k, candidates_, now_)) return out;
     while (pool_used(k.layer) + need > cap) {
       const ExpertKey v = policy_->choose_victim(candidates_, now_);
       auto it = std::find(candidates_.begin(), candidates_.end(), v);

@@ -65,6 +65,13 @@ class Predictive : public CachePolicy {
     tokens_[layer] += w_;
     prev_[layer].assign(experts.begin(), experts.end());
   }
+  // Keep the newcomer only if it is at least as likely to be needed next as its victim would be
+  // (it is needed now, so this is about the next visit). Worth ~0.5 % hit rate on Mixtral.
+  bool should_admit(ExpertKey k, std::span<const ExpertKey> c, uint64_t now) override {
+    if (!o_.bypass) return true;
+    const ExpertKey v = choose_victim(c, now);
+    return next_visit_probability(k) + o_.bypass_margin >= next_visit_probability(v);
+  }
   void on_access(ExpertKey k, uint64_t) override { last_[shape_.index(k)] = ++tick_; }
   void on_insert(ExpertKey k, uint64_t) override { last_[shape_.index(k)] = ++tick_; }
   void on_evict(ExpertKey) override {}
