@@ -76,6 +76,7 @@ int run_cachesim(const CachesimOptions& o) {
       policies.push_back(p);
     }
   }
+  for (const auto& p : policies) (void)make_policy(p);  // unknown names fail before any output
 
   SimOptions so;
   so.phase = parse_phase_filter(o.phase);
