@@ -1,6 +1,7 @@
 // Cache policies on the real Mixtral-8x7B routing trace in shared/traces, and on synthetic traces.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "experts/cache_sim.h"
@@ -90,4 +91,18 @@ TEST(SyntheticTrace, DefaultPolicyAtNinetyPercentOfBelady) {
     EXPECT_GE(def / belady, 0.90) << (per_layer ? "per-layer" : "global");
     EXPECT_GT(def, rate(t, half, per_layer, "lru"));
   }
+}
+
+// `strata cachesim` end to end on a synthetic trace: one row per policy plus Belady's.
+TEST(CachesimCli, SyntheticTable) {
+  const std::string cmd = std::string(STRATA_BINARY) +
+                          " cachesim --synthetic layers=2,experts=8,k=2,tokens=50,runs=1 --budget 50%,8 --policy lru,default --per-layer 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  for (const char* s : {"per-layer pools", "50% (8 experts)", "\nlru ", "\ndefault ", "\nbelady ", "(100.0%)"})
+    EXPECT_NE(out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << out;
 }
