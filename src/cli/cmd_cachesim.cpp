@@ -76,7 +76,8 @@ int run_cachesim(const CachesimOptions& o) {
       policies.push_back(p);
     }
   }
-  for (const auto& p : policies) (void)make_policy(p);  // unknown names fail before any output
+  for (const auto& p : policies)  // unknown names fail before any output
+    if (!p.starts_with("belady")) (void)make_policy(p);
 
   SimOptions so;
   so.phase = parse_phase_filter(o.phase);
@@ -141,7 +142,8 @@ Command add_cachesim(CLI::App& app) {
   sub->add_option("--budget,-b", o->budgets, "cache sizes: a count of experts, a percentage of all experts (50%), or bytes with --expert-bytes")
       ->delimiter(',');
   sub->add_option("--policy,-p", o->policies,
-                  "lru, lfu, lfu-decay[:HALF_LIFE], admit-N[:WINDOW], pinned[:FRACTION], predict[:HALF_LIFE], default, all")
+                  "lru, lfu, lfu-decay[:HALF_LIFE], admit-N[:WINDOW], pinned[:FRACTION], predict[:HALF_LIFE], default, all; "
+                  "belady:H = Belady seeing only H tokens ahead (an upper bound for H-token predictors)")
       ->delimiter(',');
   sub->add_flag("--per-layer", o->per_layer, "one pool per layer (each gets the same fraction of its experts) instead of one global pool");
   sub->add_option("--phase", o->phase, "decode (default), prefill or all")->check(CLI::IsMember({"decode", "prefill", "all"}));

@@ -37,45 +37,63 @@ void replay(const RoutingTrace& t, PhaseFilter f, OnRun&& on_run, OnToken&& on_t
 
 class Belady : public CachePolicy {
  public:
-  explicit Belady(std::vector<uint64_t> next_use) : future_(std::move(next_use)) {}
-  std::string name() const override { return "belady"; }
+  Belady(FutureUses f, int horizon) : future_(std::move(f)), horizon_(horizon) {}
+  std::string name() const override { return horizon_ > 0 ? fmt::format("belady:{}", horizon_) : "belady"; }
   void reset(const CacheShape& shape, const CacheBudget&) override {
     shape_ = shape;
     next_.assign(shape.size(), kNever);
+    last_.assign(shape.size(), 0);
   }
-  void clear_resident(const CacheShape&, const CacheBudget&) override {}  // the cursor runs on
   void on_access(ExpertKey k, uint64_t) override { advance(k); }
   void on_miss(ExpertKey k, uint64_t) override { advance(k); }
   void on_insert(ExpertKey, uint64_t) override {}
   void on_evict(ExpertKey) override {}
   ExpertKey choose_victim(std::span<const ExpertKey> c, uint64_t) override {
-    // Farthest next use = smallest negated position.
-    return min_score(c, [&](ExpertKey k) { return ~next_[shape_.index(k)]; });
+    // Farthest next use (seen within the horizon) first, then least recent.
+    return min_score(c, [&](ExpertKey k) {
+      const size_t i = shape_.index(k);
+      uint64_t n = next_[i];
+      if (horizon_ > 0 && n != kNever && future_.token[n] - now_token_ > uint64_t(horizon_)) n = kNever;
+      return std::pair(~n, last_[i]);
+    });
   }
 
  private:
   static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
   void advance(ExpertKey k) {
-    STRATA_CHECK(cursor_ < future_.size(), "belady: more accesses than the trace it was built for");
-    next_[shape_.index(k)] = future_[cursor_++];
+    STRATA_CHECK(cursor_ < future_.next.size(), "belady: more accesses than the trace it was built for");
+    const size_t i = shape_.index(k);
+    now_token_ = future_.token[cursor_];
+    next_[i] = future_.next[cursor_++];
+    last_[i] = cursor_;
   }
-  std::vector<uint64_t> future_;
+  FutureUses future_;
+  int horizon_;
   size_t cursor_ = 0;
+  uint64_t now_token_ = 0;
   CacheShape shape_;
   std::vector<uint64_t> next_;  // [n_layer * n_expert] position of the next use
+  std::vector<uint64_t> last_;  // [n_layer * n_expert] position of the last use
 };
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> make_belady(std::vector<uint64_t> next_use) { return std::make_unique<Belady>(std::move(next_use)); }
+std::unique_ptr<CachePolicy> make_belady(FutureUses future, int horizon_tokens) {
+  return std::make_unique<Belady>(std::move(future), horizon_tokens);
+}
 
-std::vector<uint64_t> next_uses(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o) {
+FutureUses next_uses(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o) {
+  FutureUses f;
   std::vector<size_t> keys;  // flat key index per access
   std::vector<size_t> run_end;
+  uint64_t clock = 0;
   replay(
-      t, o.phase, [&] { run_end.push_back(keys.size()); }, [](uint64_t) {},
+      t, o.phase, [&] { run_end.push_back(keys.size()); }, [&](uint64_t c) { clock = c; },
       [&](int layer, std::span<const int32_t> ex) {
-        for (int32_t e : ex) keys.push_back(shape.index({layer, e}));
+        for (int32_t e : ex) {
+          keys.push_back(shape.index({layer, e}));
+          f.token.push_back(clock);
+        }
       });
   run_end.push_back(keys.size());
   std::vector<uint64_t> next(keys.size(), std::numeric_limits<uint64_t>::max());
@@ -88,7 +106,8 @@ std::vector<uint64_t> next_uses(const RoutingTrace& t, const CacheShape& shape, 
       seen[keys[i]] = i;
     }
   }
-  return next;
+  f.next = std::move(next);
+  return f;
 }
 
 SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::unique_ptr<CachePolicy> policy) {
@@ -128,6 +147,19 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
 }
 
 SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::string_view policy_spec) {
+  if (policy_spec == "belady") return simulate_belady(t, shape, o);
+  if (policy_spec.starts_with("belady:")) {
+    const std::string h(policy_spec.substr(7));
+    size_t used = 0;
+    int horizon = 0;
+    try {
+      horizon = std::stoi(h, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    STRATA_CHECK(used == h.size() && horizon > 0, "policy '{}': the horizon must be a positive token count", policy_spec);
+    return simulate(t, shape, o, make_belady(next_uses(t, shape, o), horizon));
+  }
   return simulate(t, shape, o, make_policy(policy_spec));
 }
 

@@ -46,14 +46,20 @@ struct SimResult {
 CacheShape trace_shape(const RoutingTrace& t, uint64_t expert_bytes = 0);
 
 SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::unique_ptr<CachePolicy> policy);
+// policy_spec: a make_policy name, or belady / belady:HORIZON_TOKENS (built from the trace).
 SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::string_view policy_spec);
 SimResult simulate_belady(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o);
 
-// Belady as a CachePolicy: `next_use[i]` is the position of the next access to the same expert
-// after access i of the replay (UINT64_MAX: never). It must see exactly one on_access or
-// on_miss per access, in replay order.
-std::unique_ptr<CachePolicy> make_belady(std::vector<uint64_t> next_use);
-// next_use for the replay of `t` under `o` (runs are independent: no next use crosses a run).
-std::vector<uint64_t> next_uses(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o);
+// Belady as a CachePolicy, from the future of one replay (next_uses). It must see exactly one
+// on_access or on_miss per access, in replay order. horizon_tokens > 0 limits its foresight to
+// that many tokens ahead (uses beyond count as never; ties go to LRU): "belady:1" is a perfect
+// next-token predictor, the ceiling for any policy that predicts one token ahead.
+struct FutureUses {
+  std::vector<uint64_t> next;   // [access] position of the next access to the same expert, UINT64_MAX: never
+  std::vector<uint64_t> token;  // [access] token clock of the access
+};
+std::unique_ptr<CachePolicy> make_belady(FutureUses future, int horizon_tokens = 0);
+// The future of the replay of `t` under `o` (runs are independent: no next use crosses a run).
+FutureUses next_uses(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o);
 
 }  // namespace strata
