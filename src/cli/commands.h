@@ -15,5 +15,6 @@ struct Command {
 Command add_inspect(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_run(CLI::App& app);
+Command add_cachesim(CLI::App& app);
 
 }  // namespace strata::cli
