@@ -8,7 +8,8 @@ namespace strata {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
   STRATA_CHECK(n_threads >= 1 && n_threads <= 1024, "thread count {} out of range [1, 1024]", n_threads);
-  for (int t = 1; t < n_threads_; ++t) threads_.emplace_back([this, t] { worker(t); });
+  const uint32_t g0 = generation_.load(std::memory_order_acquire);
+  for (int t = 1; t < n_threads_; ++t) threads_.emplace_back([this, t, g0] { worker(t, g0); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -40,8 +41,7 @@ void ThreadPool::dispatch(JobFn fn, void* ctx) {
   }
 }
 
-void ThreadPool::worker(int tid) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+void ThreadPool::worker(int tid, uint32_t seen) {
   for (;;) {
     uint32_t g;
     for (int spin = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++spin) {

@@ -45,7 +45,9 @@ class ThreadPool {
  private:
   using JobFn = void (*)(void*, int);
   void dispatch(JobFn fn, void* ctx);
-  void worker(int tid);
+  // seen: the generation at construction (read by the constructor, not the new thread, so a
+  // dispatch that starts before the thread runs is not missed).
+  void worker(int tid, uint32_t seen);
 
   int n_threads_;
   std::vector<std::thread> threads_;
