@@ -92,16 +92,15 @@ SynthVocab synth_vocab(SynthArch arch, int n_vocab, uint64_t seed) {
   int tries = 0;
   while (static_cast<int>(v.merges.size()) < n_merges) {
     STRATA_CHECK(++tries < 64 * n_merges + 100000, "synth: could not generate {} distinct merges", n_merges);
-    auto pick = [&]() -> const std::string& {
-      const int merged = static_cast<int>(v.tokens.size()) - 256;
-      if (merged == 0 || (r.next() & 1)) return v.tokens[static_cast<size_t>(alpha[r.next() % alpha.size()])];
-      // prefer earlier (more frequent) merges: square the uniform draw
-      const float u = r.uniform();
-      return v.tokens[256 + static_cast<size_t>(u * u * static_cast<float>(merged))];
+    // A merged token or a single character (more often on the right, so words grow left to right).
+    auto pick = [&](uint64_t single_in_8) -> const std::string& {
+      const uint64_t merged = v.tokens.size() - 256;
+      if (merged == 0 || (r.next() & 7) < single_in_8) return v.tokens[static_cast<size_t>(alpha[r.next() % alpha.size()])];
+      return v.tokens[256 + static_cast<size_t>(r.next() % merged)];
     };
-    const std::string& a = pick();
-    const std::string& b = pick();
-    if (a.size() + b.size() > 24) continue;
+    const std::string& a = pick(4);
+    const std::string& b = pick(6);
+    if (a.size() + b.size() > 16) continue;
     std::string m = a + b;
     if (have.count(m)) continue;
     v.merges.push_back(a + " " + b);
