@@ -29,8 +29,10 @@ uint64_t SynthTensor::nbytes() const {
 
 namespace {
 
-// Fraction of the token embedding along the shared direction u (the rest is noise).
-constexpr float kEmbdShared = 0.6f;
+// Fraction of the token embedding along the shared direction u (the rest is noise). Skew 0 has
+// no shared direction at all, so nothing but noise steers the routers.
+constexpr float kEmbdSharedSkewed = 0.6f;
+float embd_shared(const SynthSpec& s) { return s.skew > 0 ? kEmbdSharedSkewed : 0.0f; }
 // Router boost of the most popular expert over the rank-r one: kRouterGain * skew * ln(r + 1)
 // logit units (the router's noise has std 1).
 constexpr float kRouterGain = 1.5f;
@@ -149,27 +151,37 @@ void fill_router(const FillJob& j, uint8_t* dst, uint64_t) {
   // Expected u.x of the normalized router input: the embedding's shared part, diluted by the
   // residual additions of the layers below.
   const float depth = (static_cast<float>(j.t->layer) + 0.5f) / static_cast<float>(s.n_layer);
-  const float ux = kEmbdShared * std::sqrt(static_cast<float>(n)) / std::sqrt(1.0f + 0.5f * depth);
+  const float ux = kEmbdSharedSkewed * std::sqrt(static_cast<float>(n)) / std::sqrt(1.0f + 0.5f * depth);
   const float noise = std::sqrt(3.0f / static_cast<float>(n));
+  const std::vector<float>& u = j.c->u_sign;  // norm sqrt(n)
   float* y = reinterpret_cast<float*>(dst);
   for (int e = 0; e < E; ++e) {
+    float* row = y + static_cast<size_t>(e) * n;
+    double proj = 0;
+    for (int k = 0; k < n; ++k) {
+      row[k] = noise * r.symmetric();
+      proj += static_cast<double>(row[k]) * u[static_cast<size_t>(k)];
+    }
+    if (s.skew <= 0) continue;
+    // The noise part is made orthogonal to u, so only alpha_e steers along u.
     const float boost = -static_cast<float>(s.skew) * kRouterGain * std::log(static_cast<float>(rank[static_cast<size_t>(e)] + 1));
-    const float alpha = boost / ux / std::sqrt(static_cast<float>(n));  // times u_sign (norm sqrt(n))
-    for (int k = 0; k < n; ++k) y[static_cast<size_t>(e) * n + k] = noise * r.symmetric() + alpha * j.c->u_sign[static_cast<size_t>(k)];
+    const float alpha = boost / ux / std::sqrt(static_cast<float>(n)) - static_cast<float>(proj / n);
+    for (int k = 0; k < n; ++k) row[k] += alpha * u[static_cast<size_t>(k)];
   }
 }
 
-// Token embeddings: rms-1 rows = noise + kEmbdShared * u_sign, quantized row by row.
+// Token embeddings: rms-1 rows = noise + f * u_sign, quantized row by row.
 void fill_embedding(const FillJob& j, uint8_t* dst, uint64_t) {
   const int n = static_cast<int>(j.t->ne[0]);
   const int64_t rows = static_cast<int64_t>(j.t->ne[1]);
   const uint64_t row_bytes = ggml_row_size(j.t->type, static_cast<uint64_t>(n));
-  const float a = std::sqrt(3.0f * (1.0f - kEmbdShared * kEmbdShared));
+  const float f = embd_shared(*j.c->spec);
+  const float a = std::sqrt(3.0f * (1.0f - f * f));
   auto work = [&](int64_t r0, int64_t r1, int) {
     std::vector<float> x(static_cast<size_t>(n));
     for (int64_t i = r0; i < r1; ++i) {
       SynthRng r(synth_mix(j.seed, static_cast<uint64_t>(i)));
-      for (int k = 0; k < n; ++k) x[static_cast<size_t>(k)] = a * r.symmetric() + kEmbdShared * j.c->u_sign[static_cast<size_t>(k)];
+      for (int k = 0; k < n; ++k) x[static_cast<size_t>(k)] = a * r.symmetric() + f * j.c->u_sign[static_cast<size_t>(k)];
       synth_quantize(j.t->type, x.data(), dst + static_cast<uint64_t>(i) * row_bytes, n);
     }
   };
