@@ -35,7 +35,7 @@ constexpr float kEmbdSharedSkewed = 0.6f;
 float embd_shared(const SynthSpec& s) { return s.skew > 0 ? kEmbdSharedSkewed : 0.0f; }
 // Router boost of the most popular expert over the rank-r one: kRouterGain * skew * ln(r + 1)
 // logit units (the router's noise has std 1).
-constexpr float kRouterGain = 1.5f;
+constexpr float kRouterGain = 0.5f;
 
 // llama.cpp's quantizer falls back when a row does not split into the type's blocks.
 GgmlType fit_type(GgmlType want, uint64_t ne0) {
