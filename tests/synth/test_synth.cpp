@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -321,6 +322,28 @@ TEST(Synth, SkewConcentratesRouting) {
     EXPECT_LT(s0, 0.2);
     EXPECT_GT(s1, s0 + 0.1);
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(SynthCli, WritesPresetWithOverrides) {
+  const std::string out = tmp_path("cli.gguf"), log = tmp_path("cli.log");
+  const std::string cmd = std::string(STRATA_BINARY) + " synth --preset tiny --layers 3 --experts 16 --expert-type q5_K --skew 0 --seed 9 --out " + out +
+                          " > " + log + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_all(log);
+  EXPECT_NE(read_all(log).find("39 tensors"), std::string::npos) << read_all(log);  // 3 + 3 layers x 12
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
+  auto m = GgufModel::open(out);
+  const ModelSummary s = ModelSummary::of(*m);
+  EXPECT_EQ(s.hp.n_layer, 3);
+  EXPECT_EQ(s.hp.n_expert, 16);
+  EXPECT_EQ(s.types.count("q5_K"), 1u);
+  const std::string bad = std::string(STRATA_BINARY) + " synth --preset tiny --expert-type iq2_xxs --out " + out + " > " + log + " 2>&1";
+  EXPECT_NE(std::system(bad.c_str()), 0);
+  std::filesystem::remove(out);
+  std::filesystem::remove(log);
 }
 
 }  // namespace
