@@ -37,6 +37,15 @@ std::string tmp_path(const std::string& name) {
   return (dir / name).string();
 }
 
+// Removes this process's scratch folder when the test run ends.
+struct ScratchCleanup : ::testing::Environment {
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("strata-synth-test-" + std::to_string(::getpid())), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 std::string read_all(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
