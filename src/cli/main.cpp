@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<strata::cli::Command> cmds;
   cmds.push_back(strata::cli::add_inspect(app));
+  cmds.push_back(strata::cli::add_tokenize(app));
+  cmds.push_back(strata::cli::add_run(app));
   cmds.push_back(strata::cli::add_synth(app));
   try {
     app.parse(argc, argv);

@@ -8,8 +8,7 @@ namespace strata {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
   STRATA_CHECK(n_threads >= 1 && n_threads <= 1024, "thread count {} out of range [1, 1024]", n_threads);
-  const uint32_t g0 = generation_.load(std::memory_order_acquire);
-  for (int t = 1; t < n_threads_; ++t) threads_.emplace_back([this, t, g0] { worker(t, g0); });
+  for (int t = 1; t < n_threads_; ++t) threads_.emplace_back([this, t] { worker(t); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -41,7 +40,8 @@ void ThreadPool::dispatch(JobFn fn, void* ctx) {
   }
 }
 
-void ThreadPool::worker(int tid, uint32_t seen) {
+void ThreadPool::worker(int tid) {
+  uint32_t seen = 0;  // the generation at construction: a dispatch may precede this thread's start
   for (;;) {
     uint32_t g;
     for (int spin = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++spin) {

@@ -45,9 +45,7 @@ class ThreadPool {
  private:
   using JobFn = void (*)(void*, int);
   void dispatch(JobFn fn, void* ctx);
-  // seen: the generation at construction (read by the constructor, not the new thread, so a
-  // dispatch that starts before the thread runs is not missed).
-  void worker(int tid, uint32_t seen);
+  void worker(int tid);
 
   int n_threads_;
   std::vector<std::thread> threads_;

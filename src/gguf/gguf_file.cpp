@@ -13,6 +13,10 @@ namespace {
 
 constexpr int kMaxArrayDepth = 8;
 constexpr uint64_t kMaxStringLen = 1ull << 30;  // 1 GiB: longer strings are corrupt
+// Counts read from the file are bounded by the bytes left, but reserving that much up front
+// would still cost a multiple of the file size on a corrupt count: vectors grow as parsed.
+constexpr uint64_t kMaxReserve = 4096;
+uint64_t capped(uint64_t n) { return n < kMaxReserve ? n : kMaxReserve; }
 
 // Bounds-checked little-endian reader over the file bytes; every failure names file + offset.
 class Cursor {
@@ -108,11 +112,14 @@ void read_value(Cursor& c, GgufType t, GgufValue& v, int depth) {
   if (v.count > c.remaining() / min_elem)
     c.error_at(at, fmt::format("array of {} {} exceeds the file ({} bytes left)", v.count, gguf_type_name(v.elem_type), c.remaining()));
   if (v.elem_type == GgufType::STRING) {
-    v.strings.reserve(v.count);
+    v.strings.reserve(capped(v.count));
     for (uint64_t k = 0; k < v.count; ++k) v.strings.push_back(c.read_string("string array element"));
   } else if (v.elem_type == GgufType::ARRAY) {
-    v.items.resize(v.count);
-    for (uint64_t k = 0; k < v.count; ++k) read_value(c, GgufType::ARRAY, v.items[k], depth + 1);
+    v.items.reserve(capped(v.count));
+    for (uint64_t k = 0; k < v.count; ++k) {
+      v.items.emplace_back();
+      read_value(c, GgufType::ARRAY, v.items.back(), depth + 1);
+    }
   } else {
     v.raw = c.ptr();
     if (v.elem_type == GgufType::BOOL) {
@@ -135,6 +142,12 @@ const GgufValue* GgufFile::find(std::string_view key) const {
   for (const auto& [k, v] : kv)
     if (k == key) return &v;
   return nullptr;
+}
+
+uint64_t GgufFile::key_offset(std::string_view key) const {
+  for (size_t k = 0; k < kv.size() && k < kv_offsets.size(); ++k)
+    if (kv[k].first == key) return kv_offsets[k];
+  return 0;
 }
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
@@ -169,7 +182,8 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, cons
   if (n_kv > c.remaining() / 13) c.error_at(16, fmt::format("metadata count {} exceeds the file", n_kv));
   if (n_tensors > c.remaining() / 32) c.error_at(8, fmt::format("tensor count {} exceeds the file", n_tensors));
 
-  f->kv.reserve(n_kv);
+  f->kv.reserve(capped(n_kv));
+  f->kv_offsets.reserve(capped(n_kv));
   std::set<std::string_view> keys;
   for (uint64_t k = 0; k < n_kv; ++k) {
     const uint64_t at = c.pos();
@@ -179,15 +193,19 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, cons
     GgufValue v;
     read_value(c, read_type(c, "metadata value type"), v, 0);
     f->kv.emplace_back(key, std::move(v));
+    f->kv_offsets.push_back(at);
   }
 
   if (const GgufValue* a = f->find("general.alignment")) {
-    if (a->type != GgufType::U32) fail("{}: general.alignment has type {} (expected u32)", name, gguf_type_name(a->type));
-    if (a->u == 0 || (a->u & (a->u - 1)) != 0) fail("{}: general.alignment {} is not a power of two", name, a->u);
+    const uint64_t at = f->key_offset("general.alignment");
+    if (a->type != GgufType::U32) c.error_at(at, fmt::format("general.alignment has type {} (expected u32)", gguf_type_name(a->type)));
+    if (a->u == 0 || (a->u & (a->u - 1)) != 0) c.error_at(at, fmt::format("general.alignment {} is not a power of two", a->u));
     f->alignment = static_cast<uint32_t>(a->u);
   }
 
-  f->tensors.reserve(n_tensors);
+  f->tensors.reserve(capped(n_tensors));
+  std::vector<uint64_t> info_at;  // file offset of each tensor info, for errors
+  info_at.reserve(capped(n_tensors));
   std::set<std::string_view> names;
   for (uint64_t k = 0; k < n_tensors; ++k) {
     const uint64_t at = c.pos();
@@ -213,22 +231,29 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, cons
     t.type = info->type;
     if (t.ne[0] % static_cast<uint64_t>(info->block_size) != 0)
       c.error_at(at, fmt::format("tensor '{}' row length {} is not a multiple of the {} block size {}", t.name, t.ne[0], info->name, info->block_size));
-    t.nbytes = n_el / static_cast<uint64_t>(info->block_size) * static_cast<uint64_t>(info->type_size);
+    // n_el <= 2^62 but n_blocks * type_size can still wrap (2^62 f32 values = 2^64 bytes):
+    // a tensor larger than the file cannot be valid, so bound it by the file size first.
+    const uint64_t n_blocks = n_el / static_cast<uint64_t>(info->block_size);
+    if (n_blocks > size / static_cast<uint64_t>(info->type_size))
+      c.error_at(at, fmt::format("tensor '{}' ({} {}) needs more bytes than the whole file ({} bytes)", t.name, info->name, t.shape_string(), size));
+    t.nbytes = n_blocks * static_cast<uint64_t>(info->type_size);
     t.offset = c.read<uint64_t>("tensor data offset");
     if (t.offset % f->alignment != 0)
       c.error_at(at, fmt::format("tensor '{}' data offset {} is not a multiple of the alignment {}", t.name, t.offset, f->alignment));
     f->tensors.push_back(t);
+    info_at.push_back(at);
   }
 
   const uint64_t header_end = c.pos();
   f->data_offset = (header_end + f->alignment - 1) / f->alignment * f->alignment;
   if (f->data_offset > size && !f->tensors.empty())
-    fail("{}: offset {}: data region starts past the end of the file ({} bytes)", name, f->data_offset, size);
+    fail("{}: offset {}: data region starts past the end of the file ({} bytes): truncated file", name, f->data_offset, size);
   const uint64_t data_size = size >= f->data_offset ? size - f->data_offset : 0;
-  for (auto& t : f->tensors) {
+  for (size_t k = 0; k < f->tensors.size(); ++k) {
+    auto& t = f->tensors[k];
     if (t.offset > data_size || t.nbytes > data_size - t.offset)
-      fail("{}: tensor '{}' data [{}, {}) lies outside the data region ({} bytes at offset {}): truncated file?", name, t.name,
-           f->data_offset + t.offset, f->data_offset + t.offset + t.nbytes, data_size, f->data_offset);
+      fail("{}: offset {}: tensor '{}' data [{}, {}) lies beyond the end of the file (data region: {} bytes at offset {}): truncated file?", name,
+           info_at[k], t.name, f->data_offset + t.offset, f->data_offset + t.offset + t.nbytes, data_size, f->data_offset);
     t.offset += f->data_offset;
     t.data = data + t.offset;
   }
@@ -240,7 +265,8 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, cons
     const auto* p = by_off[k - 1];
     const auto* q = by_off[k];
     if (p->offset + p->nbytes > q->offset)
-      fail("{}: tensor '{}' [{}, {}) overlaps tensor '{}' starting at {}", name, p->name, p->offset, p->offset + p->nbytes, q->name, q->offset);
+      fail("{}: offset {}: tensor '{}' data [{}, {}) overlaps tensor '{}' data starting at offset {}", name, p->offset, p->name, p->offset,
+           p->offset + p->nbytes, q->name, q->offset);
   }
   return f;
 }
@@ -254,37 +280,45 @@ std::unique_ptr<GgufModel> GgufModel::open(const std::string& path) {
   const GgufFile& first = *m->parts_[0];
   uint64_t split_count = 1;
   if (const GgufValue* sc = first.find("split.count")) {
-    STRATA_CHECK(sc->is_integer(), "{}: split.count is not an integer", path);
+    const uint64_t at = first.key_offset("split.count");
+    STRATA_CHECK(sc->is_integer(), "{}: offset {}: split.count has type {} (expected an integer)", path, at, gguf_type_name(sc->type));
     split_count = sc->u;
-    STRATA_CHECK(split_count >= 1 && split_count <= 9999, "{}: split.count {} out of range", path, split_count);
+    STRATA_CHECK(split_count >= 1 && split_count <= 9999, "{}: offset {}: split.count {} out of range (1..9999)", path, at, sc->to_string());
     const GgufValue* no = first.find("split.no");
-    STRATA_CHECK(no && no->is_integer() && no->u == 0, "{}: this is not the first part of a split model (split.no = {}); open the -00001-of- file",
-                 path, no ? no->to_string() : "missing");
+    STRATA_CHECK(no && no->is_integer() && no->u == 0,
+                 "{}: offset {}: this is not the first part of a split model (split.no = {}); open the -00001-of- file", path,
+                 first.key_offset("split.no"), no ? no->to_string() : "missing");
   }
   if (split_count > 1) {
     static const std::regex re(R"((.*)-(\d{5})-of-(\d{5})\.gguf$)");
     std::smatch mt;
-    STRATA_CHECK(std::regex_match(path, mt, re), "{}: split model (split.count = {}) but the file name does not end in -00001-of-{:05d}.gguf", path,
-                 split_count, split_count);
-    STRATA_CHECK(std::stoull(mt[3].str()) == split_count, "{}: file name says {} parts but split.count is {}", path, mt[3].str(), split_count);
+    const uint64_t at = first.key_offset("split.count");
+    STRATA_CHECK(std::regex_match(path, mt, re), "{}: offset {}: split model (split.count = {}) but the file name does not end in -00001-of-{:05d}.gguf",
+                 path, at, split_count, split_count);
+    STRATA_CHECK(std::stoull(mt[3].str()) == split_count, "{}: offset {}: file name says {} parts but split.count is {}", path, at, mt[3].str(),
+                 split_count);
     for (uint64_t k = 1; k < split_count; ++k) {
       const std::string part = fmt::format("{}-{:05d}-of-{:05d}.gguf", mt[1].str(), k + 1, split_count);
+      if (!std::filesystem::exists(part))
+        fail("{}: offset {}: split part {} of {} is missing: {} does not exist", path, at, k + 1, split_count, part);
       m->parts_.push_back(GgufFile::open(part));
-      const GgufValue* no = m->parts_.back()->find("split.no");
-      STRATA_CHECK(no && no->is_integer() && no->u == k, "{}: split.no is {} (expected {})", part, no ? no->to_string() : "missing", k);
+      const GgufFile& pf = *m->parts_.back();
+      const GgufValue* no = pf.find("split.no");
+      STRATA_CHECK(no && no->is_integer() && no->u == k, "{}: offset {}: split.no mismatch: it is {} (expected {} for part {} of {})", part,
+                   pf.key_offset("split.no"), no ? no->to_string() : "missing", k, k + 1, split_count);
     }
   }
   for (uint32_t p = 0; p < m->parts_.size(); ++p) {
     for (GgufTensor t : m->parts_[p]->tensors) {
       t.part = p;
       auto [it, fresh] = m->index_.emplace(t.name, m->tensors_.size());
-      STRATA_CHECK(fresh, "{}: tensor '{}' appears in more than one split part", m->parts_[p]->path, t.name);
+      STRATA_CHECK(fresh, "{}: offset {}: tensor '{}' appears in more than one split part", m->parts_[p]->path, t.offset, t.name);
       m->tensors_.push_back(t);
     }
   }
   if (const GgufValue* tc = first.find("split.tensors.count")) {
-    STRATA_CHECK(tc->is_integer() && tc->u == m->tensors_.size(), "{}: split.tensors.count is {} but the parts hold {} tensors", path,
-                 tc->to_string(), m->tensors_.size());
+    STRATA_CHECK(tc->is_integer() && tc->u == m->tensors_.size(), "{}: offset {}: split.tensors.count mismatch: it is {} but the parts hold {} tensors",
+                 path, first.key_offset("split.tensors.count"), tc->to_string(), m->tensors_.size());
   }
   return m;
 }

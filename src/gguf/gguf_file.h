@@ -46,6 +46,7 @@ struct GgufFile {
   uint32_t alignment = kGgufDefaultAlignment;
   uint64_t data_offset = 0;  // start of the tensor data region
   std::vector<std::pair<std::string_view, GgufValue>> kv;  // in file order
+  std::vector<uint64_t> kv_offsets;                         // file offset of each kv's key, parallel to kv
   std::vector<GgufTensor> tensors;                          // offsets absolute
 
   // Parses and validates `path`; throws strata::Error naming the file and offset.
@@ -54,6 +55,8 @@ struct GgufFile {
   static std::unique_ptr<GgufFile> parse(const uint8_t* data, size_t size, const std::string& name);
 
   const GgufValue* find(std::string_view key) const;
+  // File offset of the key of `key`'s entry (0 when absent), for error messages.
+  uint64_t key_offset(std::string_view key) const;
 };
 
 // A model: one GGUF file or all parts of a split model.

@@ -1,5 +1,6 @@
 #include "gguf/gguf_writer.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -190,8 +191,18 @@ void GgufWriter::write(const std::string& path) const {
     check(std::fwrite(pad.data(), 1, p, f) == p);
   }
   check(std::fflush(f) == 0);
-  check(std::fclose(f) == 0);
-  std::filesystem::rename(tmp, path);
+  // fclose releases the stream even when it fails: it must not be closed a second time.
+  if (std::fclose(f) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    fail("{}: close failed: {}", tmp, std::strerror(e));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    fail("{}: cannot rename to {}: {}", tmp, path, ec.message());
+  }
 }
 
 }  // namespace strata

@@ -1,39 +1,123 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+
 #include "core/error.h"
-#include "core/thread_pool.h"
 
 namespace strata {
 
-void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const float* x, int64_t n, float* y, MatmulScratch& s) {
-  const GgmlType vt = quant_traits(w.type).vec_dot_type;
-  const auto wi = static_cast<uint32_t>(w.type);
-  const uint8_t* act;
-  size_t act_row;
-  if (w.type == GgmlType::F32) {
-    act = reinterpret_cast<const uint8_t*>(x);
-    act_row = static_cast<size_t>(w.cols) * sizeof(float);
-  } else {
-    STRATA_CHECK(k.vec_dot[wi] && k.quantize_act[static_cast<uint32_t>(vt)], "no {} kernel for weight type {}", k.name, ggml_type_name(w.type));
-    act_row = ggml_row_size(vt, static_cast<uint64_t>(w.cols));
-    uint8_t* buf = s.reserve(act_row * static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) k.quantize_act[static_cast<uint32_t>(vt)](x + j * w.cols, buf + j * act_row, w.cols);
-    act = buf;
+namespace {
+
+// ggml's vec_dot_type per weight type (part of the format contract: the golden fixtures record
+// it), for the types the SIMD tables implement. kUnlisted: not in this table.
+constexpr auto kUnlisted = static_cast<GgmlType>(kGgmlTypeCount);
+constexpr std::array<GgmlType, kGgmlTypeCount> make_act_types() {
+  std::array<GgmlType, kGgmlTypeCount> a{};
+  for (auto& t : a) t = kUnlisted;
+  auto set = [&](GgmlType w, GgmlType act) { a[static_cast<uint32_t>(w)] = act; };
+  for (GgmlType w : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4})
+    set(w, GgmlType::Q8_0);
+  for (GgmlType w : {GgmlType::Q4_1, GgmlType::Q5_1}) set(w, GgmlType::Q8_1);
+  for (GgmlType w : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+    set(w, GgmlType::Q8_K);
+  set(GgmlType::F16, GgmlType::F16);
+  set(GgmlType::BF16, GgmlType::BF16);
+  set(GgmlType::F32, GgmlType::F32);
+  return a;
+}
+constexpr auto kActTypes = make_act_types();
+
+// Tokens dotted per weight row before moving on (their activations stay in L1/L2).
+constexpr int64_t kTokenTile = 16;
+// Bytes of weight rows kept hot while the token tiles cycle (only matters for n > kTokenTile).
+constexpr int64_t kRowTileBytes = 256 * 1024;
+// Unit of work handed to a thread (weight bytes).
+constexpr int64_t kChunkBytes = 128 * 1024;
+
+}  // namespace
+
+GgmlType matmul_act_type(GgmlType w) {
+  const auto i = static_cast<uint32_t>(w);
+  STRATA_CHECK(i < kGgmlTypeCount, "invalid ggml type id {}", i);
+  // A format registered by the scalar reference (quant traits) is authoritative; for the
+  // formats listed above both must agree.
+  const QuantTraits& q = quant_traits(w);
+  if (q.vec_dot) {
+    STRATA_CHECK(kActTypes[i] == kUnlisted || q.vec_dot_type == kActTypes[i],
+                 "activation type mismatch for {}: traits say {}, matmul expects {}", ggml_type_name(w),
+                 ggml_type_name(q.vec_dot_type), ggml_type_name(kActTypes[i]));
+    return q.vec_dot_type;
   }
-  auto work = [&](int64_t r0, int64_t r1, int) {
-    if (w.type == GgmlType::F32) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* wr = reinterpret_cast<const float*>(w.row(r));
-        for (int64_t j = 0; j < n; ++j) y[j * w.rows + r] = k.dot_f32(w.cols, wr, reinterpret_cast<const float*>(act + j * act_row));
+  STRATA_CHECK(kActTypes[i] != kUnlisted, "matmul: no kernel for weight type {}", ggml_type_name(w));
+  return kActTypes[i];
+}
+
+void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const float* x, int64_t n, float* y,
+            MatmulScratch& s) {
+  if (n <= 0 || w.rows <= 0) return;
+  const GgmlType at = matmul_act_type(w.type);
+  const VecDotFn dot = k.vec_dot[static_cast<uint32_t>(w.type)];
+  STRATA_CHECK(dot != nullptr, "kernel table '{}' has no vec_dot for {}", k.name, ggml_type_name(w.type));
+  const auto& wi = ggml_info(w.type);
+  const auto& ai = ggml_info(at);
+  STRATA_CHECK(w.cols % wi.block_size == 0 && w.cols % ai.block_size == 0,
+               "matmul: {} columns is not a multiple of the {} / {} block size", w.cols, wi.name, ai.name);
+  STRATA_CHECK(w.row_stride_bytes >= ggml_row_size(w.type, w.cols), "matmul: row stride {} < row size {}",
+               w.row_stride_bytes, ggml_row_size(w.type, w.cols));
+
+  // 1. Activations in the kernel's format (F32 weights read x directly).
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  size_t act_stride = static_cast<size_t>(w.cols) * sizeof(float);
+  if (at != GgmlType::F32) {
+    const FromFloatFn quant = k.quantize_act[static_cast<uint32_t>(at)];
+    STRATA_CHECK(quant != nullptr, "kernel table '{}' has no activation quantizer for {}", k.name, ai.name);
+    act_stride = ggml_row_size(at, w.cols);
+    const size_t need = act_stride * static_cast<size_t>(n);
+    if (s.act.size() < need) s.act.resize(need);
+    uint8_t* dst = s.act.data();
+    auto quant_rows = [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) quant(x + t * w.cols, dst + t * act_stride, w.cols);
+    };
+    if (pool && n >= 2 * pool->size()) pool->parallel_for(n, 1, quant_rows);
+    else quant_rows(0, n, 0);
+    act = dst;
+  }
+
+  // 2. Rows split across threads; each row is dotted with a tile of tokens while hot.
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  const int64_t row_tile =
+      n <= kTokenTile ? w.rows : std::max<int64_t>(1, kRowTileBytes / static_cast<int64_t>(w.row_stride_bytes));
+  auto rows_job = [&](int64_t rb, int64_t re, int) {
+    for (int64_t r0 = rb; r0 < re; r0 += row_tile) {
+      const int64_t r1 = std::min(re, r0 + row_tile);
+      for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
+        const int64_t t1 = std::min(n, t0 + kTokenTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          const uint8_t* wr = wdata + static_cast<size_t>(r) * w.row_stride_bytes;
+          for (int64_t t = t0; t < t1; ++t) y[t * w.rows + r] = dot(w.cols, wr, act + t * act_stride);
+        }
       }
-      return;
     }
-    const VecDotFn dot = k.vec_dot[wi];
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t j = 0; j < n; ++j) y[j * w.rows + r] = dot(w.cols, w.row(r), act + j * act_row);
   };
-  if (pool) pool->parallel_for(w.rows, 16, work);
-  else work(0, w.rows, 0);
+  // Chunks of ~kChunkBytes of weights handed out dynamically: a thread slowed down (shared
+  // core, page faults) does not hold up the others, and each chunk is still one long
+  // sequential stream for the hardware prefetchers.
+  // Small matrices still get >= 4 chunks per thread so that all threads take part.
+  if (!pool || pool->size() == 1) {
+    rows_job(0, w.rows, 0);
+    return;
+  }
+  const int64_t nt = pool->size();
+  const int64_t chunk_rows = std::clamp<int64_t>(kChunkBytes / static_cast<int64_t>(w.row_stride_bytes), 1,
+                                                 std::max<int64_t>(1, (w.rows + 4 * nt - 1) / (4 * nt)));
+  const int64_t n_chunks = (w.rows + chunk_rows - 1) / chunk_rows;
+  std::atomic<int64_t> next{0};
+  pool->run([&](int tid) {
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_chunks;)
+      rows_job(c * chunk_rows, std::min(w.rows, (c + 1) * chunk_rows), tid);
+  });
 }
 
 }  // namespace strata

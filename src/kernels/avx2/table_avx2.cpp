@@ -1,4 +1,6 @@
-// AVX2 + FMA + F16C kernel table (compiled with -mavx2 -mfma -mf16c).
+// AVX2 + FMA + F16C kernel table (compiled with -mavx2 -mfma -mf16c). Entries not set here
+// stay the scalar ones.
+#include "kernels/avx2/kernels_avx2.h"
 #include "kernels/kernel_table.h"
 
 namespace strata {
@@ -6,6 +8,42 @@ namespace strata {
 void fill_avx2_table(KernelTable& t) {
   t.isa = Isa::Avx2;
   t.name = "avx2";
+  auto set_dot = [&](GgmlType w, VecDotFn f) { t.vec_dot[static_cast<uint32_t>(w)] = f; };
+  set_dot(GgmlType::Q4_0, avx2::vec_dot_q4_0_q8_0);
+  set_dot(GgmlType::Q4_1, avx2::vec_dot_q4_1_q8_1);
+  set_dot(GgmlType::Q5_0, avx2::vec_dot_q5_0_q8_0);
+  set_dot(GgmlType::Q5_1, avx2::vec_dot_q5_1_q8_1);
+  set_dot(GgmlType::Q8_0, avx2::vec_dot_q8_0_q8_0);
+  set_dot(GgmlType::IQ4_NL, avx2::vec_dot_iq4_nl_q8_0);
+  set_dot(GgmlType::MXFP4, avx2::vec_dot_mxfp4_q8_0);
+  set_dot(GgmlType::Q2_K, avx2::vec_dot_q2_K_q8_K);
+  set_dot(GgmlType::Q3_K, avx2::vec_dot_q3_K_q8_K);
+  set_dot(GgmlType::Q4_K, avx2::vec_dot_q4_K_q8_K);
+  set_dot(GgmlType::Q5_K, avx2::vec_dot_q5_K_q8_K);
+  set_dot(GgmlType::Q6_K, avx2::vec_dot_q6_K_q8_K);
+  set_dot(GgmlType::IQ4_XS, avx2::vec_dot_iq4_xs_q8_K);
+  set_dot(GgmlType::F16, avx2::vec_dot_f16_f16);
+  set_dot(GgmlType::BF16, avx2::vec_dot_bf16_bf16);
+  set_dot(GgmlType::F32, avx2::vec_dot_f32_f32);
+
+  auto set_act = [&](GgmlType a, FromFloatFn f) { t.quantize_act[static_cast<uint32_t>(a)] = f; };
+  set_act(GgmlType::Q8_0, avx2::quantize_q8_0);
+  set_act(GgmlType::Q8_1, avx2::quantize_q8_1);
+  set_act(GgmlType::Q8_K, avx2::quantize_q8_K);
+  set_act(GgmlType::F16, avx2::quantize_f16);
+  set_act(GgmlType::BF16, avx2::quantize_bf16);
+
+  auto set_deq = [&](GgmlType w, ToFloatFn f) { t.dequantize[static_cast<uint32_t>(w)] = f; };
+  set_deq(GgmlType::Q8_0, avx2::dequantize_q8_0);
+  set_deq(GgmlType::Q4_0, avx2::dequantize_q4_0);
+  set_deq(GgmlType::Q4_K, avx2::dequantize_q4_K);
+  set_deq(GgmlType::Q6_K, avx2::dequantize_q6_K);
+  set_deq(GgmlType::F16, avx2::dequantize_f16);
+  set_deq(GgmlType::BF16, avx2::dequantize_bf16);
+
+  t.dot_f32 = avx2::dot_f32;
+  t.axpy_f32 = avx2::axpy_f32;
+  t.scale_f32 = avx2::scale_f32;
 }
 
 }  // namespace strata

@@ -1,12 +1,14 @@
 // Registers the scalar reference formats. Each format family lives in its own file.
-#include <array>
-
-#include "kernels/quants.h"
+#include "kernels/scalar/quants_internal.h"
 
 namespace strata {
 
 void register_scalar_quants(std::array<QuantTraits, kGgmlTypeCount>& t) {
-  (void)t;  // formats are registered here as they are implemented
+  scalar::register_float_quants(t);   // F32, F16, BF16
+  scalar::register_legacy_quants(t);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1
+  scalar::register_k_quants(t);       // Q2_K..Q6_K, Q8_K
+  scalar::register_iq_quants(t);      // IQ4_NL, IQ4_XS
+  scalar::register_mxfp4_quants(t);   // MXFP4
 }
 
 }  // namespace strata

@@ -1,12 +1,34 @@
 // Scalar kernel table: the reference.
+#include <cmath>
+
 #include "kernels/kernel_table.h"
 
 namespace strata {
 
+void quantize_act_q8_0_scalar(const float* x, void* dst, int64_t n);
+void quantize_act_q8_1_scalar(const float* x, void* dst, int64_t n);
+
+// Same association as llama.cpp's CPU f32 dot (4 x 8 fused multiply-add lanes over steps of
+// 32, pairwise lane reduction, then the tail), so results agree to the last bit where it matters
+// (near-tied router scores).
 static float dot_f32_scalar(int64_t n, const float* a, const float* b) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+  float acc[4][8] = {};
+  const int64_t np = n & ~int64_t{31};
+  for (int64_t i = 0; i < np; i += 32)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 8; ++l) acc[j][l] = std::fma(a[i + j * 8 + l], b[i + j * 8 + l], acc[j][l]);
+  for (int l = 0; l < 8; ++l) {
+    acc[0][l] += acc[2][l];
+    acc[1][l] += acc[3][l];
+  }
+  for (int l = 0; l < 8; ++l) acc[0][l] += acc[1][l];
+  // hsum: (lo128 + hi128), then two horizontal adds.
+  float t[4];
+  for (int l = 0; l < 4; ++l) t[l] = acc[0][l] + acc[0][l + 4];
+  const float h0 = t[0] + t[1], h1 = t[2] + t[3];
+  double sum = static_cast<double>(h0 + h1);
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
+  return static_cast<float>(sum);
 }
 static void axpy_f32_scalar(int64_t n, float a, const float* x, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
@@ -25,6 +47,9 @@ void fill_scalar_table(KernelTable& t) {
     t.dequantize[i] = q.to_float;
     t.quantize_act[i] = q.from_float;
   }
+  // Activations as llama.cpp's CPU path quantizes them.
+  t.quantize_act[static_cast<uint32_t>(GgmlType::Q8_0)] = quantize_act_q8_0_scalar;
+  t.quantize_act[static_cast<uint32_t>(GgmlType::Q8_1)] = quantize_act_q8_1_scalar;
   t.dot_f32 = dot_f32_scalar;
   t.axpy_f32 = axpy_f32_scalar;
   t.scale_f32 = scale_f32_scalar;

@@ -17,8 +17,8 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("-c,--ctx-size", o.n_ctx, "Context size in tokens (0: the model's)");
   sub->add_option("-t,--threads", o.n_threads, "Threads (0: all cores)");
   sub->add_option("-b,--batch-size", o.n_batch, "Prompt tokens per forward pass");
-  sub->add_option("--cache-type-k,-ctk", o.cache_type_k, "K cache type: f32, f16, q8_0");
-  sub->add_option("--cache-type-v,-ctv", o.cache_type_v, "V cache type: f32, f16, q8_0");
+  sub->add_option("--cache-type-k", o.cache_type_k, "K cache type: f32, f16, q8_0");
+  sub->add_option("--cache-type-v", o.cache_type_v, "V cache type: f32, f16, q8_0");
   sub->add_option("--isa", o.isa, "Kernel ISA: auto, scalar, avx2, avx512");
 }
 

@@ -143,7 +143,7 @@ int run(const RunOptions& o) {
     j["text"] = text;
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (t_first - t0) * 1000.0}};
     std::fprintf(stderr, "%s\n", figures.c_str());
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("\n%s\n", figures.c_str());
   }

@@ -1,0 +1,111 @@
+#pragma once
+// The RAM tier of the expert store: an arena of fixed slots sized by the budget, filled by
+// asynchronous O_DIRECT reads, with the bookkeeping and replacement decisions of
+// ExpertCacheState + a CachePolicy. Kernels compute straight on the slot bytes (zero copy).
+//
+// Per layer: request() is called the moment the router has chosen; hits are pinned, misses
+// get a slot (evicting by policy, never an expert in use or needed by this layer) and their
+// reads are submitted in one batch. acquire_next() hands out experts in memory first, then
+// misses as they land. Experts the policy does not admit are read into transient buffers.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "experts/cache_state.h"
+#include "experts/expert_provider.h"
+#include "experts/expert_store.h"
+#include "experts/io_backend.h"
+
+namespace strata {
+
+struct ExpertCacheOptions {
+  uint64_t cache_bytes = 0;     // bytes for slots (the budget left after dense weights, KV, scratch)
+  int64_t max_experts = 0;      // > 0: at most this many cached experts (tests on tiny models)
+  std::string policy = "default";
+  bool per_layer = false;
+  bool mlock = false;
+  int transient_slots = 0;      // 0: chosen from the model (max experts used per layer)
+  uint64_t prefetch_window = 0; // bytes of prefetch reads allowed in flight (0: 1/8 of the cache)
+};
+
+struct LayerProf {
+  uint64_t hits = 0, misses = 0, bytes_read = 0;
+  double wait_s = 0;            // blocked in acquire for I/O
+};
+
+struct ExpertCacheCounters {
+  uint64_t hits = 0, misses = 0, transient = 0, bytes_read = 0, reads = 0;
+  uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0;
+  uint64_t demand_prefetched = 0;  // demanded experts that had been prefetched (recall numerator)
+  double wait_s = 0;
+};
+
+class ExpertCache final : public ExpertProvider {
+ public:
+  ExpertCache(const ExpertStore& store, std::unique_ptr<IoBackend> io, const ExpertCacheOptions& opt);
+  ~ExpertCache() override;
+
+  void begin_batch(int n_tokens) override;
+  void request(int layer, const int32_t* experts, int n) override;
+  void prefetch(int layer, const int32_t* experts, int n) override;
+  ExpertMats acquire(int layer, int e) override;
+  int acquire_next(int layer, const int32_t* pending, int n, ExpertMats* out) override;
+  void release(int layer, int e) override;
+  void on_abort() override;
+
+  const ExpertCacheCounters& counters() const { return c_; }
+  const std::vector<LayerProf>& layer_prof() const { return prof_; }
+  void reset_layer_prof();
+  const ExpertStats& stats() const { return state_->stats(); }
+  const IoBackend& io() const { return *io_; }
+  int n_slots() const { return static_cast<int>(slots_.size()); }
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  uint64_t arena_bytes() const { return arena_bytes_; }
+  std::string policy_name() const;
+
+ private:
+  enum class St : uint8_t { Absent, Loading, Ready, Failed };
+  struct Entry {
+    ExpertKey key;
+    St st = St::Absent;
+    int slot = -1;           // cache slot, or transient buffer index when transient
+    bool transient = false;
+    bool prefetched = false; // read ahead of demand, not yet used
+    bool demanded = false;   // requested by the current layer
+    int ops_left = 0;
+    int64_t error = 0;
+    ReadOp ops[3];
+  };
+  size_t idx(int layer, int e) const { return static_cast<size_t>(layer) * n_expert_ + e; }
+  uint8_t* slot_mem(int slot) const { return arena_ + static_cast<size_t>(slot) * slot_bytes_; }
+  uint8_t* transient_mem(int t) const { return transient_ + static_cast<size_t>(t) * slot_bytes_; }
+  void submit_reads(int layer, int e, Entry& en, uint8_t* mem);
+  void reap(bool wait);
+  void complete(ReadOp* op);
+  ExpertMats views(int layer, int e, const Entry& en) const;
+  void drop_slot(ExpertKey k);
+  void start_transients();
+
+  const ExpertStore& store_;
+  std::unique_ptr<IoBackend> io_;
+  ExpertCacheOptions opt_;
+  std::unique_ptr<ExpertCacheState> state_;
+  int n_expert_ = 0;
+  uint64_t slot_bytes_ = 0;
+  uint64_t arena_bytes_ = 0;
+  uint8_t* arena_ = nullptr;      // [n_slots * slot_bytes]
+  uint8_t* transient_ = nullptr;  // [n_transient * slot_bytes]
+  std::vector<ExpertKey> slots_;  // owner of each slot (layer -1: free)
+  std::vector<int> free_slots_;
+  std::vector<int> free_transient_;
+  std::vector<ExpertKey> waiting_transient_;  // not admitted, waiting for a transient buffer
+  std::vector<Entry> entries_;    // [n_layer * n_expert]
+  std::vector<ExpertKey> pinned_; // pins taken by request(), dropped on release/abort
+  uint64_t prefetch_inflight_ = 0;
+  uint64_t now_ = 0;
+  ExpertCacheCounters c_;
+  std::vector<LayerProf> prof_;
+};
+
+}  // namespace strata

@@ -1,0 +1,149 @@
+// AVX2 dot products of the 32-value block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
+// with Q8_0 / Q8_1 activations. Integer products per block (maddubs + madd), float
+// accumulation across blocks with the product of the two block scales.
+#include "kernels/avx2/avx2_common.h"
+#include "kernels/avx2/kernels_avx2.h"
+
+namespace strata::avx2 {
+
+namespace {
+
+// Signed 4-bit codebooks (the same values ggml uses on disk).
+alignas(16) constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                 1,    13,   25,  38,  53,  69,  89,  113};
+// e2m1 values times two (the block scale is halved to compensate).
+alignas(16) constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+}  // namespace
+
+float vec_dot_q4_0_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q4_0*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  const int64_t nb = n / QK4_0;
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i eight = _mm256_set1_epi8(8);
+  for (int64_t i = 0; i < nb; ++i) {
+    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
+    const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+    const __m256i q = _mm256_sub_epi8(nibbles_split16(w[i].qs), eight);
+    const __m256i p = dot_i8i8(q, load256(a[i].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum_ps(acc);
+}
+
+float vec_dot_q4_1_q8_1(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q4_1*>(vw);
+  const auto* a = static_cast<const block_q8_1*>(va);
+  const int64_t nb = n / QK4_1;
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
+    mins += h2f(w[i].m) * h2f(a[i].s);
+    const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+    const __m256i p = dot_u8i8(nibbles_split16(w[i].qs), load256(a[i].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum_ps(acc) + mins;
+}
+
+float vec_dot_q5_0_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q5_0*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  const int64_t nb = n / QK5_0;
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i f0 = _mm256_set1_epi8(static_cast<char>(0xF0));
+  for (int64_t i = 0; i < nb; ++i) {
+    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
+    const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+    uint32_t qh;
+    std::memcpy(&qh, w[i].qh, 4);
+    // value = (nibble | bit << 4) - 16: without the bit, nibble | 0xF0 is nibble - 16 as int8.
+    const __m256i hb = _mm256_andnot_si256(bits_to_bytes32(qh), f0);
+    const __m256i q = _mm256_or_si256(nibbles_split16(w[i].qs), hb);
+    const __m256i p = dot_i8i8(q, load256(a[i].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum_ps(acc);
+}
+
+float vec_dot_q5_1_q8_1(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q5_1*>(vw);
+  const auto* a = static_cast<const block_q8_1*>(va);
+  const int64_t nb = n / QK5_1;
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  const __m256i b4 = _mm256_set1_epi8(0x10);
+  for (int64_t i = 0; i < nb; ++i) {
+    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
+    mins += h2f(w[i].m) * h2f(a[i].s);
+    const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+    uint32_t qh;
+    std::memcpy(&qh, w[i].qh, 4);
+    const __m256i q = _mm256_or_si256(nibbles_split16(w[i].qs), _mm256_and_si256(bits_to_bytes32(qh), b4));
+    const __m256i p = dot_u8i8(q, load256(a[i].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum_ps(acc) + mins;
+}
+
+// Q8_0 is the densest legacy format (34 B / 32 values) and the one most likely to be
+// bandwidth-bound: two blocks per iteration into two accumulators, prefetch ahead.
+float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_q8_0*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  const int64_t nb = n / QK8_0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
+    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead + 64);
+    const __m256 d0 = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+    const __m256 d1 = _mm256_set1_ps(h2f(w[i + 1].d) * h2f(a[i + 1].d));
+    const __m256i p0 = dot_i8i8(load256(w[i].qs), load256(a[i].qs));
+    const __m256i p1 = dot_i8i8(load256(w[i + 1].qs), load256(a[i + 1].qs));
+    acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+    acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+  }
+  for (; i < nb; ++i) {
+    const __m256 d0 = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+    const __m256i p0 = dot_i8i8(load256(w[i].qs), load256(a[i].qs));
+    acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+  }
+  return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_iq4_nl*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  const int64_t nb = n / QK4_NL;
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
+    const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+    const __m256i q = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs));
+    const __m256i p = dot_i8i8(q, load256(a[i].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum_ps(acc);
+}
+
+float vec_dot_mxfp4_q8_0(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const block_mxfp4*>(vw);
+  const auto* a = static_cast<const block_q8_0*>(va);
+  const int64_t nb = n / QK_MXFP4;
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4Values));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
+    const __m256 d = _mm256_set1_ps(e8m0_half(w[i].e) * h2f(a[i].d));
+    const __m256i q = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs));
+    const __m256i p = dot_i8i8(q, load256(a[i].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum_ps(acc);
+}
+
+}  // namespace strata::avx2

@@ -1,0 +1,45 @@
+#pragma once
+// AVX2 kernels, registered in table_avx2.cpp. Signatures are quants.h's VecDotFn / FromFloatFn.
+#include <cstdint>
+
+namespace strata::avx2 {
+
+// Weight x activation dot products (weight type _ activation type).
+float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
+float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
+float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q2_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q3_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_f16_f16(int64_t n, const void* w, const void* a);
+float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);
+float vec_dot_f32_f32(int64_t n, const void* w, const void* a);
+
+// Activation quantizers (f32 -> vec_dot_type), round to nearest even like ggml's AVX2 path.
+void quantize_q8_0(const float* x, void* y, int64_t n);
+void quantize_q8_1(const float* x, void* y, int64_t n);
+void quantize_q8_K(const float* x, void* y, int64_t n);
+void quantize_f16(const float* x, void* y, int64_t n);
+void quantize_bf16(const float* x, void* y, int64_t n);
+
+// Dequantization of weight rows to f32 (bit-exact with ggml), n a multiple of the block size.
+void dequantize_q8_0(const void* x, float* y, int64_t n);
+void dequantize_q4_0(const void* x, float* y, int64_t n);
+void dequantize_q4_K(const void* x, float* y, int64_t n);
+void dequantize_q6_K(const void* x, float* y, int64_t n);
+void dequantize_f16(const void* x, float* y, int64_t n);
+void dequantize_bf16(const void* x, float* y, int64_t n);
+
+// Float vector ops.
+float dot_f32(int64_t n, const float* a, const float* b);
+void axpy_f32(int64_t n, float a, const float* x, float* y);
+void scale_f32(int64_t n, float a, float* y);
+
+}  // namespace strata::avx2

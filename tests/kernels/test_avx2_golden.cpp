@@ -1,0 +1,268 @@
+// AVX2 kernels against llama.cpp's golden quant-blocks fixtures (shared/fixtures/quant-blocks):
+// vec_dot results, activation quantization bytes, and random odd-size rows checked against a
+// double-precision dot of the golden dequantized values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/fp16.h"
+#include "gguf/ggml_type.h"
+#include "kernels/blocks.h"
+#include "kernels/kernel_table.h"
+#include "kernel_test_util.h"
+
+namespace strata {
+namespace {
+
+using namespace strata::testing;
+
+const KernelTable* avx2_or_skip() { return kernel_table(Isa::Avx2); }
+
+#define REQUIRE_AVX2_AND_FIXTURES(k)                                                               \
+  const KernelTable* k = avx2_or_skip();                                                           \
+  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";                                \
+  if (!fs::exists(kDir / "README.md"))                                                             \
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***"
+
+// Every vec_dot of table `k` on the golden rows vs llama.cpp's result.
+void check_vec_dot_golden(const KernelTable* k) {
+  const auto act = read_f32(kDir / "activation.f32");
+  for (const char* stem : kTypes) {
+    SCOPED_TRACE(std::string(stem) + " " + k->name);
+    const Golden g = load_golden(stem);
+    const VecDotFn dot = k->vec_dot[static_cast<uint32_t>(g.type)];
+    ASSERT_NE(dot, nullptr) << "no AVX2 vec_dot for " << stem;
+    int bad = 0;
+    double worst = 0;  // largest |got - ref| / |ref| over rows with a non-negligible result
+    for (int64_t r = 0; r < g.rows; ++r) {
+      const float got = dot(g.cols, g.blocks.data() + r * g.row_bytes, g.act_blocks.data());
+      double mag = 0;  // scale of the terms, for rows that cancel to ~0
+      for (int64_t c = 0; c < g.cols; ++c) mag += std::fabs(double(g.deq[r * g.cols + c]) * act[c]);
+      const double ref = g.result[r];
+      const double tol = 1e-5 * std::fabs(ref) + 1e-6 * mag + 1e-30;
+      if (std::fabs(ref) > 1e-3 * mag) worst = std::max(worst, std::fabs(got - ref) / std::fabs(ref));
+      if (!(std::fabs(got - ref) <= tol)) {
+        ++bad;
+        ADD_FAILURE() << stem << " row " << r << ": got " << got << " llama.cpp " << ref << " (tol " << tol << ")";
+      }
+    }
+    EXPECT_EQ(bad, 0);
+    std::printf("  %-7s %s worst relative difference to llama.cpp: %.2e\n", stem, k->name, worst);
+  }
+}
+
+TEST(Avx2Golden, VecDotMatchesLlamaCpp) {
+  REQUIRE_AVX2_AND_FIXTURES(k);
+  check_vec_dot_golden(k);
+}
+
+// The AVX-512 VNNI kernels (Q8_0, Q4_0, Q4_K, Q6_K; the rest of that table is AVX2) only run
+// where the CPU has AVX-512 VNNI.
+TEST(Avx512Golden, VecDotMatchesLlamaCpp) {
+  const KernelTable* k = kernel_table(Isa::Avx512);
+  if (!k) GTEST_SKIP() << "*** no AVX-512 VNNI on this CPU: the AVX-512 kernels are NOT tested here ***";
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***";
+  check_vec_dot_golden(k);
+}
+
+TEST(Avx2Golden, ActivationQuantizationBytes) {
+  REQUIRE_AVX2_AND_FIXTURES(k);
+  const auto act = read_f32(kDir / "activation.f32");
+  for (const char* stem : kTypes) {
+    SCOPED_TRACE(stem);
+    const Golden g = load_golden(stem);
+    const FromFloatFn q = k->quantize_act[static_cast<uint32_t>(g.act_type)];
+    ASSERT_NE(q, nullptr) << "no AVX2 quantize_act for " << ggml_type_name(g.act_type);
+    std::vector<uint8_t> out(g.act_blocks.size(), 0xCD);
+    q(act.data(), out.data(), static_cast<int64_t>(act.size()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_EQ(out[i], g.act_blocks[i]) << ggml_type_name(g.act_type) << " byte " << i;
+    }
+  }
+}
+
+// AVX2 dequantizers (where the table has one that is not the scalar reference) reproduce
+// ggml's to_float bit for bit.
+TEST(Avx2Golden, DequantizeBitExact) {
+  REQUIRE_AVX2_AND_FIXTURES(k);
+  const KernelTable* scalar = kernel_table(Isa::Scalar);
+  int checked = 0;
+  for (const char* stem : kTypes) {
+    const Golden g = load_golden(stem);
+    const ToFloatFn deq = k->dequantize[static_cast<uint32_t>(g.type)];
+    if (!deq || deq == scalar->dequantize[static_cast<uint32_t>(g.type)]) continue;
+    ++checked;
+    std::vector<float> out(g.rows * g.cols);
+    for (int64_t r = 0; r < g.rows; ++r) deq(g.blocks.data() + r * g.row_bytes, out.data() + r * g.cols, g.cols);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (std::isnan(out[i]) && std::isnan(g.deq[i])) continue;
+      ASSERT_EQ(f32_to_bits(out[i]), f32_to_bits(g.deq[i]))
+          << stem << " value " << i << ": " << out[i] << " vs ggml " << g.deq[i];
+    }
+  }
+  EXPECT_GE(checked, 6);
+}
+
+// Random rows of many blocks: blocks picked from the golden rows (so every stress case shows
+// up, in random order), random activations quantized by the AVX2 quantizer, checked against
+// a double dot of the golden dequantized weights with the dequantized activations.
+TEST(Avx2Golden, RandomRowsMatchDoubleReference) {
+  REQUIRE_AVX2_AND_FIXTURES(k);
+  std::mt19937 rng(1234);
+  for (const char* stem : kTypes) {
+    const Golden g = load_golden(stem);
+    const auto& info = ggml_info(g.type);
+    const int64_t bs = info.block_size, tsz = info.type_size;
+    const int64_t golden_blocks = g.rows * g.cols / bs;
+    for (int64_t nblk : {1, 2, 3, 7, 37, 129}) {
+      SCOPED_TRACE(std::string(stem) + " blocks=" + std::to_string(nblk));
+      const int64_t n = nblk * bs;
+      std::vector<uint8_t> w(nblk * tsz);
+      std::vector<float> wdeq(n);
+      for (int64_t b = 0; b < nblk; ++b) {
+        const int64_t src = std::uniform_int_distribution<int64_t>(0, golden_blocks - 1)(rng);
+        std::memcpy(w.data() + b * tsz, g.blocks.data() + src * tsz, tsz);
+        std::memcpy(wdeq.data() + b * bs, g.deq.data() + src * bs, bs * sizeof(float));
+      }
+      std::vector<float> x(n);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      for (auto& v : x) v = nd(rng) * (rng() % 17 == 0 ? 8.0f : 1.0f);
+      const int64_t act_bytes = static_cast<int64_t>(ggml_row_size(g.act_type, n));
+      std::vector<uint8_t> a(act_bytes);
+      k->quantize_act[static_cast<uint32_t>(g.act_type)](x.data(), a.data(), n);
+      const auto adeq = dequant_act(g.act_type, a.data(), n);
+      double ref = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        ref += double(wdeq[i]) * adeq[i];
+        mag += std::fabs(double(wdeq[i]) * adeq[i]);
+      }
+      ref += q8_1_min_correction(g.type, w.data(), a.data(), n);
+      const float got = k->vec_dot[static_cast<uint32_t>(g.type)](n, w.data(), a.data());
+      EXPECT_NEAR(got, ref, 2e-6 * mag + 1e-5 * std::fabs(ref) + 1e-30);
+    }
+  }
+}
+
+// Test-side reference quantizer (round half to even, like the kernels).
+void ref_quantize_q8(const float* x, int64_t n, GgmlType t, std::vector<uint8_t>& out) {
+  out.assign(ggml_row_size(t, n), 0);
+  if (t == GgmlType::Q8_K) {
+    for (int64_t b = 0; b < n / 256; ++b) {
+      auto* y = reinterpret_cast<block_q8_K*>(out.data()) + b;
+      const float* xb = x + b * 256;
+      float amax = 0, max = 0;
+      for (int i = 0; i < 256; ++i)
+        if (std::fabs(xb[i]) > amax) amax = std::fabs(xb[i]), max = xb[i];
+      if (amax == 0) continue;
+      const float iscale = -127.0f / max;
+      for (int i = 0; i < 256; ++i) y->qs[i] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * xb[i])));
+      for (int j = 0; j < 16; ++j) {
+        int s = 0;
+        for (int i = 0; i < 16; ++i) s += y->qs[16 * j + i];
+        y->bsums[j] = static_cast<int16_t>(s);
+      }
+      y->d = 1.0f / iscale;
+    }
+    return;
+  }
+  const bool q81 = t == GgmlType::Q8_1;
+  const int64_t bsz = q81 ? 36 : 34;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t* y = out.data() + b * bsz;
+    const float* xb = x + b * 32;
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
+    const uint16_t dh = f32_to_f16(d);
+    std::memcpy(y, &dh, 2);
+    auto* qs = reinterpret_cast<int8_t*>(y + (q81 ? 4 : 2));
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) sum += qs[i] = static_cast<int8_t>(std::nearbyint(xb[i] * id));
+    if (q81) {
+      const uint16_t sh = f32_to_f16(d * static_cast<float>(sum));
+      std::memcpy(y + 2, &sh, 2);
+    }
+  }
+}
+
+TEST(Avx2Kernels, QuantizeActRandomMatchesReference) {
+  const KernelTable* k = avx2_or_skip();
+  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  std::mt19937 rng(7);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K}) {
+    const int64_t bs = ggml_info(t).block_size;
+    for (int64_t nblk : {1, 5, 33}) {
+      const int64_t n = nblk * bs;
+      std::vector<float> x(n);
+      std::normal_distribution<float> nd(0.0f, 3.0f);
+      for (auto& v : x) v = nd(rng);
+      if (nblk > 1) std::fill(x.begin(), x.begin() + bs, 0.0f);  // an all-zero block
+      std::vector<uint8_t> ref, got(ggml_row_size(t, n), 0xCD);
+      ref_quantize_q8(x.data(), n, t, ref);
+      k->quantize_act[static_cast<uint32_t>(t)](x.data(), got.data(), n);
+      EXPECT_EQ(got, ref) << ggml_type_name(t) << " n=" << n;
+    }
+  }
+  // F16 / BF16 at odd lengths (vector body + scalar tail) against fp16.h.
+  for (int64_t n : {1, 7, 8, 17, 100}) {
+    std::vector<float> x(n);
+    std::normal_distribution<float> nd(0.0f, 100.0f);
+    for (auto& v : x) v = nd(rng);
+    if (n > 3) x[2] = std::nanf(""), x[3] = 1e-42f;
+    std::vector<uint16_t> h(n), b(n);
+    k->quantize_act[static_cast<uint32_t>(GgmlType::F16)](x.data(), h.data(), n);
+    k->quantize_act[static_cast<uint32_t>(GgmlType::BF16)](x.data(), b.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isnan(x[i])) {
+        EXPECT_EQ(h[i], f32_to_f16(x[i])) << i;
+      }
+      EXPECT_EQ(b[i], f32_to_bf16(x[i])) << i;
+    }
+  }
+}
+
+TEST(Avx2Kernels, FloatDotsAndVectorOps) {
+  const KernelTable* k = avx2_or_skip();
+  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  std::mt19937 rng(99);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t n : {1, 7, 8, 31, 33, 100, 1001}) {
+    SCOPED_TRACE(n);
+    std::vector<float> x(n), y(n);
+    for (auto& v : x) v = nd(rng);
+    for (auto& v : y) v = nd(rng);
+    std::vector<uint16_t> xh(n), yh(n), xb(n), yb(n);
+    double rf = 0, rh = 0, rb = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      xh[i] = f32_to_f16(x[i]), yh[i] = f32_to_f16(y[i]);
+      xb[i] = f32_to_bf16(x[i]), yb[i] = f32_to_bf16(y[i]);
+      rf += double(x[i]) * y[i];
+      rh += double(f16_to_f32(xh[i])) * f16_to_f32(yh[i]);
+      rb += double(bf16_to_f32(xb[i])) * bf16_to_f32(yb[i]);
+      mag += std::fabs(double(x[i]) * y[i]);
+    }
+    const double tol = 1e-6 * mag + 1e-7;
+    EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::F32)](n, x.data(), y.data()), rf, tol);
+    EXPECT_NEAR(k->dot_f32(n, x.data(), y.data()), rf, tol);
+    EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::F16)](n, xh.data(), yh.data()), rh, tol);
+    EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::BF16)](n, xb.data(), yb.data()), rb, tol);
+    std::vector<float> z = y;
+    k->axpy_f32(n, 0.5f, x.data(), z.data());
+    for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(z[i], y[i] + 0.5f * x[i]);
+    z = y;
+    k->scale_f32(n, -3.0f, z.data());
+    for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(z[i], -3.0f * y[i]);
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,141 @@
+// matmul (threaded gemv / small gemm) against a naive double-precision reference: weights built
+// from golden blocks (known dequantized values) or random floats, activations quantized by the
+// table and dequantized on the test side, odd shapes and thread counts.
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernel_test_util.h"
+
+namespace strata {
+namespace {
+
+using namespace strata::testing;
+
+struct TestMatrix {
+  QMatrix m;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // [rows, cols]
+};
+
+// Rows of random golden blocks (stem: fixture name) or, for F32, random floats. `pad` extra
+// bytes per row exercise row_stride_bytes > row size.
+TestMatrix make_matrix(const std::string& stem, int64_t rows, int64_t cols, size_t pad, std::mt19937& rng) {
+  TestMatrix t;
+  if (stem == "f32") {
+    t.m.type = GgmlType::F32;
+    t.m.row_stride_bytes = cols * 4 + pad;
+    t.bytes.assign(rows * t.m.row_stride_bytes, 0);
+    t.deq.resize(rows * cols);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float v = nd(rng);
+        t.deq[r * cols + c] = v;
+        std::memcpy(t.bytes.data() + r * t.m.row_stride_bytes + c * 4, &v, 4);
+      }
+  } else {
+    const Golden g = load_golden(stem);
+    const auto& info = ggml_info(g.type);
+    const int64_t bs = info.block_size, tsz = info.type_size, nblk = cols / bs;
+    const int64_t golden_blocks = g.rows * g.cols / bs;
+    t.m.type = g.type;
+    t.m.row_stride_bytes = nblk * tsz + pad;
+    t.bytes.assign(rows * t.m.row_stride_bytes, 0);
+    t.deq.resize(rows * cols);
+    std::uniform_int_distribution<int64_t> pick(0, golden_blocks - 1);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < nblk; ++b) {
+        // Skip the extreme rows (f16-max, 2e4) so the sums stay well conditioned.
+        int64_t src;
+        do src = pick(rng);
+        while (src / (g.cols / bs) == 5 || src / (g.cols / bs) == 21);
+        std::memcpy(t.bytes.data() + r * t.m.row_stride_bytes + b * tsz, g.blocks.data() + src * tsz, tsz);
+        std::memcpy(t.deq.data() + r * cols + b * bs, g.deq.data() + src * bs, bs * sizeof(float));
+      }
+  }
+  t.m.rows = rows;
+  t.m.cols = cols;
+  t.m.data = t.bytes.data();
+  return t;
+}
+
+void check_matmul(const KernelTable& k, ThreadPool* pool, const std::string& stem, int64_t rows, int64_t cols,
+                  int64_t n, size_t pad, std::mt19937& rng) {
+  SCOPED_TRACE(stem + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) + " n=" +
+               std::to_string(n) + " threads=" + std::to_string(pool ? pool->size() : 1));
+  const TestMatrix t = make_matrix(stem, rows, cols, pad, rng);
+  std::vector<float> x(n * cols);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(rng);
+  std::vector<float> y(n * rows, std::nanf(""));
+  MatmulScratch s;
+  matmul(k, pool, t.m, x.data(), n, y.data(), s);
+
+  const GgmlType at = matmul_act_type(t.m.type);
+  const size_t arow = at == GgmlType::F32 ? 0 : ggml_row_size(at, cols);
+  for (int64_t tok = 0; tok < n; ++tok) {
+    std::vector<double> a(cols);
+    std::vector<uint8_t> aq(arow);
+    if (at == GgmlType::F32) {
+      for (int64_t c = 0; c < cols; ++c) a[c] = x[tok * cols + c];
+    } else {
+      k.quantize_act[static_cast<uint32_t>(at)](x.data() + tok * cols, aq.data(), cols);
+      a = dequant_act(at, aq.data(), cols);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        ref += double(t.deq[r * cols + c]) * a[c];
+        mag += std::fabs(double(t.deq[r * cols + c]) * a[c]);
+      }
+      if (at == GgmlType::Q8_1)
+        ref += q8_1_min_correction(t.m.type, t.bytes.data() + r * t.m.row_stride_bytes, aq.data(), cols);
+      ASSERT_NEAR(y[tok * rows + r], ref, 2e-6 * mag + 1e-5 * std::fabs(ref) + 1e-30) << "token " << tok << " row " << r;
+    }
+  }
+}
+
+TEST(Matmul, MatchesDoubleReference) {
+  const KernelTable* k = kernel_table(Isa::Avx2);
+  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (matmul NOT checked) ***";
+  std::mt19937 rng(42);
+  ThreadPool pool3(3);
+  for (const char* stem : {"q4_0", "q4_1", "q8_0", "q5_k", "q4_k", "q6_k", "iq4_xs", "mxfp4", "f16", "bf16", "f32"}) {
+    const int64_t bs = stem == std::string("f32") ? 32 : ggml_info(load_golden(stem).type).block_size;
+    const int64_t cols = bs == 256 ? 512 : 32 * 5;
+    for (int64_t rows : {1, 7, 37}) {
+      for (int64_t n : {1, 3, 17}) {
+        check_matmul(*k, &pool3, stem, rows, cols, n, n == 3 ? 6 : 0, rng);
+        if (HasFatalFailure()) return;
+      }
+    }
+    check_matmul(*k, nullptr, stem, 5, cols, 2, 0, rng);
+    if (HasFatalFailure()) return;
+  }
+  // n > 16 with more weight rows than one row tile (256 KiB): row tiles x token tiles.
+  check_matmul(*k, &pool3, "q4_k", 1000, 512, 19, 0, rng);
+  ThreadPool pool2(2);
+  check_matmul(*k, &pool2, "q8_0", 333, 256, 1, 0, rng);
+}
+
+TEST(Matmul, RejectsBadShapes) {
+  const KernelTable* k = kernel_table(Isa::Avx2);
+  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  std::vector<uint8_t> w(1000);
+  QMatrix m{GgmlType::Q4_K, 2, 100, w.data(), 144};  // 100 columns: not a multiple of 256
+  std::vector<float> x(100), y(2);
+  MatmulScratch s;
+  EXPECT_THROW(matmul(*k, nullptr, m, x.data(), 1, y.data(), s), Error);
+}
+
+}  // namespace
+}  // namespace strata
