@@ -15,6 +15,7 @@ struct Command {
 Command add_inspect(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_run(CLI::App& app);
+Command add_cachesim(CLI::App& app);
 Command add_synth(CLI::App& app);
 
 }  // namespace strata::cli

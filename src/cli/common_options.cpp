@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "kernels/kernel_table.h"
 
 namespace strata::cli {
@@ -20,6 +21,13 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--cache-type-k", o.cache_type_k, "K cache type: f32, f16, q8_0");
   sub->add_option("--cache-type-v", o.cache_type_v, "V cache type: f32, f16, q8_0");
   sub->add_option("--isa", o.isa, "Kernel ISA: auto, scalar, avx2, avx512");
+  sub->add_option("--ram-budget", o.ram_budget, "Hard memory budget (e.g. 64G, 6G, 512M): dense weights, KV and scratch first, the rest caches experts");
+  sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
+  sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
+  sub->add_option("--lookahead", o.lookahead, "MoE layers ahead whose experts are predicted and prefetched (0: off)");
+  sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight");
+  sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
+  sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
 }
 
 void add_sampling_options(CLI::App* sub, SamplerParams& p) {
@@ -53,6 +61,14 @@ Loaded load_engine(const ModelOptions& o) {
   eo.n_batch = o.n_batch;
   eo.type_k = cache_type(o.cache_type_k);
   eo.type_v = cache_type(o.cache_type_v);
+  if (!o.ram_budget.empty()) eo.tier.ram_budget = parse_bytes(o.ram_budget);
+  eo.tier.cache_experts = o.cache_experts;
+  eo.tier.policy = o.policy;
+  eo.tier.lookahead = o.lookahead;
+  eo.tier.queue_depth = o.queue_depth;
+  STRATA_CHECK(o.io == "auto" || o.io == "pread", "--io must be auto or pread (got '{}')", o.io);
+  eo.tier.force_pread = o.io == "pread";
+  eo.tier.mlock = o.mlock;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
 }
@@ -63,6 +79,41 @@ std::string read_file_bytes(const std::string& path) {
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+std::string tier_summary(Engine& eng, int n_tokens, double seconds) {
+  ExpertCache* c = eng.tier().cache();
+  const MemoryPlan& plan = eng.tier().plan();
+  std::string s = plan.describe() + "\n";
+  s += fmt::format("memory: peak RSS {} (budget {})\n", format_bytes(process_peak_rss()), plan.budget ? format_bytes(plan.budget) : "none");
+  if (!c) return s;
+  const auto& k = c->counters();
+  const double acc = static_cast<double>(k.hits + k.misses);
+  const double per_tok = n_tokens > 0 ? static_cast<double>(k.bytes_read) / n_tokens : 0;
+  const double bw = k.wait_s > 0 ? static_cast<double>(k.bytes_read) / seconds : 0;
+  s += fmt::format("experts: {} policy, hit rate {:.1f}% ({} hits, {} misses, {} not admitted), read {} ({} per token, {:.2f} GB/s over the run), "
+                   "I/O wait {:.2f} s of {:.2f} s ({:.0f}%)",
+                   c->policy_name(), acc > 0 ? 100.0 * k.hits / acc : 0.0, k.hits, k.misses, k.transient, format_bytes(k.bytes_read),
+                   format_bytes(static_cast<uint64_t>(per_tok)), bw / 1e9, k.wait_s, seconds, seconds > 0 ? 100.0 * k.wait_s / seconds : 0.0);
+  if (k.prefetch_issued)
+    s += fmt::format("\nprefetch: {} issued, precision {:.1f}% (used), recall {:.1f}% of misses+prefetched hits", k.prefetch_issued,
+                     100.0 * k.prefetch_used / k.prefetch_issued,
+                     100.0 * k.demand_prefetched / std::max<double>(1.0, static_cast<double>(k.misses + k.demand_prefetched)));
+  return s;
+}
+
+std::string layer_profile(Engine& eng, int n_tokens) {
+  std::string s;
+  const auto& ls = eng.model().layer_seconds();
+  ExpertCache* c = eng.tier().cache();
+  const double nt = std::max(1, n_tokens);
+  for (size_t l = 0; l < ls.size(); ++l) {
+    const double wait = c ? c->layer_prof()[l].wait_s : 0.0;
+    s += fmt::format("[PROF] layer={} wait={:.2f}ms compute={:.2f}ms", l, 1000.0 * wait / nt, 1000.0 * (ls[l] - wait) / nt);
+    if (c) s += fmt::format(" hits={} misses={} read={}", c->layer_prof()[l].hits, c->layer_prof()[l].misses, format_bytes(c->layer_prof()[l].bytes_read));
+    s += "\n";
+  }
+  return s;
 }
 
 namespace {

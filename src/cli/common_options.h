@@ -18,6 +18,14 @@ struct ModelOptions {
   int n_batch = 512;
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string isa = "auto";
+  // Expert tier
+  std::string ram_budget;
+  int64_t cache_experts = 0;
+  std::string policy = "default";
+  int lookahead = 1;
+  int queue_depth = 64;
+  std::string io = "auto";
+  bool mlock = false;
 };
 
 void add_model_options(CLI::App* sub, ModelOptions& o);
@@ -30,6 +38,12 @@ struct Loaded {
 Loaded load_engine(const ModelOptions& o);
 
 std::string read_file_bytes(const std::string& path);
+
+// End-of-run figures of the expert tier (hit rate, bytes per token, bandwidth, memory); empty
+// when experts are resident.
+std::string tier_summary(Engine& eng, int n_tokens, double seconds);
+// --prof: per-layer I/O wait vs compute per token since the last reset.
+std::string layer_profile(Engine& eng, int n_tokens);
 
 // Ctrl-C handling: the first SIGINT sets the flag (generation stops), a second one exits.
 void install_interrupt_handler();

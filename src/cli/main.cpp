@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   cmds.push_back(strata::cli::add_inspect(app));
   cmds.push_back(strata::cli::add_tokenize(app));
   cmds.push_back(strata::cli::add_run(app));
+  cmds.push_back(strata::cli::add_cachesim(app));
   cmds.push_back(strata::cli::add_synth(app));
   try {
     app.parse(argc, argv);

@@ -28,13 +28,16 @@ std::vector<int> open_files(const std::vector<std::string>& files, bool direct, 
 }
 
 // Shared retry logic: returns true when the op is finished (success or final failure).
+// `attempts` counts consecutive failures (reset by progress); `calls` bounds the whole effort.
 bool settle(ReadOp* op, int64_t res, int max_attempts) {
-  op->attempts++;
+  op->calls++;
   if (res < 0) {
-    if ((res == -EIO || res == -EAGAIN || res == -EINTR) && op->attempts < max_attempts) return false;
+    op->attempts++;
+    if ((res == -EIO || res == -EAGAIN || res == -EINTR) && op->attempts < max_attempts && op->calls < 64) return false;
     op->result = res;
     return true;
   }
+  op->attempts = 0;
   op->done += static_cast<uint32_t>(res);
   if (op->done >= op->len) {
     op->result = op->done;
@@ -44,7 +47,7 @@ bool settle(ReadOp* op, int64_t res, int max_attempts) {
     op->result = op->done >= op->min_len ? static_cast<int64_t>(op->done) : -EIO;
     return true;
   }
-  if (op->attempts >= max_attempts + 8) {  // short reads keep coming: give up
+  if (op->calls >= 64) {  // short reads keep coming: give up
     op->result = op->done >= op->min_len ? static_cast<int64_t>(op->done) : -EIO;
     return true;
   }
@@ -248,6 +251,7 @@ std::unique_ptr<IoBackend> make_faulty_backend(const std::vector<std::string>& f
   auto counter = std::make_shared<std::atomic<int>>(0);
   ReadFn fn = [plan, counter](int fd, uint8_t* dst, uint64_t len, uint64_t off) -> int64_t {
     const int idx = ++*counter;
+    if (idx <= plan.fail_first) return -EIO;
     if (plan.eio_every > 0 && idx % plan.eio_every == 0) return -EIO;
     if (plan.short_every > 0 && idx % plan.short_every == 0 && len > 1) len = len / 2;
     return sys_pread(fd, dst, len, off);

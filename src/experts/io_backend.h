@@ -27,7 +27,8 @@ struct ReadOp {
   int64_t result = 0;
   // Progress for retries of short reads (zero them before submitting).
   uint32_t done = 0;
-  int attempts = 0;
+  int attempts = 0;  // consecutive failed syscalls
+  int calls = 0;     // syscalls so far
 };
 
 struct IoOptions {
@@ -61,6 +62,8 @@ std::unique_ptr<IoBackend> make_pread_backend(const std::vector<std::string>& fi
 struct FaultPlan {
   int eio_every = 0;
   int short_every = 0;
+  int fail_first = 0;  // the first N syscalls fail with -EIO (then the device "recovers")
+  bool active() const { return eio_every > 0 || short_every > 0 || fail_first > 0; }
 };
 std::unique_ptr<IoBackend> make_faulty_backend(const std::vector<std::string>& files, const IoOptions& opt, const FaultPlan& plan);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "model/forward.h"
 
@@ -119,7 +120,9 @@ void Model::run_layers(FwdCtx& c) {
   // Embeddings (dequantized rows).
   for (int i = 0; i < b.n; ++i) dequantize_row(w_.tok_embd.type, w_.tok_embd.row(b.tokens[i]), st.x.data() + static_cast<size_t>(i) * d, d);
 
+  if (layer_s_.size() != cfg_.layers.size()) layer_s_.assign(cfg_.layers.size(), 0.0);
   for (int l = 0; l < cfg_.n_layer; ++l) {
+    const double t0 = clock_s();
     const LayerConfig& lc = cfg_.layers[l];
     const LayerWeights& lw = w_.layers[l];
     for (int i = 0; i < b.n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.attn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
@@ -130,6 +133,7 @@ void Model::run_layers(FwdCtx& c) {
     if (lc.ffn == FfnKind::Moe) ffn_moe(c, l);
     else ffn_dense(c, l);
     for (size_t x = 0; x < static_cast<size_t>(b.n) * d; ++x) st.x[x] += st.out[x];
+    layer_s_[l] += clock_s() - t0;
   }
 
 }

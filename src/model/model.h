@@ -64,6 +64,9 @@ class Model {
   ExpertProvider* expert_provider() const { return experts_; }
   void set_routing_observer(RoutingObserver* o) { observer_ = o; }
   void set_lookahead(int d) { lookahead_ = d; }
+  // Seconds spent in each layer since the last reset (attention + FFN, I/O waits included).
+  const std::vector<double>& layer_seconds() const { return layer_s_; }
+  void reset_layer_seconds() { layer_s_.assign(cfg_.layers.size(), 0.0); }
   int lookahead() const { return lookahead_; }
 
   struct State;  // scratch buffers (model.cpp)
@@ -81,6 +84,7 @@ class Model {
   ExpertProvider* experts_ = nullptr;
   RoutingObserver* observer_ = nullptr;
   int lookahead_ = 0;
+  std::vector<double> layer_s_;
   std::unique_ptr<State> st_;
 };
 

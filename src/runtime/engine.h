@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "runtime/expert_tier.h"
 
 namespace strata {
 
@@ -20,6 +21,7 @@ struct EngineOptions {
   int n_batch = 512;                // prompt tokens per forward call
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
+  TierOptions tier;                 // --ram-budget, --cache-experts, prefetch, I/O
 };
 
 class Engine {
@@ -31,6 +33,7 @@ class Engine {
   KvCache& kv() { return *kv_; }
   ThreadPool& pool() { return *pool_; }
   const EngineOptions& options() const { return opt_; }
+  ExpertTier& tier() { return *tier_; }
 
   // Evaluates tokens [n] of sequence `seq` at positions pos0..pos0+n-1 in chunks of n_batch.
   // logits receives n_vocab floats per token when all_logits, else only the last token's.
@@ -41,6 +44,7 @@ class Engine {
   EngineOptions opt_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<ExpertTier> tier_;
   std::vector<int32_t> pos_, seq_;
   std::vector<uint8_t> want_;
 };

@@ -1,0 +1,158 @@
+// strata cachesim [TRACE] --budget B[,B..] --policy P[,P..]|all [--per-layer] [--phase decode|prefill|all]
+//                 [--synthetic SPEC] [--expert-bytes N] [--keep-learned] [--write-trace FILE]
+// Replays an expert routing trace through each cache policy and prints hit rates next to
+// Belady's optimum for the same budget.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "experts/cache_sim.h"
+
+namespace strata::cli {
+namespace {
+
+struct CachesimOptions {
+  std::string trace;
+  std::vector<std::string> budgets{"25%", "50%", "75%"};
+  std::vector<std::string> policies{std::string(kDefaultPolicy)};
+  bool per_layer = false;
+  std::string phase = "decode";
+  std::string synthetic;
+  std::string expert_bytes;
+  bool keep_learned = false;
+  std::string write;
+};
+
+struct Budget {
+  std::string label;
+  uint64_t bytes = 0;
+};
+
+// "50%" of all experts, "128" experts, or (with --expert-bytes) "64G" / "123456" bytes.
+Budget parse_budget(const std::string& s, const CacheShape& shape, bool bytes_mode) {
+  Budget b;
+  b.label = s;
+  const uint64_t total = shape.total_bytes();
+  if (!s.empty() && s.back() == '%') {
+    double pct = 0;
+    try {
+      pct = std::stod(s.substr(0, s.size() - 1));
+    } catch (const std::exception&) {
+      fail("budget '{}': not a percentage", s);
+    }
+    STRATA_CHECK(pct >= 0 && pct <= 100, "budget '{}': outside 0..100%", s);
+    b.bytes = static_cast<uint64_t>(double(total) * pct / 100.0 + 1e-6);
+  } else if (bytes_mode) {
+    b.bytes = parse_bytes(s);
+  } else {
+    size_t used = 0;
+    unsigned long long n = 0;
+    try {
+      n = std::stoull(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    STRATA_CHECK(used == s.size() && !s.empty(), "budget '{}': give a count of experts, a percentage, or bytes with --expert-bytes", s);
+    b.bytes = n * shape.expert_bytes[0];
+  }
+  return b;
+}
+
+int run_cachesim(const CachesimOptions& o) {
+  STRATA_CHECK(!o.trace.empty() || !o.synthetic.empty(), "cachesim: give a TRACE file or --synthetic SPEC");
+  RoutingTrace trace = o.synthetic.empty() ? read_trace(o.trace) : make_synthetic(parse_synthetic(o.synthetic));
+  if (!o.write.empty()) write_trace(trace, o.write);
+  const bool bytes_mode = !o.expert_bytes.empty();
+  const CacheShape shape = trace_shape(trace, bytes_mode ? parse_bytes(o.expert_bytes) : 0);
+
+  std::vector<std::string> policies;
+  for (const auto& p : o.policies) {
+    if (p == "all") {
+      for (const auto& n : all_policy_names()) policies.push_back(n);
+    } else {
+      policies.push_back(p);
+    }
+  }
+  for (const auto& p : policies)  // unknown names fail before any output
+    if (!p.starts_with("belady")) (void)make_policy(p);
+
+  SimOptions so;
+  so.phase = parse_phase_filter(o.phase);
+  so.budget.per_layer = o.per_layer;
+  so.keep_learned = o.keep_learned;
+
+  uint64_t accesses = 0, tokens = 0;
+  for (const auto& r : trace.runs) {
+    uint32_t last = UINT32_MAX;
+    for (const auto& e : r.events) {
+      if (!phase_selected(e.phase, so.phase)) continue;
+      accesses += e.n;
+      if (e.token != last) ++tokens, last = e.token;
+    }
+  }
+  fmt::print("trace    {}: {} runs, {} layers x {} experts, top-{}; phase {}: {} tokens, {} accesses\n",
+             o.synthetic.empty() ? o.trace : "synthetic " + o.synthetic, trace.runs.size(), trace.n_layer, trace.n_expert, trace.top_k, o.phase,
+             tokens, accesses);
+  fmt::print("cache    {} pool{}, {} per expert, cold start per run{}\n", o.per_layer ? "per-layer" : "one global", o.per_layer ? "s" : "",
+             bytes_mode ? format_bytes(shape.expert_bytes[0]) : std::string("1 slot"), o.keep_learned ? " (policies keep what they learned)" : "");
+  if (accesses == 0) fail("cachesim: no accesses in phase {}", o.phase);
+
+  std::vector<Budget> budgets;
+  for (const auto& s : o.budgets) budgets.push_back(parse_budget(s, shape, bytes_mode));
+  std::vector<SimResult> belady;
+  for (const auto& b : budgets) {
+    so.budget.bytes = b.bytes;
+    belady.push_back(simulate_belady(trace, shape, so));
+  }
+
+  // One column per budget: hit rate and its ratio to Belady's.
+  size_t name_w = 8;
+  for (const auto& p : policies) name_w = std::max(name_w, p.size() + 2);
+  std::string head = fmt::format("{:<{}}", "policy", name_w);
+  for (const auto& b : budgets) {
+    const std::string cap = bytes_mode ? format_bytes(b.bytes) : fmt::format("{} experts", b.bytes / shape.expert_bytes[0]);
+    head += fmt::format("  {:>22}", fmt::format("{} ({})", b.label, cap));
+  }
+  fmt::print("\nhit rate (ratio to Belady)\n{}\n", head);
+  for (const auto& p : policies) {
+    std::string row = fmt::format("{:<{}}", p, name_w);
+    for (size_t i = 0; i < budgets.size(); ++i) {
+      so.budget.bytes = budgets[i].bytes;
+      const SimResult r = simulate(trace, shape, so, p);
+      const double ratio = belady[i].hits ? double(r.hits) / double(belady[i].hits) : 1.0;
+      row += fmt::format("  {:>22}", fmt::format("{:.3f} ({:5.1f}%)", r.hit_rate(), 100.0 * ratio));
+    }
+    fmt::print("{}\n", row);
+  }
+  std::string row = fmt::format("{:<{}}", "belady", name_w);
+  for (const auto& r : belady) row += fmt::format("  {:>22}", fmt::format("{:.3f} (100.0%)", r.hit_rate()));
+  fmt::print("{}\n", row);
+  return 0;
+}
+
+}  // namespace
+
+Command add_cachesim(CLI::App& app) {
+  auto o = std::make_shared<CachesimOptions>();
+  auto* sub = app.add_subcommand("cachesim", "replay an expert routing trace through cache policies, next to Belady's optimum");
+  sub->add_option("trace", o->trace, "routing trace CSV (Strata's format, or run/phase/token_index/layer/expert_0.. columns)");
+  sub->add_option("--budget,-b", o->budgets, "cache sizes: a count of experts, a percentage of all experts (50%), or bytes with --expert-bytes")
+      ->delimiter(',');
+  sub->add_option("--policy,-p", o->policies,
+                  "lru, lfu, lfu-decay[:HALF_LIFE], admit-N[:WINDOW], pinned[:FRACTION], predict[:HALF_LIFE], default, all; "
+                  "belady:H = Belady seeing only H tokens ahead (an upper bound for H-token predictors)")
+      ->delimiter(',');
+  sub->add_flag("--per-layer", o->per_layer, "one pool per layer (each gets the same fraction of its experts) instead of one global pool");
+  sub->add_option("--phase", o->phase, "decode (default), prefill or all")->check(CLI::IsMember({"decode", "prefill", "all"}));
+  sub->add_option("--synthetic", o->synthetic,
+                  "generate the trace: layers=24,experts=64,k=6,tokens=1000,runs=2,zipf=1.0,reuse=0.3,shift=0,seed=1 (any subset)");
+  sub->add_option("--expert-bytes", o->expert_bytes, "bytes per expert (e.g. 12M): budgets without % are then bytes");
+  sub->add_flag("--keep-learned", o->keep_learned, "policies keep their statistics from one run to the next (the cache still starts empty)");
+  sub->add_option("--write-trace", o->write, "also write the trace in Strata's format");
+  return {sub, [o] { return run_cachesim(*o); }};
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,170 @@
+#include "experts/cache_sim.h"
+
+#include <limits>
+
+#include "core/error.h"
+#include "experts/cache_state.h"
+
+namespace strata {
+
+CacheShape trace_shape(const RoutingTrace& t, uint64_t expert_bytes) {
+  return CacheShape::uniform(t.n_layer, t.n_expert, expert_bytes ? expert_bytes : 1);
+}
+
+namespace {
+
+// Calls on_token(clock) at every token change and on_event(layer, experts) per selected event.
+template <typename OnRun, typename OnToken, typename OnEvent>
+void replay(const RoutingTrace& t, PhaseFilter f, OnRun&& on_run, OnToken&& on_token, OnEvent&& on_event) {
+  uint64_t clock = 0;
+  for (const auto& r : t.runs) {
+    on_run();
+    bool first = true;
+    uint32_t tok = 0;
+    Phase ph = Phase::decode;
+    for (const auto& e : r.events) {
+      if (!phase_selected(e.phase, f)) continue;
+      if (first || e.token != tok || e.phase != ph) {
+        first = false;
+        tok = e.token;
+        ph = e.phase;
+        on_token(++clock);
+      }
+      on_event(e.layer, r.experts_of(e));
+    }
+  }
+}
+
+class Belady : public CachePolicy {
+ public:
+  Belady(FutureUses f, int horizon) : future_(std::move(f)), horizon_(horizon) {}
+  std::string name() const override { return horizon_ > 0 ? fmt::format("belady:{}", horizon_) : "belady"; }
+  void reset(const CacheShape& shape, const CacheBudget&) override {
+    shape_ = shape;
+    next_.assign(shape.size(), kNever);
+    last_.assign(shape.size(), 0);
+  }
+  void on_access(ExpertKey k, uint64_t) override { advance(k); }
+  void on_miss(ExpertKey k, uint64_t) override { advance(k); }
+  void on_insert(ExpertKey, uint64_t) override {}
+  void on_evict(ExpertKey) override {}
+  ExpertKey choose_victim(std::span<const ExpertKey> c, uint64_t) override {
+    // Farthest next use (seen within the horizon) first, then least recent.
+    return min_score(c, [&](ExpertKey k) {
+      const size_t i = shape_.index(k);
+      uint64_t n = next_[i];
+      if (horizon_ > 0 && n != kNever && future_.token[n] - now_token_ > uint64_t(horizon_)) n = kNever;
+      return std::pair(~n, last_[i]);
+    });
+  }
+
+ private:
+  static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+  void advance(ExpertKey k) {
+    STRATA_CHECK(cursor_ < future_.next.size(), "belady: more accesses than the trace it was built for");
+    const size_t i = shape_.index(k);
+    now_token_ = future_.token[cursor_];
+    next_[i] = future_.next[cursor_++];
+    last_[i] = cursor_;
+  }
+  FutureUses future_;
+  int horizon_;
+  size_t cursor_ = 0;
+  uint64_t now_token_ = 0;
+  CacheShape shape_;
+  std::vector<uint64_t> next_;  // [n_layer * n_expert] position of the next use
+  std::vector<uint64_t> last_;  // [n_layer * n_expert] position of the last use
+};
+
+}  // namespace
+
+std::unique_ptr<CachePolicy> make_belady(FutureUses future, int horizon_tokens) {
+  return std::make_unique<Belady>(std::move(future), horizon_tokens);
+}
+
+FutureUses next_uses(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o) {
+  FutureUses f;
+  std::vector<size_t> keys;  // flat key index per access
+  std::vector<size_t> run_end;
+  uint64_t clock = 0;
+  replay(
+      t, o.phase, [&] { run_end.push_back(keys.size()); }, [&](uint64_t c) { clock = c; },
+      [&](int layer, std::span<const int32_t> ex) {
+        for (int32_t e : ex) {
+          keys.push_back(shape.index({layer, e}));
+          f.token.push_back(clock);
+        }
+      });
+  run_end.push_back(keys.size());
+  std::vector<uint64_t> next(keys.size(), std::numeric_limits<uint64_t>::max());
+  std::vector<uint64_t> seen(shape.size());
+  // Walk each run backwards, remembering the latest position of every key.
+  for (size_t r = run_end.size() - 1; r-- > 0;) {
+    std::fill(seen.begin(), seen.end(), std::numeric_limits<uint64_t>::max());
+    for (size_t i = run_end[r + 1]; i-- > run_end[r];) {
+      next[i] = seen[keys[i]];
+      seen[keys[i]] = i;
+    }
+  }
+  f.next = std::move(next);
+  return f;
+}
+
+SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::unique_ptr<CachePolicy> policy) {
+  STRATA_CHECK(t.n_layer <= shape.n_layer && t.n_expert <= shape.n_expert, "trace needs {}x{} experts, cache shape is {}x{}", t.n_layer,
+               t.n_expert, shape.n_layer, shape.n_expert);
+  SimResult res;
+  res.policy = policy->name();
+  res.layer_accesses.assign(shape.n_layer, 0);
+  res.layer_hits.assign(shape.n_layer, 0);
+  ExpertCacheState cache(shape, o.budget, std::move(policy));
+  bool first_run = true;
+  replay(
+      t, o.phase,
+      [&] {
+        if (!first_run) cache.clear(o.keep_learned);
+        first_run = false;
+      },
+      [&](uint64_t clock) { cache.begin_token(clock); },
+      [&](int layer, std::span<const int32_t> ex) {
+        cache.set_needed(layer, ex);
+        for (int32_t e : ex) {
+          const ExpertKey k{layer, e};
+          const bool hit = cache.access(k);
+          ++res.accesses;
+          ++res.layer_accesses[layer];
+          res.bytes_accessed += shape.bytes(k);
+          if (hit) {
+            ++res.hits;
+            ++res.layer_hits[layer];
+          } else {
+            res.bytes_fetched += shape.bytes(k);
+          }
+        }
+        cache.clear_needed();
+      });
+  return res;
+}
+
+SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::string_view policy_spec) {
+  if (policy_spec == "belady") return simulate_belady(t, shape, o);
+  if (policy_spec.starts_with("belady:")) {
+    const std::string h(policy_spec.substr(7));
+    size_t used = 0;
+    int horizon = 0;
+    try {
+      horizon = std::stoi(h, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    STRATA_CHECK(used == h.size() && horizon > 0, "policy '{}': the horizon must be a positive token count", policy_spec);
+    return simulate(t, shape, o, make_belady(next_uses(t, shape, o), horizon));
+  }
+  return simulate(t, shape, o, make_policy(policy_spec));
+}
+
+SimResult simulate_belady(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o) {
+  return simulate(t, shape, o, make_belady(next_uses(t, shape, o)));
+}
+
+}  // namespace strata

@@ -1,0 +1,134 @@
+#include "experts/cache_state.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace strata {
+
+ExpertCacheState::ExpertCacheState(CacheShape shape, CacheBudget budget, std::unique_ptr<CachePolicy> policy)
+    : shape_(std::move(shape)), budget_(budget), policy_(std::move(policy)), stats_(shape_) {
+  STRATA_CHECK(shape_.n_layer > 0 && shape_.n_expert > 0, "expert cache: empty shape {}x{}", shape_.n_layer, shape_.n_expert);
+  STRATA_CHECK(int(shape_.expert_bytes.size()) == shape_.n_layer, "expert cache: {} expert sizes for {} layers", shape_.expert_bytes.size(),
+               shape_.n_layer);
+  STRATA_CHECK(policy_ != nullptr, "expert cache: no policy");
+  layer_used_.assign(shape_.n_layer, 0);
+  if (budget_.per_layer) {
+    layer_capacity_.resize(shape_.n_layer);
+    for (int l = 0; l < shape_.n_layer; ++l) layer_capacity_[l] = budget_.pool_bytes(shape_, l);
+  }
+  resident_.assign(shape_.size(), 0);
+  needed_.assign(shape_.size(), 0);
+  pins_.assign(shape_.size(), 0);
+  policy_->reset(shape_, budget_);
+}
+
+uint64_t ExpertCacheState::pool_capacity(int layer) const { return budget_.per_layer ? layer_capacity_[layer] : budget_.bytes; }
+uint64_t ExpertCacheState::pool_used(int layer) const { return budget_.per_layer ? layer_used_[layer] : used_total_; }
+
+void ExpertCacheState::begin_token(uint64_t now) {
+  now_ = now;
+  policy_->on_token(now);
+}
+
+void ExpertCacheState::set_needed(int layer, std::span<const int32_t> experts) {
+  clear_needed();
+  for (int32_t e : experts) {
+    STRATA_CHECK(layer >= 0 && layer < shape_.n_layer && e >= 0 && e < shape_.n_expert, "expert cache: key ({}, {}) outside {}x{}", layer, e,
+                 shape_.n_layer, shape_.n_expert);
+    ExpertKey k{layer, e};
+    needed_[shape_.index(k)] = 1;
+    needed_list_.push_back(k);
+  }
+  policy_->hint_needed(layer, experts, now_);
+}
+
+void ExpertCacheState::clear_needed() {
+  for (ExpertKey k : needed_list_) needed_[shape_.index(k)] = 0;
+  needed_list_.clear();
+}
+
+void ExpertCacheState::pin(ExpertKey k) { ++pins_[shape_.index(k)]; }
+void ExpertCacheState::unpin(ExpertKey k) {
+  int32_t& p = pins_[shape_.index(k)];
+  STRATA_CHECK(p > 0, "expert cache: unpin of unpinned expert ({}, {})", k.layer, k.expert);
+  --p;
+}
+
+bool ExpertCacheState::access(ExpertKey k, Admission* adm) {
+  if (resident(k)) {
+    policy_->on_access(k, now_);
+    stats_.record(k, true, 0);
+    if (adm) *adm = {};
+    return true;
+  }
+  Admission a = admit(k);
+  stats_.record(k, false, shape_.bytes(k));
+  if (adm) *adm = std::move(a);
+  return false;
+}
+
+Admission ExpertCacheState::admit(ExpertKey k) {
+  Admission out;
+  policy_->on_miss(k, now_);
+  const uint64_t need = shape_.bytes(k);
+  const uint64_t cap = pool_capacity(k.layer);
+  const uint64_t used = pool_used(k.layer);
+  if (need > cap) return out;
+  if (used + need > cap) {
+    candidates_.clear();
+    uint64_t freeable = 0;
+    const int l0 = budget_.per_layer ? k.layer : 0;
+    const int l1 = budget_.per_layer ? k.layer + 1 : shape_.n_layer;
+    for (int l = l0; l < l1; ++l)
+      for (int e = 0; e < shape_.n_expert; ++e) {
+        const ExpertKey c{l, e};
+        if (!evictable(shape_.index(c))) continue;
+        candidates_.push_back(c);
+        freeable += shape_.bytes(c);
+      }
+    // Everything needed now or pinned stays: if that leaves too little room, read transiently.
+    if (cap - used + freeable < need) return out;
+    if (!policy_->should_admit(k, candidates_, now_)) return out;
+    while (pool_used(k.layer) + need > cap) {
+      const ExpertKey v = policy_->choose_victim(candidates_, now_);
+      auto it = std::find(candidates_.begin(), candidates_.end(), v);
+      STRATA_CHECK(it != candidates_.end(), "policy {} chose ({}, {}), not a candidate", policy_->name(), v.layer, v.expert);
+      candidates_.erase(it);
+      evict(v);
+      out.evicted.push_back(v);
+    }
+  }
+  const size_t i = shape_.index(k);
+  resident_[i] = 1;
+  ++n_resident_;
+  used_total_ += need;
+  layer_used_[k.layer] += need;
+  policy_->on_insert(k, now_);
+  out.admitted = true;
+  return out;
+}
+
+void ExpertCacheState::evict(ExpertKey k) {
+  const size_t i = shape_.index(k);
+  resident_[i] = 0;
+  --n_resident_;
+  used_total_ -= shape_.bytes(k);
+  layer_used_[k.layer] -= shape_.bytes(k);
+  policy_->on_evict(k);
+}
+
+void ExpertCacheState::clear(bool keep_learned) {
+  std::fill(resident_.begin(), resident_.end(), 0);
+  std::fill(pins_.begin(), pins_.end(), 0);
+  std::fill(layer_used_.begin(), layer_used_.end(), 0);
+  clear_needed();
+  used_total_ = 0;
+  n_resident_ = 0;
+  if (keep_learned)
+    policy_->clear_resident(shape_, budget_);
+  else
+    policy_->reset(shape_, budget_);
+}
+
+}  // namespace strata

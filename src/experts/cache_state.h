@@ -1,0 +1,78 @@
+#pragma once
+// ExpertCacheState: the bookkeeping of the expert cache that is the same for every policy.
+// Which experts are resident, bytes used against the budget (one global pool, or one pool
+// per layer), pin counts, and the experts the current token needs. It owns the policy and
+// calls it in the order documented in cache_policy.h. The real cache (slots, async reads)
+// sits on top: on a miss it calls admit(), frees the slots of the returned victims, and reads
+// the expert into a slot if admitted or into a transient buffer otherwise.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "experts/cache_policy.h"
+#include "experts/expert_stats.h"
+
+namespace strata {
+
+struct Admission {
+  bool admitted = false;            // false: use a transient buffer, do not keep
+  std::vector<ExpertKey> evicted;   // victims, in eviction order (only when admitted)
+};
+
+class ExpertCacheState {
+ public:
+  ExpertCacheState(CacheShape shape, CacheBudget budget, std::unique_ptr<CachePolicy> policy);
+
+  const CacheShape& shape() const { return shape_; }
+  CachePolicy& policy() { return *policy_; }
+  const ExpertStats& stats() const { return stats_; }
+  ExpertStats& stats() { return stats_; }
+
+  bool resident(ExpertKey k) const { return resident_[shape_.index(k)] != 0; }
+  uint64_t used_bytes() const { return used_total_; }
+  uint64_t capacity_bytes() const { return budget_.bytes; }
+  // The pool `k` draws from: its layer's when per-layer, else the global one.
+  uint64_t pool_capacity(int layer) const;
+  uint64_t pool_used(int layer) const;
+  size_t resident_count() const { return n_resident_; }
+
+  // Starts token `now` (token clock, monotone).
+  void begin_token(uint64_t now);
+  // The router chose `experts` for `layer`: they are protected until the next set_needed or
+  // clear_needed, and the policy gets the hint.
+  void set_needed(int layer, std::span<const int32_t> experts);
+  void clear_needed();
+  void pin(ExpertKey k);
+  void unpin(ExpertKey k);
+  bool pinned(ExpertKey k) const { return pins_[shape_.index(k)] > 0; }
+
+  // One use of `k`: returns true on a hit (policy.on_access), else handles the miss through
+  // admit() and returns false; `adm` (optional) receives the admission.
+  bool access(ExpertKey k, Admission* adm = nullptr);
+  // The miss path alone: on_miss, admission, eviction, insertion.
+  Admission admit(ExpertKey k);
+
+  // Empties the cache (cold start for a new run). keep_learned: policy keeps its statistics.
+  void clear(bool keep_learned);
+
+ private:
+  bool evictable(size_t idx) const { return resident_[idx] && pins_[idx] == 0 && !needed_[idx]; }
+  void evict(ExpertKey k);
+
+  CacheShape shape_;
+  CacheBudget budget_;
+  std::unique_ptr<CachePolicy> policy_;
+  ExpertStats stats_;
+  std::vector<uint64_t> layer_capacity_;  // [n_layer] when per-layer
+  std::vector<uint64_t> layer_used_;      // [n_layer]
+  uint64_t used_total_ = 0;
+  size_t n_resident_ = 0;
+  std::vector<uint8_t> resident_;  // [n_layer * n_expert]
+  std::vector<uint8_t> needed_;    // [n_layer * n_expert]
+  std::vector<int32_t> pins_;      // [n_layer * n_expert]
+  std::vector<ExpertKey> needed_list_;
+  std::vector<ExpertKey> candidates_;  // scratch
+  uint64_t now_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,81 @@
+#include "runtime/expert_tier.h"
+
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "model/model_summary.h"
+
+namespace strata {
+
+namespace {
+uint64_t status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(f, line))
+    if (line.rfind(k, 0) == 0) return std::stoull(line.substr(k.size())) * 1024;
+  return 0;
+}
+}  // namespace
+
+uint64_t process_peak_rss() { return status_kb("VmHWM"); }
+uint64_t process_rss() { return status_kb("VmRSS"); }
+
+std::string MemoryPlan::describe() const {
+  std::string s = fmt::format("memory plan: dense {} + KV cache {} + scratch {}", format_bytes(dense), format_bytes(kv), format_bytes(scratch));
+  if (!streaming) return s + fmt::format("; routed experts {} resident{}", format_bytes(experts_total), budget ? " (the whole model fits the budget)" : " (no --ram-budget)");
+  return s + fmt::format(" + expert cache {} ({} slots of {} experts, {:.1f}% of {}) = {} of budget {}; I/O: {}", format_bytes(expert_cache), cache_slots,
+                         experts, experts_total ? 100.0 * static_cast<double>(expert_cache) / static_cast<double>(experts_total) : 0.0,
+                         format_bytes(experts_total), format_bytes(dense + kv + scratch + expert_cache), budget ? format_bytes(budget) : "none", io);
+}
+
+ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, const TierOptions& opt) : model_(model) {
+  const ModelSummary sum = ModelSummary::of(model.gguf());
+  plan_.budget = opt.ram_budget;
+  plan_.dense = sum.dense_bytes;
+  plan_.kv = kv_bytes;
+  plan_.experts_total = sum.routed_bytes;
+  plan_.experts = sum.n_routed_experts;
+  // Scratch: activation buffers, page tables, policy tables, the binary itself.
+  plan_.scratch = 96ull << 20;
+  model.set_lookahead(opt.lookahead);
+  const bool has_experts = sum.routed_bytes > 0;
+  if (!has_experts || (opt.ram_budget == 0 && opt.cache_experts <= 0)) return;  // resident
+  const uint64_t fixed = plan_.dense + plan_.kv + plan_.scratch;
+  if (opt.ram_budget > 0 && fixed >= opt.ram_budget)
+    fail("--ram-budget {} is too small: dense weights {} + KV cache {} + scratch {} = {} already exceed it (use a smaller -c or a bigger budget)",
+         format_bytes(opt.ram_budget), format_bytes(plan_.dense), format_bytes(plan_.kv), format_bytes(plan_.scratch), format_bytes(fixed));
+  store_ = std::make_unique<ExpertStore>(model.gguf(), model.config(), model.weights());
+  const uint64_t slot = align_up(store_->max_slot_bytes(), kIoAlign);
+  uint64_t cache_bytes = opt.ram_budget > 0 ? opt.ram_budget - fixed : UINT64_MAX;
+  const uint64_t all_slots = (static_cast<uint64_t>(store_->total_experts()) + 8) * slot;
+  if (opt.cache_experts <= 0 && cache_bytes >= all_slots) {
+    store_.reset();  // everything fits: resident, no streaming overhead
+    return;
+  }
+  cache_bytes = std::min(cache_bytes, all_slots);
+  ExpertCacheOptions co;
+  co.cache_bytes = cache_bytes;
+  co.max_experts = opt.cache_experts;
+  co.policy = opt.policy;
+  co.mlock = opt.mlock;
+  IoOptions io;
+  io.queue_depth = opt.queue_depth;
+  io.force_pread = opt.force_pread;
+  std::string why;
+  auto backend = opt.faults.active() ? make_faulty_backend(store_->files(), io, opt.faults) : make_io_backend(store_->files(), io, &why);
+  plan_.io = backend->describe() + (why.empty() ? "" : " (" + why + ")");
+  cache_ = std::make_unique<ExpertCache>(*store_, std::move(backend), co);
+  plan_.streaming = true;
+  plan_.expert_cache = cache_->arena_bytes();
+  plan_.cache_slots = cache_->n_slots();
+  model.set_expert_provider(cache_.get());
+}
+
+ExpertTier::~ExpertTier() {
+  if (cache_) model_.set_expert_provider(nullptr);
+}
+
+}  // namespace strata

@@ -1,0 +1,61 @@
+#pragma once
+// The memory plan and the expert tier of an engine: dense weights, KV cache and scratch are
+// planned first; what is left of --ram-budget becomes the expert cache. When everything fits,
+// experts stay resident (views of the mapped file, no streaming); otherwise an ExpertCache
+// streams them with O_DIRECT reads.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "experts/expert_cache.h"
+#include "experts/expert_store.h"
+#include "model/model.h"
+
+namespace strata {
+
+struct TierOptions {
+  uint64_t ram_budget = 0;        // 0: no budget (resident experts)
+  int64_t cache_experts = 0;      // > 0: cap the cache at this many experts (forces streaming)
+  std::string policy = "default";
+  int lookahead = 1;              // MoE layers ahead whose experts are prefetched
+  int queue_depth = 64;
+  bool force_pread = false;
+  bool mlock = false;
+  FaultPlan faults;               // tests: inject read failures (pread backend)
+};
+
+struct MemoryPlan {
+  uint64_t budget = 0;
+  uint64_t dense = 0, kv = 0, scratch = 0;
+  uint64_t experts_total = 0;     // routed expert bytes in the file
+  uint64_t expert_cache = 0;      // bytes given to the expert cache (0 when resident)
+  int64_t cache_slots = 0;
+  int64_t experts = 0;
+  bool streaming = false;
+  std::string io;                 // backend description
+  std::string describe() const;
+};
+
+class ExpertTier {
+ public:
+  // Plans memory for `model` with a KV cache of `kv_bytes`; throws when the dense part alone
+  // does not fit the budget. Installs the provider in the model.
+  ExpertTier(Model& model, uint64_t kv_bytes, const TierOptions& opt);
+  ~ExpertTier();
+
+  const MemoryPlan& plan() const { return plan_; }
+  ExpertCache* cache() { return cache_.get(); }
+  const ExpertStore& store() const { return *store_; }
+
+ private:
+  Model& model_;
+  MemoryPlan plan_;
+  std::unique_ptr<ExpertStore> store_;
+  std::unique_ptr<ExpertCache> cache_;
+};
+
+// Peak resident set of this process (VmHWM) and current (VmRSS), bytes.
+uint64_t process_peak_rss();
+uint64_t process_rss();
+
+}  // namespace strata

@@ -1,0 +1,243 @@
+// Expert cache policies on tiny traces whose hits are computed by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+
+#include "experts/cache_sim.h"
+#include "experts/cache_state.h"
+
+using namespace strata;
+
+namespace {
+
+// One layer, one expert per token: the classic single-sequence cache problem.
+RoutingTrace sequence(std::initializer_list<int32_t> seq, int n_expert) {
+  RoutingTrace t;
+  t.n_layer = 1;
+  t.n_expert = n_expert;
+  t.top_k = 1;
+  auto& r = t.runs.emplace_back();
+  r.name = "seq";
+  uint32_t tok = 0;
+  for (int32_t e : seq) r.add(tok++, 0, Phase::decode, std::span(&e, 1));
+  return t;
+}
+
+SimOptions slots(uint64_t n, bool per_layer = false) {
+  SimOptions o;
+  o.budget.bytes = n;
+  o.budget.per_layer = per_layer;
+  return o;
+}
+
+}  // namespace
+
+// 0 1 0 2 1 0 3 0 with two slots.
+//   LRU:    m m h m(evict 1) m(evict 0) m(evict 2) m(evict 1) h         -> 2 hits
+//   LFU:    m m h m(1: count 1 < 2) m(2: count 1) h m(1: count 2 < 3) h -> 3 hits
+//   Belady: m m h m(0: next use farther than 1) h m m(2: never used) h  -> 3 hits
+TEST(CachePolicy, HandComputedSingleSequence) {
+  const RoutingTrace t = sequence({0, 1, 0, 2, 1, 0, 3, 0}, 4);
+  const CacheShape s = trace_shape(t);
+  EXPECT_EQ(simulate(t, s, slots(2), "lru").hits, 2u);
+  EXPECT_EQ(simulate(t, s, slots(2), "lfu").hits, 3u);
+  EXPECT_EQ(simulate_belady(t, s, slots(2)).hits, 3u);
+  // Enough room for everything: only the 4 compulsory misses.
+  for (const char* p : {"lru", "lfu", "lfu-decay", "admit-2", "pinned", "predict"}) EXPECT_EQ(simulate(t, s, slots(4), p).hits, 4u) << p;
+  EXPECT_EQ(simulate_belady(t, s, slots(4)).hits, 4u);
+}
+
+// Belady is optimal with unit sizes: no online policy beats it on a longer sequence.
+TEST(CachePolicy, BeladyIsAnUpperBound) {
+  const RoutingTrace t = make_synthetic(parse_synthetic("layers=3,experts=16,k=3,tokens=300,runs=2,zipf=0.8,reuse=0.3,seed=7"));
+  const CacheShape s = trace_shape(t);
+  for (bool per_layer : {false, true})
+    for (uint64_t cap : {9u, 18u, 30u}) {
+      const uint64_t best = simulate_belady(t, s, slots(cap, per_layer)).hits;
+      for (const auto& p : all_policy_names()) EXPECT_LE(simulate(t, s, slots(cap, per_layer), p).hits, best) << p << " cap " << cap;
+    }
+}
+
+// The experts a token needs are never evicted: with {0,1} then {2,0} in two slots, LRU would
+// evict 0 (least recent) to make room for 2; 0 is needed by this token, so 1 goes.
+TEST(CachePolicy, NeededExpertsAreNeverEvicted) {
+  RoutingTrace t;
+  t.n_layer = 1, t.n_expert = 3, t.top_k = 2;
+  auto& r = t.runs.emplace_back();
+  const int32_t a[] = {0, 1}, b[] = {2, 0};
+  r.add(0, 0, Phase::decode, a);
+  r.add(1, 0, Phase::decode, b);
+  const CacheShape s = trace_shape(t);
+  EXPECT_EQ(simulate(t, s, slots(2), "lru").hits, 1u);
+  EXPECT_EQ(simulate_belady(t, s, slots(2)).hits, 1u);
+}
+
+TEST(CacheState, PinnedExpertsAreNeverEvicted) {
+  ExpertCacheState c(CacheShape::unit(1, 4), {2, false}, make_lru());
+  c.begin_token(1);
+  EXPECT_FALSE(c.access({0, 0}));
+  c.pin({0, 0});
+  for (int e : {1, 2, 3, 1, 2}) c.access({0, e});
+  EXPECT_TRUE(c.resident({0, 0}));
+  EXPECT_EQ(c.resident_count(), 2u);
+  // Everything pinned: a miss is served from a transient buffer, nothing is evicted.
+  c.pin({0, 2});
+  Admission adm;
+  EXPECT_FALSE(c.access({0, 3}, &adm));
+  EXPECT_FALSE(adm.admitted);
+  EXPECT_TRUE(adm.evicted.empty());
+  EXPECT_TRUE(c.resident({0, 0}) && c.resident({0, 2}));
+  c.unpin({0, 0});
+  EXPECT_FALSE(c.access({0, 3}, &adm));
+  EXPECT_TRUE(adm.admitted);
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{0, 0}));
+  EXPECT_THROW(c.unpin({0, 1}), Error);
+}
+
+// admit-2: free space is always filled; once full, an expert is kept only on its second use
+// within the window.
+TEST(CacheState, AdmitAfterNUses) {
+  ExpertCacheState c(CacheShape::unit(1, 3), {1, false}, make_admit_n(2, 4));
+  c.begin_token(1);
+  c.access({0, 0});
+  EXPECT_TRUE(c.resident({0, 0}));
+  c.begin_token(2);
+  Admission adm;
+  c.access({0, 1}, &adm);
+  EXPECT_FALSE(adm.admitted);
+  EXPECT_TRUE(c.resident({0, 0}));
+  c.begin_token(3);
+  c.access({0, 1}, &adm);
+  EXPECT_TRUE(adm.admitted);
+  EXPECT_TRUE(c.resident({0, 1}));
+  EXPECT_FALSE(c.resident({0, 0}));
+  // Uses further apart than the window do not count.
+  c.begin_token(4);
+  c.access({0, 2}, &adm);
+  EXPECT_FALSE(adm.admitted);
+  c.begin_token(20);
+  c.access({0, 2}, &adm);
+  EXPECT_FALSE(adm.admitted);
+  EXPECT_TRUE(c.resident({0, 1}));
+}
+
+// Layer 0 experts cost 100 bytes, layer 1 experts 300; 400 bytes in all.
+TEST(CacheState, ByteCapacityWithDifferentSizes) {
+  CacheShape s;
+  s.n_layer = 2, s.n_expert = 2, s.expert_bytes = {100, 300};
+  ExpertCacheState c(s, {400, false}, make_lru());
+  c.begin_token(1);
+  Admission adm;
+  c.access({0, 0});
+  c.access({0, 1});
+  EXPECT_EQ(c.used_bytes(), 200u);
+  c.access({1, 0}, &adm);  // 200 + 300 > 400: the least recent 100-byte expert goes
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{0, 0}));
+  EXPECT_EQ(c.used_bytes(), 400u);
+  c.access({1, 1}, &adm);  // needs two evictions: (0,1) frees 100, (1,0) frees 300
+  ASSERT_EQ(adm.evicted.size(), 2u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{0, 1}));
+  EXPECT_EQ(adm.evicted[1], (ExpertKey{1, 0}));
+  EXPECT_EQ(c.used_bytes(), 300u);
+  EXPECT_EQ(c.stats().bytes_fetched(), 100u + 100 + 300 + 300);
+  // Larger than the whole budget: transient.
+  ExpertCacheState small(s, {200, false}, make_lru());
+  small.access({1, 0}, &adm);
+  EXPECT_FALSE(adm.admitted);
+}
+
+// Per-layer pools get the same fraction of each layer's bytes.
+TEST(CacheState, PerLayerPools) {
+  CacheShape s;
+  s.n_layer = 2, s.n_expert = 2, s.expert_bytes = {100, 300};
+  ExpertCacheState c(s, {400, true}, make_lru());
+  EXPECT_EQ(c.pool_capacity(0), 100u);
+  EXPECT_EQ(c.pool_capacity(1), 300u);
+  c.access({0, 0});
+  Admission adm;
+  c.access({0, 1}, &adm);  // layer 0's pool holds one expert, although the total has room
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{0, 0}));
+  c.access({1, 1}, &adm);
+  EXPECT_TRUE(adm.admitted && adm.evicted.empty());
+}
+
+// The hot set survives a scan of cold experts that would flush LRU.
+TEST(CachePolicy, PinnedHotSetSurvivesScan) {
+  std::vector<int32_t> seq;
+  for (int i = 0; i < 40; ++i) seq.push_back(i % 2);      // 0 and 1 are hot
+  for (int i = 0; i < 6; ++i) seq.push_back(2 + i);       // a scan
+  for (int i = 0; i < 4; ++i) seq.push_back(i % 2);
+  RoutingTrace t;
+  t.n_layer = 1, t.n_expert = 8, t.top_k = 1;
+  auto& r = t.runs.emplace_back();
+  uint32_t tok = 0;
+  for (int32_t e : seq) r.add(tok++, 0, Phase::decode, std::span(&e, 1));
+  const CacheShape s = trace_shape(t);
+  const uint64_t lru = simulate(t, s, slots(3), "lru").hits;
+  const uint64_t pinned = simulate(t, s, slots(3), "pinned:0.67").hits;
+  EXPECT_EQ(lru, 38u + 2);   // the scan flushes 0 and 1; they miss once each afterwards
+  EXPECT_EQ(pinned, 38u + 4);
+}
+
+TEST(ExpertStats, HeatAndHitRate) {
+  ExpertStats st(CacheShape::unit(2, 2), 1.0);
+  st.record({0, 1}, false, 10);
+  st.record({0, 1}, true, 0);
+  st.record({1, 0}, true, 0);
+  EXPECT_DOUBLE_EQ(st.hit_rate(), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(st.layer_hit_rate(0), 0.5);
+  EXPECT_EQ(st.bytes_fetched(), 10u);
+  EXPECT_EQ(st.hottest(1)[0], (ExpertKey{0, 1}));
+  st.decay_to(2);  // two half-lives
+  EXPECT_DOUBLE_EQ(st.cell({0, 1}).heat, 0.5);
+}
+
+TEST(RoutingTrace, StrataFormatRoundTrip) {
+  const RoutingTrace t = make_synthetic(parse_synthetic("layers=2,experts=5,k=2,tokens=4,runs=2,seed=3"));
+  std::stringstream ss;
+  write_trace(t, ss);
+  const RoutingTrace u = parse_trace(ss, "round trip");
+  ASSERT_EQ(u.runs.size(), 2u);
+  EXPECT_EQ(u.n_layer, 2);
+  EXPECT_EQ(u.n_expert, 5);
+  EXPECT_EQ(u.top_k, 2);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(u.runs[r].name, t.runs[r].name);
+    EXPECT_EQ(u.runs[r].experts, t.runs[r].experts);
+    ASSERT_EQ(u.runs[r].events.size(), 8u);
+    EXPECT_EQ(u.runs[r].events[3].token, 1u);
+    EXPECT_EQ(u.runs[r].events[3].layer, 1);
+  }
+  std::stringstream bad("run,phase,token,layer,experts\np,decode,0,x,1 2\n");
+  EXPECT_THROW(parse_trace(bad, "bad"), Error);
+}
+
+TEST(RoutingTrace, SyntheticIsDeterministicAndLocal) {
+  const auto o = parse_synthetic("layers=4,experts=32,k=4,tokens=400,runs=1,zipf=1.2,reuse=0.5,seed=11");
+  const RoutingTrace a = make_synthetic(o), b = make_synthetic(o);
+  EXPECT_EQ(a.runs[0].experts, b.runs[0].experts);
+  // Reuse 0.5 -> about half of a token's experts were used by the previous token.
+  const auto& r = a.runs[0];
+  size_t reused = 0, total = 0;
+  for (size_t i = 4; i < r.events.size(); ++i) {
+    auto cur = r.experts_of(r.events[i]), prev = r.experts_of(r.events[i - 4]);
+    for (int32_t e : cur) reused += std::find(prev.begin(), prev.end(), e) != prev.end(), ++total;
+    std::vector<int32_t> u(cur.begin(), cur.end());
+    std::sort(u.begin(), u.end());
+    EXPECT_TRUE(std::adjacent_find(u.begin(), u.end()) == u.end());
+  }
+  EXPECT_GT(double(reused) / double(total), 0.45);
+  EXPECT_LT(double(reused) / double(total), 0.65);
+}
+
+TEST(CachePolicy, UnknownNamesFailLoudly) {
+  EXPECT_THROW(make_policy("arc"), Error);
+  EXPECT_THROW(make_policy("lfu-decay:abc"), Error);
+  EXPECT_EQ(make_policy("default")->name(), make_policy(kDefaultPolicy)->name());
+}
