@@ -30,6 +30,24 @@ nlohmann::ordered_json chat_message_to_json(const ChatMessage& m) {
   return j;
 }
 
+ChatMessage chat_message_from_json(const nlohmann::ordered_json& j) {
+  STRATA_CHECK(j.is_object() && j.contains("role") && j["role"].is_string(),
+               "chat message must be an object with a string 'role': {}", j.dump());
+  auto opt_string = [&](const char* key) -> std::optional<std::string> {
+    if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+    STRATA_CHECK(j[key].is_string(), "chat message field '{}' must be a string: {}", key, j.dump());
+    return j[key].get<std::string>();
+  };
+  ChatMessage m;
+  m.role = j["role"].get<std::string>();
+  m.content = opt_string("content");
+  m.reasoning_content = opt_string("reasoning_content");
+  if (j.contains("tool_calls") && !j["tool_calls"].is_null()) m.tool_calls = j["tool_calls"];
+  m.tool_call_id = opt_string("tool_call_id");
+  m.name = opt_string("name");
+  return m;
+}
+
 std::string apply_chat_template(const std::string& tmpl, const std::vector<ChatMessage>& messages,
                                 const ChatTemplateOptions& opts) {
   STRATA_CHECK(!tmpl.empty(), "chat template is empty; the model has no usable tokenizer.chat_template");

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,9 @@ namespace strata {
 class GgufModel;
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::optional<std::string> c) : role(std::move(r)), content(std::move(c)) {}
+
   std::string role;                              // system | user | assistant | tool | developer
   std::optional<std::string> content;            // nullopt renders as `none` (tool-call-only turns)
   std::optional<std::string> reasoning_content;  // also exposed as `thinking` (gpt-oss templates)
@@ -38,6 +42,8 @@ std::string apply_chat_template(const std::string& tmpl, const std::vector<ChatM
 
 // The message as the template sees it (a JSON object).
 nlohmann::ordered_json chat_message_to_json(const ChatMessage& m);
+// An OpenAI-style message object ({"role", "content", "reasoning_content", "tool_calls", ...}).
+ChatMessage chat_message_from_json(const nlohmann::ordered_json& j);
 
 // `tokenizer.chat_template` of a model; throws naming the file when the GGUF has none
 // (Strata does not guess a format).

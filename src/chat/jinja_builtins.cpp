@@ -249,7 +249,7 @@ Value f_round(const Value& v, CallArgs& a) {
   const double scale = std::pow(10.0, static_cast<double>(prec));
   const double x = v.as_double() * scale;
   double r;
-  if (method == "common") r = std::round(x);
+  if (method == "common") r = std::nearbyint(x);  // Python round(): ties to even
   else if (method == "floor") r = std::floor(x);
   else if (method == "ceil") r = std::ceil(x);
   else fail_at(a.where, "filter 'round': unknown method '{}'", method);

@@ -202,8 +202,8 @@ class Interp {
       }
       if (auto r = call_method(obj, callee.name, a)) return *r;
       if (obj.is_undefined())
-        fail_at(e.pos, "cannot call method '{}' on undefined '{}'", callee.name, describe(*callee.args[0]));
-      fail_at(e.pos, "unknown method '{}' on a {}", callee.name, obj.type_name());
+        fail_at(callee.pos, "cannot call method '{}' on undefined '{}'", callee.name, describe(*callee.args[0]));
+      fail_at(callee.pos, "unknown method '{}' on a {}", callee.name, obj.type_name());
     }
     Value fn = eval(callee, f);
     if (!fn.is_function()) {

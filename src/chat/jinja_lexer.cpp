@@ -127,7 +127,7 @@ class Lexer {
     toks_.back().pos = tag_pos;
     const size_t first_tok = toks_.size();
     const char close = is_var ? '}' : '%';
-    int depth = 0;  // bracket depth: '}}' inside a dict literal does not close the tag
+    int depth = 0;  // brace depth: '}}' closing a dict literal does not close the tag
     while (true) {
       while (i < src_.size() && is_space(src_[i])) ++i;
       if (i >= src_.size())
@@ -162,8 +162,8 @@ class Lexer {
         for (const char* op : kOps) {
           const std::string_view o(op);
           if (src_.substr(i, o.size()) == o) {
-            if (o == "(" || o == "[" || o == "{") ++depth;
-            if ((o == ")" || o == "]" || o == "}") && depth > 0) --depth;
+            if (o == "{") ++depth;
+            if (o == "}" && depth > 0) --depth;
             push(Tok::Op, std::string(o), i);
             i += o.size();
             matched = true;
@@ -290,6 +290,12 @@ class Lexer {
 
 }  // namespace
 
-std::vector<Token> lex(std::string_view src, const LexOptions& opts) { return Lexer(src, opts).run(); }
+std::vector<Token> lex(std::string_view src, const LexOptions& opts) {
+  if (!opts.keep_trailing_newline) {
+    if (src.size() >= 2 && src.substr(src.size() - 2) == "\r\n") src.remove_suffix(2);
+    else if (!src.empty() && src.back() == '\n') src.remove_suffix(1);
+  }
+  return Lexer(src, opts).run();
+}
 
 }  // namespace strata::jinja

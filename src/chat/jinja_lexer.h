@@ -36,6 +36,7 @@ struct Token {
 struct LexOptions {
   bool trim_blocks = true;    // drop the first newline after a block tag (HF default)
   bool lstrip_blocks = true;  // strip spaces/tabs before a block tag at line start (HF default)
+  bool keep_trailing_newline = false;  // Jinja2 default: one trailing newline of the source is dropped
 };
 
 std::vector<Token> lex(std::string_view src, const LexOptions& opts);

@@ -94,6 +94,10 @@ class Parser {
             which = e;
             return body;
           }
+        const std::string& n = name.text;
+        if (ends.size() != 0 && (n.rfind("end", 0) == 0 || n == "elif" || n == "else"))
+          fail_at(t.pos, "unexpected '{{% {} %}}': the innermost open block is '{}' at {}:{}", n, opener, open_pos.line,
+                  open_pos.col);
         next();
         body.push_back(parse_statement(t.pos));
       } else {
@@ -103,7 +107,8 @@ class Parser {
   }
 
   StmtPtr parse_statement(SourcePos tag_pos) {
-    const Token tag = next();
+    Token tag = next();
+    tag.pos = tag_pos;  // errors and unclosed-block reports point at the '{%'
     auto s = std::make_unique<Stmt>();
     s->pos = tag.pos;
     const std::string& n = tag.text;
@@ -132,7 +137,10 @@ class Parser {
       }
     } else if (n == "for") {
       s->kind = Stmt::Kind::For;
-      do s->targets.push_back(expect_name()); while (accept_op(","));
+      do {
+        if (cur().kind != Tok::Name || is_keyword(cur().text)) unexpected("a loop variable name");
+        s->targets.push_back(next().text);
+      } while (accept_op(","));
       if (!accept_name("in")) unexpected("'in'");
       s->expr = parse_tuple(/*with_ternary=*/false);
       if (accept_name("if")) s->cond = parse_expression(false);
@@ -213,7 +221,6 @@ class Parser {
     } else {
       fail_at(tag.pos, "unknown or unsupported tag '{}'", n);
     }
-    (void)tag_pos;
     return s;
   }
 
