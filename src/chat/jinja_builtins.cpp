@@ -150,7 +150,6 @@ Value f_tojson(const Value& v, CallArgs& a) {
   if (seps.is_array() && seps.as_array().size() == 2 && seps.as_array()[0].is_string() && seps.as_array()[1].is_string()) {
     f.item_sep = seps.as_array()[0].as_string();
     f.key_sep = seps.as_array()[1].as_string();
-    if (f.indent >= 0 && f.item_sep == ", ") f.item_sep = ",";  // keep explicit choice below
   } else if (!seps.is_undefined() && !seps.is_none()) {
     fail_at(a.where, "tojson: separators must be a pair of strings");
   }
@@ -519,6 +518,8 @@ std::vector<std::pair<std::string, Value>> builtin_globals() {
       if (a.pos.size() == 3) step = need_int(a.pos[2], "range()", a.where);
     }
     if (step == 0) fail_at(a.where, "range() step must not be zero");
+    const double count = (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step);
+    if (count > 1e7) fail_at(a.where, "range() of more than 10 million items");
     Array out;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value(i));
     return Value(std::move(out));

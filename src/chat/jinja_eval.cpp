@@ -1,5 +1,6 @@
 // The tree-walking evaluator: statements write to an output string, expressions yield Values.
 #include <cmath>
+#include <cstdint>
 #include <unordered_map>
 
 #include "chat/jinja.h"
@@ -10,6 +11,7 @@ namespace strata::jinja {
 namespace {
 
 constexpr int kMaxCallDepth = 256;
+constexpr uint64_t kMaxRepeatItems = uint64_t{1} << 26;
 
 // A variable scope. `for` bodies and macro calls open one; `if` does not (as in Jinja2).
 struct Frame {
@@ -319,6 +321,9 @@ class Interp {
       }
     }
     if (op == "*" && (l.is_string() || l.is_array()) && (r.is_int() || r.is_bool())) {
+      const size_t unit = l.is_string() ? l.as_string().size() : l.as_array().size();
+      if (r.as_int() > 0 && unit > 0 && static_cast<uint64_t>(r.as_int()) > kMaxRepeatItems / unit)
+        fail_at(e.pos, "repetition '*' would create more than {} items", kMaxRepeatItems);
       if (l.is_string()) {
         std::string s;
         for (int64_t i = 0; i < r.as_int(); ++i) s += l.as_string();
@@ -332,19 +337,31 @@ class Interp {
       fail_at(e.pos, "unsupported operand types for '{}': {} and {}", op, l.type_name(), r.type_name());
     const bool ints = !l.is_float() && !r.is_float();
     const double x = l.as_double(), y = r.as_double();
-    if (op == "+") return ints ? Value(l.as_int() + r.as_int()) : Value(x + y);
-    if (op == "-") return ints ? Value(l.as_int() - r.as_int()) : Value(x - y);
-    if (op == "*") return ints ? Value(l.as_int() * r.as_int()) : Value(x * y);
+    const int64_t a = l.as_int(), b = r.as_int();
+    int64_t res = 0;
+    auto checked = [&](bool overflow) {
+      if (overflow) fail_at(e.pos, "integer overflow in '{}'", op);
+      return Value(res);
+    };
+    if (op == "+") return ints ? checked(__builtin_add_overflow(a, b, &res)) : Value(x + y);
+    if (op == "-") return ints ? checked(__builtin_sub_overflow(a, b, &res)) : Value(x - y);
+    if (op == "*") return ints ? checked(__builtin_mul_overflow(a, b, &res)) : Value(x * y);
     if (op == "**") {
-      if (ints && r.as_int() >= 0) {
-        int64_t p = 1;
-        for (int64_t i = 0; i < r.as_int(); ++i) p *= l.as_int();
-        return Value(p);
+      if (ints && b >= 0) {
+        res = 1;  // exponentiation by squaring, overflow-checked
+        int64_t base = a;
+        for (int64_t ex = b; ex > 0;) {
+          if ((ex & 1) && __builtin_mul_overflow(res, base, &res)) fail_at(e.pos, "integer overflow in '**'");
+          ex >>= 1;
+          if (ex > 0 && __builtin_mul_overflow(base, base, &base)) fail_at(e.pos, "integer overflow in '**'");
+        }
+        return Value(res);
       }
       return Value(std::pow(x, y));
     }
     if (y == 0) fail_at(e.pos, "division by zero in '{}'", op);
     if (op == "/") return Value(x / y);
+    if (ints && b == -1 && a == INT64_MIN) fail_at(e.pos, "integer overflow in '{}'", op);
     if (op == "//") {
       if (ints) {
         int64_t q = l.as_int() / r.as_int();

@@ -107,6 +107,7 @@ class Parser {
   }
 
   StmtPtr parse_statement(SourcePos tag_pos) {
+    DepthGuard guard(*this);
     Token tag = next();
     tag.pos = tag_pos;  // errors and unclosed-block reports point at the '{%'
     auto s = std::make_unique<Stmt>();
@@ -240,6 +241,7 @@ class Parser {
   }
 
   ExprPtr parse_expression(bool with_ternary = true) {
+    DepthGuard guard(*this);
     ExprPtr e = parse_or();
     while (with_ternary && is_name("if")) {
       const SourcePos p = cur().pos;
@@ -272,6 +274,7 @@ class Parser {
     return l;
   }
   ExprPtr parse_not() {
+    DepthGuard guard(*this);
     if (is_name("not")) {
       auto u = make(Expr::Kind::Unary, next().pos);
       u->name = "not";
@@ -327,6 +330,7 @@ class Parser {
     return l;
   }
   ExprPtr parse_unary(bool with_filter) {
+    DepthGuard guard(*this);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
@@ -491,8 +495,19 @@ class Parser {
     }
   }
 
+  // Bounds recursion so that hostile input fails cleanly instead of overflowing the stack.
+  struct DepthGuard {
+    Parser& p;
+    explicit DepthGuard(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxNesting) fail_at(p.cur().pos, "template nested deeper than {} levels", kMaxNesting);
+    }
+    ~DepthGuard() { --p.depth_; }
+  };
+  static constexpr int kMaxNesting = 200;
+
   const std::vector<Token>& toks_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

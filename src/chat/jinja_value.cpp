@@ -39,7 +39,7 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
 }
 
 nlohmann::ordered_json Value::to_json_value() const {
-  switch (kind_) {
+  switch (kind_) {  // (values built from JSON are acyclic; templates cannot reach this)
     case Kind::None: return nullptr;
     case Kind::Bool: return as_bool();
     case Kind::Int: return i_;
@@ -115,12 +115,17 @@ static std::string repr_string(const std::string& s) {
   return out;
 }
 
-std::string Value::repr() const {
-  if (kind_ == Kind::String) return repr_string(*s_);
-  return str();
+static void check_depth(int depth) {
+  if (depth > kMaxDepth) throw Error(fmt::format("jinja: value nested deeper than {} levels (cyclic list/dict?)", kMaxDepth));
 }
 
-std::string Value::str() const {
+std::string Value::repr(int depth) const {
+  if (kind_ == Kind::String) return repr_string(*s_);
+  return str(depth);
+}
+
+std::string Value::str(int depth) const {
+  check_depth(depth);
   switch (kind_) {
     case Kind::Undefined: return "";
     case Kind::None: return "None";
@@ -130,14 +135,14 @@ std::string Value::str() const {
     case Kind::String: return *s_;
     case Kind::Array: {
       std::string out = "[";
-      for (size_t i = 0; i < a_->size(); ++i) out += (i ? ", " : "") + (*a_)[i].repr();
+      for (size_t i = 0; i < a_->size(); ++i) out += (i ? ", " : "") + (*a_)[i].repr(depth + 1);
       return out + "]";
     }
     case Kind::Object: {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, v] : o_->items) {
-        out += (first ? "" : ", ") + repr_string(k) + ": " + v.repr();
+        out += (first ? "" : ", ") + repr_string(k) + ": " + v.repr(depth + 1);
         first = false;
       }
       return out + "}";
@@ -172,8 +177,9 @@ bool CallArgs::has(size_t i, std::string_view name) const {
   return i < pos.size();
 }
 
-bool values_equal(const Value& a, const Value& b) {
+bool values_equal(const Value& a, const Value& b, int depth) {
   using K = Value::Kind;
+  check_depth(depth);
   const bool an = a.is_number() || a.is_bool(), bn = b.is_number() || b.is_bool();
   if (an && bn) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
@@ -188,7 +194,7 @@ bool values_equal(const Value& a, const Value& b) {
       const auto &x = a.as_array(), &y = b.as_array();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
-        if (!values_equal(x[i], y[i])) return false;
+        if (!values_equal(x[i], y[i], depth + 1)) return false;
       return true;
     }
     case K::Object: {
@@ -196,7 +202,7 @@ bool values_equal(const Value& a, const Value& b) {
       if (x.size() != y.size()) return false;
       for (const auto& [k, v] : x) {
         const Value* w = b.as_object().find(k);
-        if (!w || !values_equal(v, *w)) return false;
+        if (!w || !values_equal(v, *w, depth + 1)) return false;
       }
       return true;
     }
@@ -205,7 +211,8 @@ bool values_equal(const Value& a, const Value& b) {
   }
 }
 
-int values_compare(const Value& a, const Value& b, SourcePos where) {
+int values_compare(const Value& a, const Value& b, SourcePos where, int depth) {
+  check_depth(depth);
   const bool an = a.is_number() || a.is_bool(), bn = b.is_number() || b.is_bool();
   if (an && bn) {
     if (a.is_float() || b.is_float()) {
@@ -218,7 +225,7 @@ int values_compare(const Value& a, const Value& b, SourcePos where) {
   if (a.is_array() && b.is_array()) {
     const auto &x = a.as_array(), &y = b.as_array();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      int c = values_compare(x[i], y[i], where);
+      int c = values_compare(x[i], y[i], where, depth + 1);
       if (c != 0) return c;
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
@@ -259,13 +266,14 @@ static void json_string(std::string& out, const std::string& s, bool ensure_asci
 }
 
 static void json_dump(std::string& out, const Value& v, const JsonFormat& f, int depth, SourcePos where) {
+  if (depth > kMaxDepth) fail_at(where, "tojson: value nested deeper than {} levels (cyclic list/dict?)", kMaxDepth);
   auto newline = [&](int d) {
     if (f.indent < 0) return;
     out += '\n';
     out.append(static_cast<size_t>(f.indent * d), ' ');
   };
   // With indent, Python's default item separator drops the trailing space.
-  const std::string item_sep = f.indent >= 0 && f.item_sep == ", " ? "," : f.item_sep;
+  const std::string item_sep = f.item_sep ? *f.item_sep : (f.indent >= 0 ? "," : ", ");
   switch (v.kind()) {
     case Value::Kind::None: out += "null"; return;
     case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -79,8 +80,10 @@ class Value {
   const Function& as_function() const { return *fn_; }
 
   bool truthy() const;
-  std::string str() const;   // Python str(): what {{ }} prints
-  std::string repr() const;  // Python repr(): used inside containers
+  // Python str(): what {{ }} prints. Containers nested deeper than kMaxDepth (e.g. a list
+  // appended to itself) fail instead of recursing without end.
+  std::string str(int depth = 0) const;
+  std::string repr(int depth = 0) const;  // Python repr(): used inside containers
   const char* type_name() const;
 
  private:
@@ -92,6 +95,8 @@ class Value {
   std::shared_ptr<Object> o_;
   std::shared_ptr<Function> fn_;
 };
+
+inline constexpr int kMaxDepth = 512;
 
 struct Object {
   std::vector<std::pair<std::string, Value>> items;  // insertion order
@@ -110,15 +115,15 @@ struct CallArgs {
 };
 
 // Python `==` (1 == 1.0, deep on containers, different types unequal).
-bool values_equal(const Value& a, const Value& b);
+bool values_equal(const Value& a, const Value& b, int depth = 0);
 // Python `<`; fails at `where` for unorderable types. Returns <0, 0, >0.
-int values_compare(const Value& a, const Value& b, SourcePos where);
+int values_compare(const Value& a, const Value& b, SourcePos where, int depth = 0);
 
 struct JsonFormat {
   int indent = -1;           // < 0: single line
   bool ensure_ascii = false;
   bool sort_keys = false;
-  std::string item_sep = ", ";  // Python json.dumps defaults
+  std::optional<std::string> item_sep;  // Python default: ", ", or "," when indenting
   std::string key_sep = ": ";
 };
 // Python json.dumps of a value (as HF's `tojson` filter does).
