@@ -31,18 +31,76 @@ std::string strip_chars(const std::string& s, const Value& chars, bool left, boo
   return s.substr(b, e - b);
 }
 
-std::string to_upper(std::string s) { for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c))); return s; }
-std::string to_lower(std::string s) { for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c))); return s; }
+namespace {
 
-std::string title_case(const std::string& s) {
-  std::string out = s;
-  bool prev_alpha = false;
-  for (char& c : out) {
-    const bool alpha = std::isalpha(static_cast<unsigned char>(c));
-    if (alpha) c = static_cast<char>(prev_alpha ? std::tolower(static_cast<unsigned char>(c)) : std::toupper(static_cast<unsigned char>(c)));
-    prev_alpha = alpha;
+// Simple (1:1) case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic; other
+// code points (CJK, symbols) have no case and pass through, as in Python.
+uint32_t upper_cp(uint32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if (c < 0x80) return c;
+  if (c >= 0xE0 && c <= 0xFE && c != 0xF7) return c - 0x20;
+  if (c == 0xFF) return 0x178;
+  if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) return c & ~1u;
+  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c & 1u) ? c : c - 1;
+  if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 0x20;
+  if (c == 0x3C2) return 0x3A3;
+  if (c >= 0x430 && c <= 0x44F) return c - 0x20;
+  if (c >= 0x450 && c <= 0x45F) return c - 0x50;
+  return c;
+}
+
+uint32_t lower_cp(uint32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if (c < 0x80) return c;
+  if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 0x20;
+  if (c == 0x178) return 0xFF;
+  if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) return c | 1u;
+  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c & 1u) ? c + 1 : c;
+  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 0x20;
+  if (c >= 0x410 && c <= 0x42F) return c + 0x20;
+  if (c >= 0x400 && c <= 0x40F) return c + 0x50;
+  return c;
+}
+
+// Applies `f(code point, previous was a letter)` over UTF-8 text.
+template <typename F>
+std::string map_code_points(const std::string& s, F f) {
+  std::string out;
+  out.reserve(s.size());
+  bool prev_letter = false;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (n == 1) {
+      out += static_cast<char>(f(c, prev_letter));
+      prev_letter = std::isalpha(c) != 0;
+      ++i;
+      continue;
+    }
+    if (n != 2 || i + 1 >= s.size()) {  // 3/4-byte sequences (CJK, emoji ...) have no case here
+      (void)f(0x10000, prev_letter);    // still counts as a character (capitalize's "first")
+      out.append(s, i, n);
+      prev_letter = true;
+      i += n;
+      continue;
+    }
+    const uint32_t cp = ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu);
+    const uint32_t m = f(cp, prev_letter);
+    out += static_cast<char>(0xC0 | (m >> 6));
+    out += static_cast<char>(0x80 | (m & 0x3F));
+    prev_letter = upper_cp(cp) != cp || lower_cp(cp) != cp;
+    i += 2;
   }
   return out;
+}
+
+}  // namespace
+
+std::string to_upper(std::string s) { return map_code_points(s, [](uint32_t c, bool) { return upper_cp(c); }); }
+std::string to_lower(std::string s) { return map_code_points(s, [](uint32_t c, bool) { return lower_cp(c); }); }
+
+std::string title_case(const std::string& s) {
+  return map_code_points(s, [](uint32_t c, bool prev_letter) { return prev_letter ? lower_cp(c) : upper_cp(c); });
 }
 
 std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count,
@@ -194,9 +252,12 @@ Value f_lower(const Value& v, CallArgs&) { return Value(to_lower(v.str())); }
 Value f_trim(const Value& v, CallArgs& a) { return Value(strip_chars(v.str(), a.get(0, "chars"), true, true)); }
 Value f_title(const Value& v, CallArgs&) { return Value(title_case(v.str())); }
 Value f_capitalize(const Value& v, CallArgs&) {
-  std::string s = to_lower(v.str());
-  if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
-  return Value(std::move(s));
+  bool first = true;
+  return Value(map_code_points(v.str(), [&](uint32_t c, bool) {
+    const uint32_t m = first ? upper_cp(c) : lower_cp(c);
+    first = false;
+    return m;
+  }));
 }
 Value f_replace(const Value& v, CallArgs& a) {
   const Value count = a.get(2, "count");

@@ -55,7 +55,15 @@ class Interp {
   Flow exec(const Stmt& s, Frame& f, std::string& out) {
     switch (s.kind) {
       case Stmt::Kind::Text: out += s.text; return Flow::Normal;
-      case Stmt::Kind::Output: out += eval(*s.expr, f).str(); return Flow::Normal;
+      case Stmt::Kind::Output: {
+        const Value v = eval(*s.expr, f);
+        try {
+          out += v.str();
+        } catch (const Error& e) {  // value-level failures (nesting depth) get the position here
+          fail_at(s.expr->pos, "{}", e.what());
+        }
+        return Flow::Normal;
+      }
       case Stmt::Kind::If:
         for (const auto& [cond, body] : s.branches)
           if (!cond || eval(*cond, f).truthy()) return exec(body, f, out);
@@ -67,6 +75,7 @@ class Interp {
           Value obj = eval(*s.attr_target, f);
           if (!obj.is_object())
             fail_at(s.pos, "cannot assign attribute '{}' on a {} (use namespace())", s.name, obj.type_name());
+          if (v.reaches(obj.identity())) fail_at(s.pos, "assigning '{}' would make the namespace contain itself", s.name);
           obj.as_object().set(s.name, std::move(v));
         } else {
           assign(s.targets, std::move(v), f, s.pos);

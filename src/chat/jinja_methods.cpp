@@ -49,11 +49,7 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
   if (name == "upper") return Value(to_upper(s));
   if (name == "lower") return Value(to_lower(s));
   if (name == "title") return Value(title_case(s));
-  if (name == "capitalize") {
-    std::string r = to_lower(s);
-    if (!r.empty()) r[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(r[0])));
-    return Value(std::move(r));
-  }
+  if (name == "capitalize") return apply_filter("capitalize", Value(s), a);
   if (name == "split" || name == "rsplit") {
     const Value maxsplit = a.get(1, "maxsplit", Value(-1));
     return split(s, a.get(0, "sep", Value::none()), need_int(maxsplit, "split() maxsplit", w), name == "rsplit", w);
@@ -101,13 +97,21 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
   return std::nullopt;
 }
 
-std::optional<Value> list_method(Array& arr, const std::string& name, CallArgs& a) {
+void check_no_cycle(const Value& container, const Value& v, SourcePos where) {
+  if (v.reaches(container.identity())) fail_at(where, "inserting a {} into itself (reference cycle)", container.type_name());
+}
+
+std::optional<Value> list_method(const Value& self, Array& arr, const std::string& name, CallArgs& a) {
   if (name == "append") {
+    check_no_cycle(self, a.get(0, "item"), a.where);
     arr.push_back(a.get(0, "item"));
     return Value::none();
   }
   if (name == "extend") {
-    for (const auto& x : iterate(a.get(0, "iterable"), a.where)) arr.push_back(x);
+    for (const auto& x : iterate(a.get(0, "iterable"), a.where)) {
+      check_no_cycle(self, x, a.where);
+      arr.push_back(x);
+    }
     return Value::none();
   }
   if (name == "pop") {
@@ -133,7 +137,7 @@ std::optional<Value> list_method(Array& arr, const std::string& name, CallArgs& 
   return std::nullopt;
 }
 
-std::optional<Value> dict_method(Object& o, const std::string& name, CallArgs& a) {
+std::optional<Value> dict_method(const Value& self, Object& o, const std::string& name, CallArgs& a) {
   if (name == "items") {
     Array out;
     for (const auto& [k, v] : o.items) out.push_back(Value(Array{Value(k), v}));
@@ -152,8 +156,8 @@ std::optional<Value> dict_method(Object& o, const std::string& name, CallArgs& a
   if (name == "update") {
     const Value other = a.get(0, "other");
     if (other.is_object())
-      for (const auto& [k, v] : other.as_object().items) o.set(k, v);
-    for (const auto& [k, v] : a.kw) o.set(k, v);
+      for (const auto& [k, v] : other.as_object().items) { check_no_cycle(self, v, a.where); o.set(k, v); }
+    for (const auto& [k, v] : a.kw) { check_no_cycle(self, v, a.where); o.set(k, v); }
     return Value::none();
   }
   return std::nullopt;
@@ -181,8 +185,8 @@ std::vector<int64_t> slice_indices(int64_t n, const Value& start, const Value& s
 
 std::optional<Value> call_method(const Value& obj, const std::string& name, CallArgs& args) {
   if (obj.is_string()) return string_method(obj.as_string(), name, args);
-  if (obj.is_array()) return list_method(obj.as_array(), name, args);
-  if (obj.is_object()) return dict_method(obj.as_object(), name, args);
+  if (obj.is_array()) return list_method(obj, obj.as_array(), name, args);
+  if (obj.is_object()) return dict_method(obj, obj.as_object(), name, args);
   return std::nullopt;
 }
 

@@ -74,6 +74,18 @@ bool Value::truthy() const {
   return false;
 }
 
+bool Value::reaches(const void* container, int depth) const {
+  if (!container || depth > kMaxDepth) return depth > kMaxDepth;
+  if (identity() == container) return true;
+  if (kind_ == Kind::Array)
+    for (const auto& e : *a_)
+      if (e.reaches(container, depth + 1)) return true;
+  if (kind_ == Kind::Object)
+    for (const auto& [k, e] : o_->items)
+      if (e.reaches(container, depth + 1)) return true;
+  return false;
+}
+
 const char* Value::type_name() const {
   switch (kind_) {
     case Kind::Undefined: return "undefined";

@@ -85,6 +85,10 @@ class Value {
   std::string str(int depth = 0) const;
   std::string repr(int depth = 0) const;  // Python repr(): used inside containers
   const char* type_name() const;
+  // Identity of a list/dict (null otherwise), and whether `this` is or contains `container`:
+  // mutations check it so that shared_ptr values never form (leaking) reference cycles.
+  const void* identity() const { return kind_ == Kind::Array ? static_cast<const void*>(a_.get()) : kind_ == Kind::Object ? static_cast<const void*>(o_.get()) : nullptr; }
+  bool reaches(const void* container, int depth = 0) const;
 
  private:
   Kind kind_ = Kind::Undefined;

@@ -31,9 +31,17 @@ TEST(JinjaRobustness, LimitsFailCleanly) {
   for (int i = 0; i < 1000; ++i) deep_ifs += "{% if true %}";
   EXPECT_NE(error_of(deep_ifs).find("nested deeper than"), std::string::npos);
   EXPECT_NE(error_of("{{ " + std::string(5000, '-') + "1 }}").find("nested deeper than"), std::string::npos);
-  EXPECT_NE(error_of("{% set a = [] %}{% set _ = a.append(a) %}{{ a }}").find("nested deeper than"), std::string::npos);
-  EXPECT_NE(error_of("{% set a = [] %}{% set _ = a.append(a) %}{{ a|tojson }}").find("nested deeper than"),
+  // Reference cycles are refused where they would be created (shared values would leak).
+  EXPECT_NE(error_of("{% set a = [] %}{% set _ = a.append(a) %}").find("at 1:36: inserting a list into itself"),
             std::string::npos);
+  EXPECT_NE(error_of("{% set a = [] %}{% set b = [a] %}{% set _ = a.extend([b]) %}").find("reference cycle"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(x=1) %}{% set ns.me = [ns] %}").find("contain itself"), std::string::npos);
+  EXPECT_NE(error_of("{% set d = {} %}{% set _ = d.update(k=d) %}").find("reference cycle"), std::string::npos);
+  std::string deep_value = "{% set a = [] %}";  // deep but acyclic nesting still fails cleanly when printed
+  for (int i = 0; i < 600; ++i) deep_value += "{% set a = [a] %}";
+  EXPECT_NE(error_of(deep_value + "{{ a }}").find("nested deeper than"), std::string::npos);
+  EXPECT_NE(error_of(deep_value + "{{ a|tojson }}").find("nested deeper than"), std::string::npos);
   EXPECT_NE(error_of("{{ 2 ** 64 }}").find("integer overflow in '**'"), std::string::npos);
   EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("integer overflow in '+'"), std::string::npos);
   EXPECT_NE(error_of("{{ 'ab' * 1000000000 }}").find("repetition"), std::string::npos);
