@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -39,6 +40,14 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
 }
 
 MappedFile::~MappedFile() { reset(); }
+
+bool MappedFile::advise(uint64_t offset, uint64_t len, int advice) const {
+  if (!data_ || offset >= size_) return false;
+  const uint64_t page = 4096;
+  const uint64_t a = offset / page * page;
+  const uint64_t e = std::min<uint64_t>(size_, offset + len);
+  return ::madvise(const_cast<uint8_t*>(data_) + a, e - a, advice) == 0;
+}
 
 MappedFile::MappedFile(MappedFile&& o) noexcept : path_(std::move(o.path_)), data_(o.data_), size_(o.size_) {
   o.data_ = nullptr;

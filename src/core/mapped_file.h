@@ -19,6 +19,8 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // madvise() on [offset, offset + len) rounded out to pages (best effort; returns false on error).
+  bool advise(uint64_t offset, uint64_t len, int advice) const;
 
  private:
   void reset();

@@ -1,5 +1,7 @@
 #include "runtime/expert_tier.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <fstream>
 #include <string>
@@ -84,6 +86,11 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, int n_batch, const TierO
   auto backend = opt.faults.active() ? make_faulty_backend(store_->files(), io, opt.faults) : make_io_backend(store_->files(), io, &why);
   plan_.io = backend->describe() + (why.empty() ? "" : " (" + why + ")");
   cache_ = std::make_unique<ExpertCache>(*store_, std::move(backend), co);
+  // The mapping serves only the dense weights now: no readahead (it would pull neighbouring
+  // expert bytes into the page cache, a second copy outside the budget), dense ranges prefetched.
+  for (const auto& part : model.gguf().parts()) part->map.advise(0, part->size, MADV_RANDOM);
+  for (const auto& t : model.gguf().tensors())
+    if (!is_routed_expert_tensor(t.name)) model.gguf().parts()[t.part]->map.advise(t.offset, t.nbytes, MADV_WILLNEED);
   plan_.streaming = true;
   plan_.expert_cache = cache_->arena_bytes();
   plan_.cache_slots = cache_->n_slots();
