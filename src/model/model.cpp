@@ -93,7 +93,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   const int n_threads = pool_ ? pool_->size() : 1;
   st_->ensure(cfg_, b.n, kv.n_ctx(), n_threads);
   State& st = *st_;
-  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_};
+  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_, &layer_s_};
   experts_->begin_batch(b.n);
   try {
     run_layers(c);

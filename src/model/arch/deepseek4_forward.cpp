@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "kernels/quants.h"
 #include "model/arch/deepseek4.h"
@@ -52,6 +53,7 @@ void deepseek4_run_layers(FwdCtx& c) {
     for (int k = 1; k < nh; ++k) std::memcpy(x + static_cast<size_t>(k) * d, x, sizeof(float) * d);
   }
   for (int l = 0; l < c.cfg.n_layer; ++l) {
+    const double t0 = clock_s();
     const LayerWeights& lw = c.w.layers[l];
     // Attention.
     hc_prepare(c, s, lw.hc_attn, n);
@@ -65,6 +67,7 @@ void deepseek4_run_layers(FwdCtx& c) {
     for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.ffn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, c.cfg.rms_eps);
     ffn_moe(c, l);
     hc_expand(c, s, st.out.data(), n);
+    if (c.layer_s) (*c.layer_s)[static_cast<size_t>(l)] += clock_s() - t0;
   }
   // Read-out into st.x for the output head.
   hc_readout(c, s, c.w.output_hc, n, st.x.data());
