@@ -40,6 +40,14 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
 }
 
+void swiglu_clamp(const float* g, const float* u, float* out, int64_t n, float limit) {
+  if (limit <= 0.0f) {
+    swiglu(g, u, out, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = silu(std::min(g[i], limit)) * std::clamp(u[i], -limit, limit);
+}
+
 void swiglu_oai(const float* g, const float* u, float* out, int64_t n, float alpha, float limit) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = std::min(g[i], limit);

@@ -16,6 +16,8 @@ inline float silu(float x);
 void swiglu(const float* g, const float* u, float* out, int64_t n);
 // gpt-oss: x = min(g, limit); y = clamp(u, -limit, limit); out = x * sigmoid(alpha*x) * (y + 1)
 void swiglu_oai(const float* g, const float* u, float* out, int64_t n, float alpha, float limit);
+// DeepSeek-V4: out = silu(min(g, limit)) * clamp(u, -limit, limit); limit <= 0: no clamp
+void swiglu_clamp(const float* g, const float* u, float* out, int64_t n, float limit);
 
 // Rotary embedding of one head vector (n_dims rotated values at the start of x), using a
 // precomputed cache of (cos, sin) pairs for this position: cs[2*i], cs[2*i+1], i < n_dims/2.

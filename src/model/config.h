@@ -9,11 +9,12 @@ namespace strata {
 
 class GgufModel;
 
-enum class AttnKind { Gqa, Mla };
+enum class AttnKind { Gqa, Mla, SharedKv };  // SharedKv: one vector per token is both K and V (DeepSeek-V4)
 enum class RopeStyle { Norm, Neox };      // Norm: pairs (2i, 2i+1); Neox: pairs (i, i + n/2)
 enum class FfnKind { Dense, Moe };
 enum class GatingFunc { Softmax, Sigmoid, SoftmaxWeight, SqrtSoftplus };
-enum class GluAct { Silu, SwigluOai };    // SwigluOai: gpt-oss clamped variant
+enum class GluAct { Silu, SwigluOai, SwigluClamp };  // SwigluOai: gpt-oss clamped variant;
+                                                    // SwigluClamp: silu(min(g, L)) * clamp(u, -L, L) (DeepSeek-V4)
 
 const char* gating_name(GatingFunc g);
 
@@ -43,6 +44,10 @@ struct LayerConfig {
   RopeConfig rope;
   // MLA (DeepSeek-V2/V3): cache holds [kv_lora_rank + qk_rope_dim] per token
   int q_lora_rank = 0, kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+  // DeepSeek-V4 (SharedKv): grouped low-rank output, KV compression and the lightning indexer
+  int n_out_group = 0, o_lora_rank = 0;  // attn_output_a: n_out_group matrices of o_lora_rank rows
+  int compress_ratio = 0;              // 0: window only, 4: indexer-selected blocks (CSA), 128: all blocks (HCA)
+  int idx_n_head = 0, idx_head_dim = 0, idx_top_k = 0;  // lightning indexer (ratio-4 layers)
 
   // Feed-forward
   FfnKind ffn = FfnKind::Dense;
@@ -58,7 +63,9 @@ struct LayerConfig {
   bool norm_w = false;                 // renormalize the selected weights
   float w_scale = 1.0f;                // routed scaling factor
   bool expert_bias = false;            // biases on expert gate/up/down (gpt-oss)
-  float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;  // gpt-oss SwigluOai
+  float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;  // gpt-oss SwigluOai; SwigluClamp: routed experts
+  float swiglu_limit_shexp = 0.0f;     // SwigluClamp limit of the shared expert
+  bool hash_routing = false;           // experts = ffn_gate_tid2eid[token id] (DeepSeek-V4 hash layers)
 };
 
 struct ModelConfig {
@@ -69,6 +76,10 @@ struct ModelConfig {
   int n_layer = 0;
   int n_ctx_train = 0;
   float rms_eps = 1e-6f;
+  // Hyper-connections (DeepSeek-V4 mHC): n_hc parallel residual streams (0: plain residual)
+  int n_hc = 0;
+  int hc_sinkhorn_iters = 0;
+  float hc_eps = 0.0f;
   std::vector<LayerConfig> layers;
 
   int max_head_dim() const;

@@ -10,25 +10,45 @@
 namespace strata {
 namespace {
 
-void glu(const LayerConfig& lc, const float* g, const float* u, float* out, int64_t n) {
-  if (lc.act == GluAct::SwigluOai) swiglu_oai(g, u, out, n, lc.swiglu_alpha, lc.swiglu_limit);
-  else swiglu(g, u, out, n);
+// `limit`: the clamp of the clamped variants (routed experts: lc.swiglu_limit).
+void glu(const LayerConfig& lc, float limit, const float* g, const float* u, float* out, int64_t n) {
+  switch (lc.act) {
+    case GluAct::SwigluOai: swiglu_oai(g, u, out, n, lc.swiglu_alpha, limit); break;
+    case GluAct::SwigluClamp: swiglu_clamp(g, u, out, n, limit); break;
+    case GluAct::Silu: swiglu(g, u, out, n); break;
+  }
 }
 
 // out[n, n_embd] = down(act(gate(x)) * up(x)) for a dense GLU.
-void glu_ffn(FwdCtx& c, const LayerConfig& lc, const QMatrix& gate, const QMatrix& up, const QMatrix& down, const float* x, int n, float* out) {
+void glu_ffn(FwdCtx& c, const LayerConfig& lc, float limit, const QMatrix& gate, const QMatrix& up, const QMatrix& down, const float* x, int n,
+             float* out) {
   auto& st = c.st;
   const int64_t f = gate.rows;
   c.mm(gate, x, n, st.gate.data());
   c.mm(up, x, n, st.up.data());
-  glu(lc, st.gate.data(), st.up.data(), st.gate.data(), f * n);
+  glu(lc, limit, st.gate.data(), st.up.data(), st.gate.data(), f * n);
   c.mm(down, st.gate.data(), n, out);
 }
 
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
+// Weights of the selected experts: their unbiased probabilities, optionally renormalized and scaled.
+void finish_weights(const LayerConfig& lc, const float* probs, const int32_t* sel, float* w) {
+  const int k = lc.n_expert_used;
+  for (int j = 0; j < k; ++j) w[j] = probs[sel[j]];
+  if (lc.gating == GatingFunc::SoftmaxWeight) softmax(w, k);
+  if (lc.norm_w) {
+    float s = 0;
+    for (int j = 0; j < k; ++j) s += w[j];
+    s = std::max(s, 6.103515625e-5f);
+    for (int j = 0; j < k; ++j) w[j] /= s;
+  }
+  if (lc.w_scale != 1.0f)
+    for (int j = 0; j < k; ++j) w[j] *= lc.w_scale;
+}
+
 // Router: probabilities, selection and weights for token i. logits [n_expert] -> sel/w [k].
-void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t* sel, float* w) {
+void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t token, int32_t* sel, float* w) {
   const int ne = lc.n_expert, k = lc.n_expert_used;
   float probs[1024], select[1024];
   switch (lc.gating) {
@@ -45,6 +65,16 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
     case GatingFunc::SqrtSoftplus:
       for (int e = 0; e < ne; ++e) probs[e] = std::sqrt(softplus(logits[e]));
       break;
+  }
+  if (lc.hash_routing) {
+    // Hash layers: the experts come from the token id, the weights from the router.
+    const int32_t* ids = lw.tid2eid + static_cast<int64_t>(token) * k;
+    for (int j = 0; j < k; ++j) {
+      STRATA_CHECK(ids[j] >= 0 && ids[j] < ne, "ffn_gate_tid2eid maps token {} to expert {} (of {})", token, ids[j], ne);
+      sel[j] = ids[j];
+    }
+    finish_weights(lc, probs, sel, w);
+    return;
   }
   std::copy(probs, probs + ne, select);
   if (lc.exp_probs_bias)
@@ -66,16 +96,7 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
         for (int e = g * per; e < (g + 1) * per; ++e) select[e] = -INFINITY;
   }
   top_k(select, ne, k, sel);
-  for (int j = 0; j < k; ++j) w[j] = probs[sel[j]];
-  if (lc.gating == GatingFunc::SoftmaxWeight) softmax(w, k);
-  if (lc.norm_w) {
-    float s = 0;
-    for (int j = 0; j < k; ++j) s += w[j];
-    s = std::max(s, 6.103515625e-5f);
-    for (int j = 0; j < k; ++j) w[j] /= s;
-  }
-  if (lc.w_scale != 1.0f)
-    for (int j = 0; j < k; ++j) w[j] *= lc.w_scale;
+  finish_weights(lc, probs, sel, w);
 }
 
 }  // namespace
@@ -83,7 +104,7 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
 void ffn_dense(FwdCtx& c, int layer) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];
-  glu_ffn(c, lc, lw.ffn_gate, lw.ffn_up, lw.ffn_down, c.st.xn.data(), c.b.n, c.st.out.data());
+  glu_ffn(c, lc, lc.swiglu_limit, lw.ffn_gate, lw.ffn_up, lw.ffn_down, c.st.xn.data(), c.b.n, c.st.out.data());
 }
 
 void ffn_moe(FwdCtx& c, int layer) {
@@ -95,7 +116,7 @@ void ffn_moe(FwdCtx& c, int layer) {
   c.mm(lw.router, st.xn.data(), n, st.router.data());
   add_bias(st.router.data(), lw.router_b, n);
   for (int i = 0; i < n; ++i) {
-    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, st.sel.data() + static_cast<size_t>(i) * k, st.sel_w.data() + static_cast<size_t>(i) * k);
+    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], st.sel.data() + static_cast<size_t>(i) * k, st.sel_w.data() + static_cast<size_t>(i) * k);
     if (c.observer) c.observer->on_route(layer, i, st.sel.data() + static_cast<size_t>(i) * k, k);
   }
   // 2. Group (token, slot) pairs by expert; tell the provider at once which experts we need.
@@ -127,7 +148,7 @@ void ffn_moe(FwdCtx& c, int layer) {
     int32_t sel[64];
     float wts[64];
     for (int i = 0; i < n; ++i) {
-      route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, sel, wts);
+      route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, c.b.tokens[i], sel, wts);
       for (int j = 0; j < nc.n_expert_used; ++j) want[sel[j]] = true;
     }
     int32_t list[1024];
@@ -157,7 +178,7 @@ void ffn_moe(FwdCtx& c, int layer) {
           st.gate[r * f + j] += lw.gate_exps_b.of(e)[j];
           st.up[r * f + j] += lw.up_exps_b.of(e)[j];
         }
-    glu(lc, st.gate.data(), st.up.data(), st.gate.data(), f * m);
+    glu(lc, lc.swiglu_limit, st.gate.data(), st.up.data(), st.gate.data(), f * m);
     c.mm(em.down, st.gate.data(), m, st.tmp.data());
     c.experts->release(layer, e);
     for (int r = 0; r < m; ++r) {
@@ -184,7 +205,8 @@ void ffn_moe(FwdCtx& c, int layer) {
   // 5. Shared experts (dense, resident).
   if (!lw.shexp_gate.empty()) {
     float* sh = st.attn.data();  // free at this point
-    glu_ffn(c, lc, lw.shexp_gate, lw.shexp_up, lw.shexp_down, st.xn.data(), n, sh);
+    const float limit = lc.act == GluAct::SwigluClamp ? lc.swiglu_limit_shexp : lc.swiglu_limit;
+    glu_ffn(c, lc, limit, lw.shexp_gate, lw.shexp_up, lw.shexp_down, st.xn.data(), n, sh);
     for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.out[x] += sh[x];
   }
 }

@@ -48,6 +48,7 @@ struct FwdCtx {
   ExpertProvider* experts;
   RoutingObserver* observer;
   int lookahead = 0;  // MoE layers ahead whose experts are predicted and prefetched
+  std::vector<double>* layer_s = nullptr;  // [n_layer] seconds per layer (accumulated)
 
   void mm(const QMatrix& m, const float* x, int64_t n, float* y) { matmul(k, pool, m, x, n, y, st.mm); }
   int seq(int i) const { return b.seq ? b.seq[i] : 0; }

@@ -2,8 +2,11 @@
 // KV cache: per layer and per sequence slot, one row per position (row index = position).
 // GQA layers store K [n_ctx, n_head_kv*head_dim_k] and V [n_ctx, n_head_kv*head_dim_v];
 // MLA layers store only the compressed latent + rope key [n_ctx, kv_lora_rank + rope_dim]
-// (V is a view of its first kv_lora_rank values). Rows are f32, f16 or q8_0.
+// (V is a view of its first kv_lora_rank values); SharedKv layers (DeepSeek-V4) store one
+// vector per token that is both K and V [n_ctx, head_dim_k]. Rows are f32, f16 or q8_0.
+// Architectures with extra per-sequence state (DeepSeek-V4's compressed blocks) keep it in ext().
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "gguf/ggml_type.h"
@@ -18,6 +21,11 @@ struct KvCacheOptions {
   GgmlType type_v = GgmlType::F16;
 };
 
+// Architecture-specific cache state, created by the architecture's forward on first use.
+struct KvCacheExt {
+  virtual ~KvCacheExt() = default;
+};
+
 class KvCache {
  public:
   KvCache(const ModelConfig& cfg, const KvCacheOptions& opt);
@@ -30,7 +38,7 @@ class KvCache {
 
   // Row widths (values) of layer l.
   int k_width(int l) const { return layers_[l].k_width; }
-  int v_width(int l) const { return layers_[l].v_width; }  // 0 for MLA (V lives in K)
+  int v_width(int l) const { return layers_[l].v_width; }  // 0 for MLA / SharedKv (V lives in K)
 
   // Stores one position's K (and V) values (f32, converted to the cache type).
   void store(int l, int seq, int pos, const float* k, const float* v);
@@ -44,6 +52,8 @@ class KvCache {
   // Forget a sequence (positions are simply overwritten later).
   void clear(int seq) { (void)seq; }
 
+  std::unique_ptr<KvCacheExt>& ext() { return ext_; }
+
  private:
   struct Layer {
     int k_width = 0, v_width = 0;
@@ -55,6 +65,7 @@ class KvCache {
   KvCacheOptions opt_;
   std::vector<Layer> layers_;
   uint64_t bytes_ = 0;
+  std::unique_ptr<KvCacheExt> ext_;
 };
 
 }  // namespace strata

@@ -93,7 +93,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   const int n_threads = pool_ ? pool_->size() : 1;
   st_->ensure(cfg_, b.n, kv.n_ctx(), n_threads);
   State& st = *st_;
-  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_};
+  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_, &layer_s_};
   experts_->begin_batch(b.n);
   try {
     run_layers(c);
@@ -114,13 +114,17 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
 }
 
 void Model::run_layers(FwdCtx& c) {
+  if (layer_s_.size() != cfg_.layers.size()) layer_s_.assign(cfg_.layers.size(), 0.0);
+  if (arch_->run_layers) {
+    arch_->run_layers(c);
+    return;
+  }
   const Batch& b = c.b;
   State& st = c.st;
   const int d = cfg_.n_embd;
   // Embeddings (dequantized rows).
   for (int i = 0; i < b.n; ++i) dequantize_row(w_.tok_embd.type, w_.tok_embd.row(b.tokens[i]), st.x.data() + static_cast<size_t>(i) * d, d);
 
-  if (layer_s_.size() != cfg_.layers.size()) layer_s_.assign(cfg_.layers.size(), 0.0);
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const double t0 = clock_s();
     const LayerConfig& lc = cfg_.layers[l];

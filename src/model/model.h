@@ -34,11 +34,14 @@ struct RoutingObserver {
 
 class Model;
 
-// One architecture: reads its config from metadata and binds its weights.
+// One architecture: reads its config from metadata and binds its weights. run_layers, when
+// set, replaces the standard pre-norm residual loop (embedding -> layers): it must leave the
+// final hidden state [n, n_embd] in State::x for the output head (DeepSeek-V4's hyper-connections).
 struct ArchDef {
   const char* name;
   void (*load_config)(const GgufModel& m, ModelConfig& cfg);
   void (*bind)(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w);
+  void (*run_layers)(struct FwdCtx& c) = nullptr;
 };
 const ArchDef* find_arch(const std::string& name);
 std::vector<std::string> supported_archs();

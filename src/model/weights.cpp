@@ -64,6 +64,21 @@ ExpertBias WeightBinder::opt_expert_bias(const std::string& name, int64_t n_expe
   return ExpertBias{reinterpret_cast<const float*>(t.data), n};
 }
 
+const int32_t* WeightBinder::i32_table(const std::string& name, int64_t rows, int64_t cols) const {
+  const GgufTensor& t = get(name);
+  const bool ok = t.n_dims <= 2 && t.ne[0] == static_cast<uint64_t>(cols) && t.ne[1] == static_cast<uint64_t>(rows);
+  STRATA_CHECK(ok, "{}: tensor '{}' has shape {} but {}x{} (ne0 x ne1) was expected", m_.path(), name, t.shape_string(), cols, rows);
+  STRATA_CHECK(t.type == GgmlType::I32, "{}: tensor '{}' has type {} (expected i32)", m_.path(), name, ggml_type_name(t.type));
+  return reinterpret_cast<const int32_t*>(t.data);
+}
+
+std::vector<float> WeightBinder::dequantized(const std::string& name, int64_t rows, int64_t cols) const {
+  const QMatrix q = mat(name, rows, cols);
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) dequantize_row(q.type, q.row(r), v.data() + r * cols, cols);
+  return v;
+}
+
 const GgufTensor* WeightBinder::tensor3(const std::string& name, int64_t ne0, int64_t ne1, int64_t ne2) const {
   const GgufTensor& t = get(name);
   const bool ok = t.ne[0] == static_cast<uint64_t>(ne0) && t.ne[1] == static_cast<uint64_t>(ne1) && t.ne[2] == static_cast<uint64_t>(ne2) &&

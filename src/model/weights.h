@@ -39,6 +39,22 @@ struct ExpertBias {
   const float* of(int e) const { return data + static_cast<int64_t>(e) * n; }
 };
 
+// Hyper-connection mixer (DeepSeek-V4): mix = fn . rmsnorm(concat(streams)).
+struct HcWeights {
+  QMatrix fn;                  // [n_mix, n_hc * n_embd] (n_mix = 2*n_hc + n_hc^2 around a block, n_hc for the read-out)
+  VecF32 base;                 // [n_mix]
+  VecF32 scale;                // [3] pre, post, comb (read-out: [1])
+  bool empty() const { return fn.empty(); }
+};
+
+// KV compressor (DeepSeek-V4): per token kv = W_kv a, score = W_gate a + ape[t mod ratio].
+struct CompressorWeights {
+  QMatrix kv, gate;            // [width, n_embd]; width = 2*head (ratio 4, overlapping) or head (ratio 128)
+  std::vector<float> ape;      // [ratio, width] (dequantized at load)
+  VecF32 norm;                 // [head]
+  bool empty() const { return kv.empty(); }
+};
+
 struct LayerWeights {
   VecF32 attn_norm, ffn_norm;  // ffn_norm: "ffn_norm" or gpt-oss "post_attention_norm"
   // GQA
@@ -61,12 +77,23 @@ struct LayerWeights {
   ExpertTensor gate_exps, up_exps, down_exps;
   ExpertBias gate_exps_b, up_exps_b, down_exps_b;
   QMatrix shexp_gate, shexp_up, shexp_down;
+  const int32_t* tid2eid = nullptr;  // [n_vocab, n_expert_used] hash routing table
+  // DeepSeek-V4
+  QMatrix wkv;                 // [head_dim, n_embd] shared key/value
+  QMatrix wo_a;                // [n_out_group * o_lora, n_head * head_dim / n_out_group]
+  QMatrix wo_b;                // [n_embd, n_out_group * o_lora]
+  HcWeights hc_attn, hc_ffn;
+  CompressorWeights comp;      // attention compressor (ratio 4 / 128)
+  CompressorWeights idx_comp;  // lightning indexer's compressor (ratio 4)
+  QMatrix idx_q_b;             // [idx_n_head * idx_head_dim, q_lora]
+  QMatrix idx_proj;            // [idx_n_head, n_embd]
 };
 
 struct ModelWeights {
   QMatrix tok_embd;            // [n_vocab, n_embd]
   VecF32 output_norm;
   QMatrix output;              // [n_vocab, n_embd] (tied: same as tok_embd)
+  HcWeights output_hc;         // hyper-connection read-out (DeepSeek-V4)
   std::vector<LayerWeights> layers;
 };
 
@@ -84,6 +111,10 @@ class WeightBinder {
   VecF32 opt_vec(const std::string& name, int64_t n) const;
   ExpertTensor experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols) const;
   ExpertBias opt_expert_bias(const std::string& name, int64_t n_expert, int64_t n) const;
+  // I32 table [rows, cols] (ne = {cols, rows}).
+  const int32_t* i32_table(const std::string& name, int64_t rows, int64_t cols) const;
+  // Any-type matrix [rows, cols] dequantized to f32 (small tables such as position embeddings).
+  std::vector<float> dequantized(const std::string& name, int64_t rows, int64_t cols) const;
   // 3-D tensor with exact ne.
   const GgufTensor* tensor3(const std::string& name, int64_t ne0, int64_t ne1, int64_t ne2) const;
   // Checks that every tensor of the file was bound (unknown tensors mean an unknown variant).

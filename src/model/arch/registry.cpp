@@ -7,8 +7,9 @@ extern const ArchDef kArchQwen3Moe;
 extern const ArchDef kArchLlama;
 extern const ArchDef kArchDeepseek2;
 extern const ArchDef kArchGptOss;
+extern const ArchDef kArchDeepseek4;
 
-static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchGptOss};
+static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchGptOss, &kArchDeepseek4};
 
 const ArchDef* find_arch(const std::string& name) {
   for (const ArchDef* a : kArchs)
