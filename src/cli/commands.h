@@ -16,5 +16,6 @@ Command add_inspect(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_run(CLI::App& app);
 Command add_cachesim(CLI::App& app);
+Command add_serve(CLI::App& app);
 
 }  // namespace strata::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   cmds.push_back(strata::cli::add_tokenize(app));
   cmds.push_back(strata::cli::add_run(app));
   cmds.push_back(strata::cli::add_cachesim(app));
+  cmds.push_back(strata::cli::add_serve(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
