@@ -52,7 +52,7 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", o->server.port, "Port (0: any free port)")->capture_default_str();
   sub->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
-  sub->add_option("-np,--parallel", o->parallel, "Sequences decoded together (KV slots of -c tokens each)")->capture_default_str();
+  sub->add_option("--parallel", o->parallel, "Sequences decoded together (KV slots of -c tokens each)")->capture_default_str();
   sub->add_option("--max-body", o->server.max_body, "Largest request body in bytes (413 beyond)")->capture_default_str();
   sub->add_option("--queue", o->server.max_queue, "Requests waiting for a slot (503 beyond)")->capture_default_str();
   sub->add_option("--step-tokens", o->server.step_tokens, "Tokens per forward pass (decode tokens first, then prompt chunks)")->capture_default_str();
