@@ -17,7 +17,7 @@
 
 namespace strata::test {
 
-inline std::string server_fixture() { return std::string(STRATA_FIXTURES_DIR) + "/qwen3moe-q8_0/model.gguf"; }
+inline std::string server_fixture(const char* set = "qwen3moe-q8_0") { return std::string(STRATA_FIXTURES_DIR) + "/" + set + "/model.gguf"; }
 inline bool have_server_fixture() { return std::filesystem::exists(server_fixture()); }
 
 #define SKIP_WITHOUT_SERVER_FIXTURE()                                                                                              \
@@ -26,8 +26,9 @@ inline bool have_server_fixture() { return std::filesystem::exists(server_fixtur
     GTEST_SKIP() << "no fixture " << ::strata::test::server_fixture();                                                             \
   }
 
-inline std::unique_ptr<Engine> load_fixture_engine(int n_seq, int n_ctx, std::unique_ptr<tok::Tokenizer>* tok) {
-  auto model = Model::load(server_fixture());
+inline std::unique_ptr<Engine> load_fixture_engine(int n_seq, int n_ctx, std::unique_ptr<tok::Tokenizer>* tok,
+                                                   const char* set = "qwen3moe-q8_0") {
+  auto model = Model::load(server_fixture(set));
   if (tok) *tok = tok::Tokenizer::from_gguf(model->gguf());
   EngineOptions eo;
   eo.n_ctx = n_ctx;
