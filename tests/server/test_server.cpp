@@ -178,6 +178,20 @@ TEST_F(Server, CompletionsTokenArrayAndStream) {
   EXPECT_EQ(finish, "length");
 }
 
+TEST_F(Server, SeededSamplingIsReproducible) {
+  json req = chat_req("Surprise me", 16);
+  req["temperature"] = 1.0;
+  req["top_p"] = 0.9;
+  req["seed"] = 1234;
+  req["presence_penalty"] = 0.5;
+  req["frequency_penalty"] = 0.5;
+  const std::string a = post_json("/v1/chat/completions", req)["choices"][0]["message"]["content"];
+  const std::string b = post_json("/v1/chat/completions", req)["choices"][0]["message"]["content"];
+  EXPECT_EQ(a, b);
+  req["max_completion_tokens"] = 5;  // wins over max_tokens
+  EXPECT_EQ(post_json("/v1/chat/completions", req)["usage"]["completion_tokens"], 5);
+}
+
 TEST_F(Server, StopSequenceIsNotEmitted) {
   const json base = post_json("/v1/completions", json{{"prompt", "The quick brown fox"}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}});
   const std::string text = base["choices"][0]["text"];
@@ -233,6 +247,12 @@ TEST_F(Server, Errors) {
   wrong = chat_req("hi", 3);
   wrong["stop"] = 7;
   expect_error(post("/v1/chat/completions", wrong.dump()), 400, "invalid_type");
+  wrong = chat_req("hi", 3);
+  wrong["presence_penalty"] = 5;
+  expect_error(post("/v1/chat/completions", wrong.dump()), 400, "invalid_value");
+  wrong = chat_req("hi", 3);
+  wrong["n"] = 3;
+  expect_error(post("/v1/chat/completions", wrong.dump()), 400, "unsupported_value");
   // Token ids outside the vocabulary, prompt longer than the context.
   expect_error(post("/v1/completions", json{{"prompt", json::array({1, 99999})}}.dump()), 400, "invalid_value");
   expect_error(post("/v1/completions", json{{"prompt", std::vector<int>(kCtx, 5)}}.dump()), 400, "context_length_exceeded");
