@@ -312,6 +312,29 @@ TEST_F(Server, ApiKeyAndQueueFull) {
   EXPECT_EQ(other.load(), 0);
 }
 
+TEST_F(Server, StreamingExpertsMetricsAndSameText) {
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/3, kCtx, /*cache_experts=*/5);
+  const std::vector<std::string> users = {"one", "two two", "three three three"};
+  std::vector<std::thread> th;
+  std::vector<std::string> got(users.size());
+  for (size_t i = 0; i < users.size(); ++i)
+    th.emplace_back([&, i] {
+      auto r = ts.client()->Post("/v1/chat/completions", chat_req(users[i], 12).dump(), "application/json");
+      if (r && r->status == 200) got[i] = json::parse(r->body)["choices"][0]["message"]["content"];
+    });
+  for (auto& t : th) t.join();
+  for (size_t i = 0; i < users.size(); ++i)
+    EXPECT_EQ(got[i], post_json("/v1/chat/completions", chat_req(users[i], 12))["choices"][0]["message"]["content"].get<std::string>()) << users[i];
+  auto m = ts.client()->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("strata_expert_streaming 1"), std::string::npos) << m->body;
+  const auto st = ts.srv->scheduler()->stats();
+  EXPECT_GT(st.expert_bytes_read, 0u);
+  EXPECT_GT(st.expert_misses, 0u);
+  std::printf("[experts] hits %llu misses %llu read %llu bytes wait %.4f s\n", static_cast<unsigned long long>(st.expert_hits),
+              static_cast<unsigned long long>(st.expert_misses), static_cast<unsigned long long>(st.expert_bytes_read), st.expert_wait_s);
+}
+
 TEST_F(Server, ClientDisconnectFreesTheSlot) {
   TestServer ts(server::ServerOptions{}, /*n_seq=*/1, /*n_ctx=*/2048);
   auto cl = ts.client();
