@@ -122,13 +122,16 @@ void Scheduler::loop() {
       cv_.wait(lk, [&] { return stop_ || !waiting_.empty() || active(); });
       if (stop_) return;
     }
-    admit();
     try {
+      admit();
       step();
     } catch (const std::exception& e) {
       // Never let a request take the engine thread down: fail what was running.
       for (auto& s : slots_)
         if (s->req) finish(*s, Finish::Error, e.what());
+    } catch (...) {
+      for (auto& s : slots_)
+        if (s->req) finish(*s, Finish::Error, "internal error in the engine thread");
     }
     int busy = 0;
     for (const auto& s : slots_) busy += s->req ? 1 : 0;

@@ -27,14 +27,14 @@ inline bool have_server_fixture() { return std::filesystem::exists(server_fixtur
   }
 
 inline std::unique_ptr<Engine> load_fixture_engine(int n_seq, int n_ctx, std::unique_ptr<tok::Tokenizer>* tok,
-                                                   const char* set = "qwen3moe-q8_0", int64_t cache_experts = 0) {
+                                                   const char* set = "qwen3moe-q8_0", const TierOptions& tier = {}) {
   auto model = Model::load(server_fixture(set));
   if (tok) *tok = tok::Tokenizer::from_gguf(model->gguf());
   EngineOptions eo;
   eo.n_ctx = n_ctx;
   eo.n_seq = n_seq;
   eo.n_threads = 1;
-  eo.tier.cache_experts = cache_experts;  // > 0: experts stream through a cache of that many
+  eo.tier = tier;  // cache_experts > 0: experts stream through a cache of that many
   return std::make_unique<Engine>(std::move(model), eo);
 }
 
@@ -44,8 +44,8 @@ struct TestServer {
   std::unique_ptr<server::HttpServer> srv;  // destroyed first
   int port = 0;
 
-  TestServer(server::ServerOptions so, int n_seq, int n_ctx, int64_t cache_experts = 0) {
-    eng = load_fixture_engine(n_seq, n_ctx, &tok, "qwen3moe-q8_0", cache_experts);
+  TestServer(server::ServerOptions so, int n_seq, int n_ctx, const TierOptions& tier = {}) {
+    eng = load_fixture_engine(n_seq, n_ctx, &tok, "qwen3moe-q8_0", tier);
     so.host = "127.0.0.1";
     so.port = 0;
     srv = std::make_unique<server::HttpServer>(so);

@@ -313,7 +313,9 @@ TEST_F(Server, ApiKeyAndQueueFull) {
 }
 
 TEST_F(Server, StreamingExpertsMetricsAndSameText) {
-  TestServer ts(server::ServerOptions{}, /*n_seq=*/3, kCtx, /*cache_experts=*/5);
+  TierOptions tier;
+  tier.cache_experts = 5;
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/3, kCtx, tier);
   const std::vector<std::string> users = {"one", "two two", "three three three"};
   std::vector<std::thread> th;
   std::vector<std::string> got(users.size());
@@ -333,6 +335,36 @@ TEST_F(Server, StreamingExpertsMetricsAndSameText) {
   EXPECT_GT(st.expert_misses, 0u);
   std::printf("[experts] hits %llu misses %llu read %llu bytes wait %.4f s\n", static_cast<unsigned long long>(st.expert_hits),
               static_cast<unsigned long long>(st.expert_misses), static_cast<unsigned long long>(st.expert_bytes_read), st.expert_wait_s);
+}
+
+TEST_F(Server, EngineFailureFailsTheRequestNotTheServer) {
+  TierOptions tier;
+  tier.cache_experts = 2;
+  tier.faults.fail_first = 40;  // expert reads fail for a while, then the device recovers
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/2, kCtx, tier);
+  auto c = ts.client();
+  const std::string body = json{{"prompt", "The quick brown fox"}, {"max_tokens", 4}, {"temperature", 0}}.dump();
+  auto r = c->Post("/v1/completions", body, "application/json");
+  expect_error(r, 500);
+  EXPECT_NE(r->body.find("failed after retries"), std::string::npos) << r->body;
+  auto s = c->Post("/v1/completions", json{{"prompt", "The quick brown fox"}, {"max_tokens", 4}, {"temperature", 0}, {"stream", true}}.dump(),
+                   "application/json");
+  ASSERT_TRUE(s);
+  const Sse sse = parse_sse(s->body);
+  EXPECT_TRUE(sse.done && sse.well_framed) << s->body;
+  // Either it still failed (an error object in the stream) or the device had recovered.
+  // In any case the server answers, and after recovery the text equals a fault-free server's.
+  std::string text;
+  for (int i = 0; i < 20; ++i) {
+    auto ok = c->Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(ok);
+    if (ok->status == 200) {
+      text = json::parse(ok->body)["choices"][0]["text"];
+      break;
+    }
+  }
+  EXPECT_EQ(text, post_json("/v1/completions", json::parse(body))["choices"][0]["text"].get<std::string>());
+  EXPECT_GE(ts.srv->scheduler()->stats().requests_failed, 1u);
 }
 
 TEST_F(Server, ClientDisconnectFreesTheSlot) {
