@@ -14,6 +14,7 @@
 #include "cli/common_options.h"
 #include "core/error.h"
 #include "runtime/engine.h"
+#include "runtime/routing_recorder.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,6 +29,7 @@ struct RunOptions {
   bool json = false;
   int top_logits = 0;
   bool prof = false;
+  std::string trace_path, heatmap_path;
   SamplerParams sampling;
 };
 
@@ -82,6 +84,15 @@ int run(const RunOptions& o) {
 
   FILE* text_out = stdout;
   std::vector<float> logits;
+  std::unique_ptr<RoutingRecorder> rec;
+  if (!o.trace_path.empty() || !o.heatmap_path.empty()) {
+    int ne = 0;
+    for (const auto& l : eng.config().layers) ne = std::max(ne, l.n_expert);
+    STRATA_CHECK(ne > 0, "--trace-experts / --heatmap: the model has no routed experts");
+    rec = std::make_unique<RoutingRecorder>(eng.config().n_layer, ne, "p0");
+    eng.model().set_routing_observer(rec.get());
+    rec->begin(0, Phase::prefill);
+  }
   if (ExpertCache* c = eng.tier().cache()) c->reset_layer_prof();
   eng.model().reset_layer_seconds();
   const double t0 = now_s();
@@ -134,6 +145,7 @@ int run(const RunOptions& o) {
       std::fprintf(stderr, "\n[context full at %d tokens]\n", pos);
       break;
     }
+    if (rec) rec->begin(static_cast<uint32_t>(s), Phase::decode);
     eng.eval(0, &t, 1, pos, false, logits);
     ++pos;
     std::copy(logits.begin(), logits.begin() + nv, cur.begin());
@@ -146,6 +158,11 @@ int run(const RunOptions& o) {
   const double tg_tps = n_gen > 1 && t2 > t_first ? (n_gen - 1) / (t2 - t_first) : 0;
   const std::string figures = fmt::format("[prompt {} tokens, {:.1f} tok/s | generation {} tokens, {:.1f} tok/s | first token {:.0f} ms]",
                                           prompt.size(), pp_tps, n_gen, tg_tps, (t_first - t0) * 1000.0);
+  if (rec) {
+    eng.model().set_routing_observer(nullptr);
+    if (!o.trace_path.empty()) rec->write_trace(o.trace_path);
+    if (!o.heatmap_path.empty()) rec->write_heatmap(o.heatmap_path);
+  }
   if (o.prof) std::fprintf(stderr, "[PROF] generation, per token:\n%s", layer_profile(eng, std::max(1, n_gen - 1)).c_str());
   const std::string tier = tier_summary(eng, static_cast<int>(prompt.size()) + n_gen, t2 - t0);
   std::fprintf(stderr, "%s\n", tier.c_str());
@@ -176,6 +193,8 @@ Command add_run(CLI::App& app) {
   sub->add_option("--logits-out", o->logits_out, "Write the last prompt position's logits (float32 LE)");
   sub->add_option("--top-logits", o->top_logits, "Add prompt_topk (K best [id, logit] per prompt position) to --json");
   sub->add_flag("--prof", o->prof, "Print per-layer I/O wait vs compute per token");
+  sub->add_option("--trace-experts", o->trace_path, "Write the routing of every token and MoE layer (CSV, for strata cachesim)");
+  sub->add_option("--heatmap", o->heatmap_path, "Write a layer x expert heat map (SVG, and CSV beside it)");
   add_sampling_options(sub, o->sampling);
   return {sub, [o]() { return run(*o); }};
 }

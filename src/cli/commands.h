@@ -16,6 +16,9 @@ Command add_inspect(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_run(CLI::App& app);
 Command add_cachesim(CLI::App& app);
+Command add_bench(CLI::App& app);
+Command add_chat(CLI::App& app);
+Command add_synth(CLI::App& app);
 Command add_serve(CLI::App& app);
 
 }  // namespace strata::cli

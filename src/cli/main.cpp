@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
   cmds.push_back(strata::cli::add_tokenize(app));
   cmds.push_back(strata::cli::add_run(app));
   cmds.push_back(strata::cli::add_cachesim(app));
+  cmds.push_back(strata::cli::add_bench(app));
+  cmds.push_back(strata::cli::add_chat(app));
+  cmds.push_back(strata::cli::add_synth(app));
   cmds.push_back(strata::cli::add_serve(app));
   try {
     app.parse(argc, argv);

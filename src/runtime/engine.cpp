@@ -18,7 +18,7 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   ko.type_v = opt_.type_v;
   kv_ = std::make_unique<KvCache>(model_->config(), ko);
   model_->set_threads(pool_.get());
-  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), opt_.tier);
+  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), opt_.n_batch, opt_.tier);
 }
 
 void Engine::eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits) {

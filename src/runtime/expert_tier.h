@@ -38,9 +38,9 @@ struct MemoryPlan {
 
 class ExpertTier {
  public:
-  // Plans memory for `model` with a KV cache of `kv_bytes`; throws when the dense part alone
+  // Plans memory for `model` with a KV cache of `kv_bytes` and batches of n_batch tokens; throws when the dense part alone
   // does not fit the budget. Installs the provider in the model.
-  ExpertTier(Model& model, uint64_t kv_bytes, const TierOptions& opt);
+  ExpertTier(Model& model, uint64_t kv_bytes, int n_batch, const TierOptions& opt);
   ~ExpertTier();
 
   const MemoryPlan& plan() const { return plan_; }

@@ -1,7 +1,15 @@
 #pragma once
-// Chat messages -> prompt text. The one place where chat rendering is chosen.
+// Chat messages -> prompt text. The one place where chat rendering is chosen: the model's
+// `tokenizer.chat_template` through the Jinja engine (src/chat), or, when the GGUF has none,
+// a built-in ChatML fallback.
 #include <string>
 #include <vector>
+
+#include "chat/chat_template.h"
+
+namespace strata {
+class GgufModel;
+}
 
 namespace strata::server {
 
@@ -10,16 +18,22 @@ struct ChatMsg {
   std::string content;  // text parts concatenated
 };
 
-struct ChatFormatOptions {
-  std::string model_template;        // tokenizer.chat_template from the GGUF ("" when absent)
-  bool add_generation_prompt = true; // end with the assistant's header
+struct ChatFormat {
+  std::string model_template;     // tokenizer.chat_template ("" when absent: ChatML fallback)
+  ChatTemplateOptions options;    // bos / eos tokens of the model; add_generation_prompt
+};
+ChatFormat chat_format_from_gguf(const GgufModel& m);
+
+struct ChatPrompt {
+  std::string text;
+  bool add_special = true;  // false when the rendered text already starts with the BOS text
 };
 
-// Renders the conversation. Today: the built-in ChatML fallback
-// ("<|im_start|>role\ncontent<|im_end|>\n" per message, then "<|im_start|>assistant\n").
-std::string format_chat(const std::vector<ChatMsg>& messages, const ChatFormatOptions& opt);
+// Renders the conversation. Throws strata::Error when the template fails (e.g. it raises on
+// roles that do not alternate).
+ChatPrompt format_chat(const std::vector<ChatMsg>& messages, const ChatFormat& fmt);
 
-// Name of the renderer format_chat uses (for logs and /v1/models): "chatml-fallback".
-const char* chat_format_name(const ChatFormatOptions& opt);
+// "gguf-template" or "chatml-fallback".
+const char* chat_format_name(const ChatFormat& fmt);
 
 }  // namespace strata::server

@@ -81,7 +81,8 @@ struct HttpServer::Impl {
   Engine* eng = nullptr;
   const tok::Tokenizer* tok = nullptr;
   std::unique_ptr<Scheduler> sched;
-  std::string model_id, chat_template;
+  std::string model_id;
+  ChatFormat chat_format;
   std::vector<std::string> names;  // accepted "model" values
   int64_t created = unix_time();
   RequestCounters counters;
@@ -180,7 +181,7 @@ struct HttpServer::Impl {
   json model_json() const {
     json m{{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "strata"}};
     m["meta"] = {{"n_ctx_per_slot", eng->options().n_ctx}, {"slots", eng->kv().n_seq()}, {"n_vocab", eng->config().n_vocab},
-                 {"architecture", eng->config().arch}, {"aliases", names}, {"chat_format", chat_format_name({chat_template, true})}};
+                 {"architecture", eng->config().arch}, {"aliases", names}, {"chat_format", chat_format_name(chat_format)}};
     return m;
   }
 
@@ -198,12 +199,16 @@ struct HttpServer::Impl {
     GenParams gp;
     const char* param = chat ? "messages" : "prompt";
     if (chat) {
-      ChatFormatOptions fo;
-      fo.model_template = chat_template;
-      const std::string text = format_chat(parse_messages(j), fo);
+      const std::vector<ChatMsg> msgs = parse_messages(j);
+      ChatPrompt cp;
+      try {
+        cp = format_chat(msgs, chat_format);
+      } catch (const std::exception& e) {
+        throw bad_request(fmt::format("the chat template cannot render these messages: {}", e.what()), "messages", "chat_template_error");
+      }
       jb.reasoning = opt.reasoning_format == "deepseek";
-      jb.start_in_think = ends_with(text, "<think>") || ends_with(text, "<think>\n");
-      gp.prompt = tok->encode(text, /*add_special=*/true, /*parse_special=*/true);
+      jb.start_in_think = ends_with(cp.text, "<think>") || ends_with(cp.text, "<think>\n");
+      gp.prompt = tok->encode(cp.text, cp.add_special, /*parse_special=*/true);
     } else {
       PromptInput in = parse_prompt(j);
       if (in.is_tokens) {
@@ -348,7 +353,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   Impl& m = *impl_;
   m.eng = &eng;
   m.tok = &tok;
-  m.chat_template = eng.model().gguf().get_string("tokenizer.chat_template").value_or("");
+  m.chat_format = chat_format_from_gguf(eng.model().gguf());
   const std::string general = eng.config().name;
   const std::filesystem::path p(model_path);
   m.model_id = !m.opt.alias.empty() ? m.opt.alias : !general.empty() ? general : p.stem().string();

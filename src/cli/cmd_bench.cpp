@@ -1,0 +1,160 @@
+// strata bench: llama-bench-like figures (pp and tg tokens/s) plus the expert tier's numbers:
+// hit rate, bytes read per token, achieved read bandwidth, and the fraction of the physical
+// limit (time the I/O alone needs at the measured disk bandwidth / time per token).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/common_options.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "experts/io_backend.h"
+
+namespace strata::cli {
+namespace {
+
+struct BenchOptions {
+  ModelOptions model;
+  int n_prompt = 512;
+  int n_gen = 128;
+  bool json = false;
+  uint64_t disk_probe = 1ull << 30;  // bytes read to measure the disk
+};
+
+// Reads `bytes` of the model's expert region in 4 MiB requests at the tier's queue depth.
+double measure_disk_bw(const ExpertStore& store, const ModelOptions& mo, uint64_t bytes) {
+  IoOptions io;
+  io.queue_depth = mo.queue_depth;
+  io.force_pread = mo.io == "pread";
+  auto backend = make_io_backend(store.files(), io, nullptr);
+  const uint64_t file_size = store.file_sizes()[0];
+  const uint64_t kReq = std::max<uint64_t>(kIoAlign, std::min<uint64_t>(4ull << 20, align_down(file_size, kIoAlign)));
+  const int n_buf = std::max(1, mo.queue_depth);
+  void* mem = nullptr;
+  if (posix_memalign(&mem, kIoAlign, kReq * static_cast<uint64_t>(n_buf)) != 0) return 0;
+  std::vector<ReadOp> ops(static_cast<size_t>(n_buf));
+  std::mt19937_64 rng(7);
+  const uint64_t n_req = std::max<uint64_t>(1, bytes / kReq);
+  uint64_t submitted = 0, done = 0, got = 0;
+  auto submit = [&](ReadOp& op) {
+    op = ReadOp{};
+    op.file = 0;
+    op.offset = align_down(rng() % std::max<uint64_t>(1, file_size - kReq), kIoAlign);
+    op.len = static_cast<uint32_t>(kReq);
+    op.min_len = 1;
+    op.dst = static_cast<uint8_t*>(mem) + (&op - ops.data()) * kReq;
+    backend->submit(&op);
+    ++submitted;
+  };
+  const double t0 = clock_s();
+  for (auto& op : ops)
+    if (submitted < n_req) submit(op);
+  ReadOp* out[64];
+  while (done < submitted) {
+    const int k = backend->reap(out, 64, true);
+    for (int i = 0; i < k; ++i) {
+      ++done;
+      if (out[i]->result > 0) got += static_cast<uint64_t>(out[i]->result);
+      if (submitted < n_req) submit(*out[i]);
+    }
+  }
+  const double dt = clock_s() - t0;
+  free(mem);
+  return dt > 0 ? static_cast<double>(got) / dt : 0;
+}
+
+struct Phase {
+  const char* name;
+  int tokens;
+  double seconds;
+  ExpertCacheCounters delta;
+};
+
+ExpertCacheCounters diff(const ExpertCacheCounters& a, const ExpertCacheCounters& b) {
+  ExpertCacheCounters d;
+  d.hits = a.hits - b.hits;
+  d.misses = a.misses - b.misses;
+  d.bytes_read = a.bytes_read - b.bytes_read;
+  d.wait_s = a.wait_s - b.wait_s;
+  return d;
+}
+
+int bench(const BenchOptions& o) {
+  auto loaded = load_engine(o.model);
+  Engine& eng = *loaded.engine;
+  const int nv = eng.config().n_vocab;
+  STRATA_CHECK(o.n_prompt + o.n_gen <= eng.options().n_ctx, "pp {} + tg {} exceed the context {} (use -c)", o.n_prompt, o.n_gen, eng.options().n_ctx);
+  ExpertCache* cache = eng.tier().cache();
+  std::mt19937 rng(1234);
+  std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::min(nv, 1000)) + std::min(nv - 1, 100)) % nv;
+  std::vector<float> logits;
+  std::vector<Phase> phases;
+  ExpertCacheCounters c0 = cache ? cache->counters() : ExpertCacheCounters{};
+  if (o.n_prompt > 0) {
+    const double t0 = clock_s();
+    eng.eval(0, prompt.data(), o.n_prompt, 0, false, logits);
+    const double dt = clock_s() - t0;
+    ExpertCacheCounters c1 = cache ? cache->counters() : ExpertCacheCounters{};
+    phases.push_back({"pp", o.n_prompt, dt, diff(c1, c0)});
+    c0 = c1;
+  }
+  if (o.n_gen > 0) {
+    int pos = o.n_prompt;
+    int32_t t = prompt.empty() ? 1 : prompt.back();
+    const double t0 = clock_s();
+    for (int s = 0; s < o.n_gen; ++s) {
+      eng.eval(0, &t, 1, pos++, false, logits);
+      t = Sampler::argmax(logits.data(), nv);
+    }
+    const double dt = clock_s() - t0;
+    ExpertCacheCounters c1 = cache ? cache->counters() : ExpertCacheCounters{};
+    phases.push_back({"tg", o.n_gen, dt, diff(c1, c0)});
+  }
+  const double disk = cache && o.disk_probe > 0 ? measure_disk_bw(eng.tier().store(), o.model, o.disk_probe) : 0;
+  nlohmann::json j;
+  j["model"] = o.model.path;
+  j["threads"] = eng.options().n_threads;
+  j["plan"] = eng.tier().plan().describe();
+  j["peak_rss"] = process_peak_rss();
+  j["disk_bw"] = disk;
+  fmt::print("{}\n", eng.tier().plan().describe());
+  fmt::print("| test  | tokens/s | hit rate | read/token | read GB/s | I/O wait | limit fraction |\n");
+  fmt::print("|-------|----------|----------|------------|-----------|----------|----------------|\n");
+  for (const auto& p : phases) {
+    const double tps = p.tokens / p.seconds;
+    const double acc = static_cast<double>(p.delta.hits + p.delta.misses);
+    const double per_tok = static_cast<double>(p.delta.bytes_read) / p.tokens;
+    const double io_time = disk > 0 ? static_cast<double>(p.delta.bytes_read) / disk : 0;
+    const double frac = io_time > 0 ? io_time / p.seconds : 0;
+    const std::string name = fmt::format("{}{}", p.name, p.tokens);
+    fmt::print("| {:<5} | {:>8.2f} | {:>7.1f}% | {:>10} | {:>9.2f} | {:>7.0f}% | {:>13.0f}% |\n", name, tps, acc > 0 ? 100.0 * p.delta.hits / acc : 100.0,
+               format_bytes(static_cast<uint64_t>(per_tok)), static_cast<double>(p.delta.bytes_read) / p.seconds / 1e9, 100.0 * p.delta.wait_s / p.seconds,
+               100.0 * frac);
+    j[name] = {{"tokens_per_s", tps}, {"hit_rate", acc > 0 ? p.delta.hits / acc : 1.0}, {"bytes_per_token", per_tok},
+               {"read_bw", static_cast<double>(p.delta.bytes_read) / p.seconds}, {"io_wait_s", p.delta.wait_s}, {"limit_fraction", frac}};
+  }
+  fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), o.model.queue_depth,
+             disk / 1e9, format_bytes(process_peak_rss()));
+  if (o.json) fmt::print("{}\n", j.dump());
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* sub = app.add_subcommand("bench", "Prompt processing and generation speed, with the expert tier's figures");
+  add_model_options(sub, o->model);
+  sub->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens (pp)");
+  sub->add_option("-n,--n-gen", o->n_gen, "Generated tokens (tg)");
+  sub->add_option("--disk-probe", o->disk_probe, "Bytes read to measure disk bandwidth (0: skip)");
+  sub->add_flag("--json", o->json, "Also print one JSON line");
+  return {sub, [o]() { return bench(*o); }};
+}
+
+}  // namespace strata::cli

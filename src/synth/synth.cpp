@@ -1,0 +1,317 @@
+// `strata synth`: plan the tensors of a real model shape, write its metadata, and fill every
+// tensor at write time (one tensor in memory at a time).
+#include "synth/synth.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <thread>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf_writer.h"
+#include "synth/synth_blocks.h"
+#include "synth/synth_vocab.h"
+
+namespace strata {
+
+uint64_t SynthTensor::nbytes() const {
+  uint64_t n = 1;
+  for (auto d : ne) n *= d;
+  const auto& i = ggml_info(type);
+  return n / static_cast<uint64_t>(i.block_size) * static_cast<uint64_t>(i.type_size);
+}
+
+namespace {
+
+// Fraction of the token embedding along the shared direction u (the rest is noise). Skew 0 has
+// no shared direction at all, so nothing but noise steers the routers.
+constexpr float kEmbdSharedSkewed = 0.6f;
+float embd_shared(const SynthSpec& s) { return s.skew > 0 ? kEmbdSharedSkewed : 0.0f; }
+// Router boost of the most popular expert over the rank-r one: kRouterGain * skew * ln(r + 1)
+// logit units (the router's noise has std 1).
+constexpr float kRouterGain = 0.5f;
+
+// llama.cpp's quantizer falls back when a row does not split into the type's blocks.
+GgmlType fit_type(GgmlType want, uint64_t ne0) {
+  if (ne0 % static_cast<uint64_t>(ggml_info(want).block_size) == 0) return want;
+  if (ggml_info(want).quantized && ne0 % 32 == 0) return GgmlType::Q8_0;
+  return GgmlType::F16;
+}
+
+// Each residual branch adds about this rms (the embedding has rms 1), so the shared direction
+// survives all layers: total added variance ~0.5.
+float residual_gain(const SynthSpec& s) { return std::sqrt(0.5f / (2.0f * static_cast<float>(s.n_layer))); }
+
+struct Planner {
+  const SynthSpec& s;
+  std::vector<SynthTensor> out;
+
+  void norm(std::string name, uint64_t n, int layer) { out.push_back({std::move(name), GgmlType::F32, {n}, SynthRole::Norm, 0, layer}); }
+  // A weight [rows, cols] (ne {cols, rows[, n3]}); gain scales the 1/sqrt(cols) std.
+  void weight(std::string name, GgmlType t, std::vector<uint64_t> ne, int layer, float gain = 1.0f) {
+    const float sigma = gain / std::sqrt(static_cast<float>(ne[0]));
+    const GgmlType ft = fit_type(t, ne[0]);
+    out.push_back({std::move(name), ft, std::move(ne), SynthRole::Weight, sigma, layer});
+  }
+  std::string blk(int l, const char* suffix) const { return fmt::format("blk.{}.{}", l, suffix); }
+
+  void moe(int l) {
+    const uint64_t n = static_cast<uint64_t>(s.n_embd), ff = static_cast<uint64_t>(s.n_ff_exp), E = static_cast<uint64_t>(s.n_expert);
+    const float g = residual_gain(s);
+    out.push_back({blk(l, "ffn_gate_inp.weight"), GgmlType::F32, {n, E}, SynthRole::Router, 0, l});
+    weight(blk(l, "ffn_gate_exps.weight"), s.expert_type, {n, ff, E}, l);
+    weight(blk(l, "ffn_up_exps.weight"), s.expert_type, {n, ff, E}, l);
+    weight(blk(l, "ffn_down_exps.weight"), s.expert_type, {ff, n, E}, l, g);
+  }
+
+  void qwen3moe_layer(int l) {
+    const uint64_t n = static_cast<uint64_t>(s.n_embd), hd = static_cast<uint64_t>(s.head_dim);
+    const uint64_t q = hd * static_cast<uint64_t>(s.n_head), kv = hd * static_cast<uint64_t>(s.n_head_kv);
+    norm(blk(l, "attn_norm.weight"), n, l);
+    weight(blk(l, "attn_q.weight"), s.attn_type, {n, q}, l);
+    weight(blk(l, "attn_k.weight"), s.attn_type, {n, kv}, l);
+    weight(blk(l, "attn_v.weight"), s.attn_type, {n, kv}, l);
+    weight(blk(l, "attn_output.weight"), s.attn_type, {q, n}, l, residual_gain(s));
+    norm(blk(l, "attn_q_norm.weight"), hd, l);
+    norm(blk(l, "attn_k_norm.weight"), hd, l);
+    norm(blk(l, "ffn_norm.weight"), n, l);
+    moe(l);
+  }
+
+  void deepseek2_layer(int l) {
+    const uint64_t n = static_cast<uint64_t>(s.n_embd), H = static_cast<uint64_t>(s.n_head);
+    const uint64_t qh = static_cast<uint64_t>(s.qk_nope + s.qk_rope), kvl = static_cast<uint64_t>(s.kv_lora);
+    const uint64_t nope = static_cast<uint64_t>(s.qk_nope), vh = static_cast<uint64_t>(s.v_head);
+    const float g = residual_gain(s);
+    norm(blk(l, "attn_norm.weight"), n, l);
+    if (s.q_lora > 0) {
+      const uint64_t ql = static_cast<uint64_t>(s.q_lora);
+      weight(blk(l, "attn_q_a.weight"), s.attn_type, {n, ql}, l);
+      norm(blk(l, "attn_q_a_norm.weight"), ql, l);
+      weight(blk(l, "attn_q_b.weight"), s.attn_type, {ql, H * qh}, l);
+    } else {
+      weight(blk(l, "attn_q.weight"), s.attn_type, {n, H * qh}, l);
+    }
+    weight(blk(l, "attn_kv_a_mqa.weight"), s.attn_type, {n, kvl + static_cast<uint64_t>(s.qk_rope)}, l);
+    norm(blk(l, "attn_kv_a_norm.weight"), kvl, l);
+    weight(blk(l, "attn_k_b.weight"), s.attn_type, {nope, kvl, H}, l);
+    weight(blk(l, "attn_v_b.weight"), s.attn_type, {kvl, vh, H}, l);
+    weight(blk(l, "attn_output.weight"), s.attn_type, {H * vh, n}, l, g);
+    norm(blk(l, "ffn_norm.weight"), n, l);
+    if (l < s.n_dense_lead) {
+      const uint64_t ff = static_cast<uint64_t>(s.n_ff);
+      weight(blk(l, "ffn_gate.weight"), s.shexp_type, {n, ff}, l);
+      weight(blk(l, "ffn_up.weight"), s.shexp_type, {n, ff}, l);
+      weight(blk(l, "ffn_down.weight"), s.shexp_type, {ff, n}, l, g);
+      return;
+    }
+    moe(l);
+    if (s.n_shared > 0) {
+      const uint64_t sh = static_cast<uint64_t>(s.n_ff_exp) * static_cast<uint64_t>(s.n_shared);
+      weight(blk(l, "ffn_gate_shexp.weight"), s.shexp_type, {n, sh}, l);
+      weight(blk(l, "ffn_up_shexp.weight"), s.shexp_type, {n, sh}, l);
+      weight(blk(l, "ffn_down_shexp.weight"), s.shexp_type, {sh, n}, l, g);
+    }
+  }
+};
+
+// Shared state of the fill callbacks.
+struct FillCtx {
+  const SynthSpec* spec = nullptr;
+  std::vector<float> u_sign;  // [n_embd] +-1: the shared direction (unnormalized)
+  ThreadPool* pool = nullptr;
+};
+struct FillJob {
+  const FillCtx* c = nullptr;
+  const SynthTensor* t = nullptr;
+  uint64_t seed = 0;
+};
+
+void fill_norm(const FillJob& j, uint8_t* dst, uint64_t nbytes) {
+  SynthRng r(j.seed);
+  float* y = reinterpret_cast<float*>(dst);
+  for (uint64_t i = 0; i < nbytes / 4; ++i) y[i] = 1.0f + 0.05f * r.symmetric();
+}
+
+// Router rows: noise with logit std ~1 plus alpha_e * u; alpha_e falls with a random per-layer
+// popularity rank (Zipf-like: boost -skew * gain * ln(rank + 1)).
+void fill_router(const FillJob& j, uint8_t* dst, uint64_t) {
+  const SynthSpec& s = *j.c->spec;
+  const int n = s.n_embd, E = static_cast<int>(j.t->ne[1]);
+  SynthRng r(j.seed);
+  std::vector<int> rank(static_cast<size_t>(E));
+  std::iota(rank.begin(), rank.end(), 0);
+  for (int i = E - 1; i > 0; --i) std::swap(rank[static_cast<size_t>(i)], rank[static_cast<size_t>(r.next() % static_cast<uint64_t>(i + 1))]);
+  // Expected u.x of the normalized router input: the embedding's shared part, diluted by the
+  // residual additions of the layers below.
+  const float depth = (static_cast<float>(j.t->layer) + 0.5f) / static_cast<float>(s.n_layer);
+  const float ux = kEmbdSharedSkewed * std::sqrt(static_cast<float>(n)) / std::sqrt(1.0f + 0.5f * depth);
+  const float noise = std::sqrt(3.0f / static_cast<float>(n));
+  const std::vector<float>& u = j.c->u_sign;  // norm sqrt(n)
+  float* y = reinterpret_cast<float*>(dst);
+  for (int e = 0; e < E; ++e) {
+    float* row = y + static_cast<size_t>(e) * n;
+    double proj = 0;
+    for (int k = 0; k < n; ++k) {
+      row[k] = noise * r.symmetric();
+      proj += static_cast<double>(row[k]) * u[static_cast<size_t>(k)];
+    }
+    if (s.skew <= 0) continue;
+    // The noise part is made orthogonal to u, so only alpha_e steers along u.
+    const float boost = -static_cast<float>(s.skew) * kRouterGain * std::log(static_cast<float>(rank[static_cast<size_t>(e)] + 1));
+    const float alpha = boost / ux / std::sqrt(static_cast<float>(n)) - static_cast<float>(proj / n);
+    for (int k = 0; k < n; ++k) row[k] += alpha * u[static_cast<size_t>(k)];
+  }
+}
+
+// Token embeddings: rms-1 rows = noise + f * u_sign, quantized row by row.
+void fill_embedding(const FillJob& j, uint8_t* dst, uint64_t) {
+  const int n = static_cast<int>(j.t->ne[0]);
+  const int64_t rows = static_cast<int64_t>(j.t->ne[1]);
+  const uint64_t row_bytes = ggml_row_size(j.t->type, static_cast<uint64_t>(n));
+  const float f = embd_shared(*j.c->spec);
+  const float a = std::sqrt(3.0f * (1.0f - f * f));
+  auto work = [&](int64_t r0, int64_t r1, int) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = r0; i < r1; ++i) {
+      SynthRng r(synth_mix(j.seed, static_cast<uint64_t>(i)));
+      for (int k = 0; k < n; ++k) x[static_cast<size_t>(k)] = a * r.symmetric() + f * j.c->u_sign[static_cast<size_t>(k)];
+      synth_quantize(j.t->type, x.data(), dst + static_cast<uint64_t>(i) * row_bytes, n);
+    }
+  };
+  if (j.c->pool) j.c->pool->parallel_for(rows, 256, work);
+  else work(0, rows, 0);
+}
+
+void fill(void* ctx, uint8_t* dst, uint64_t nbytes) {
+  const FillJob& j = *static_cast<const FillJob*>(ctx);
+  switch (j.t->role) {
+    case SynthRole::Norm: fill_norm(j, dst, nbytes); return;
+    case SynthRole::Router: fill_router(j, dst, nbytes); return;
+    case SynthRole::Embedding: fill_embedding(j, dst, nbytes); return;
+    case SynthRole::Weight: synth_fill_random(j.t->type, dst, nbytes, j.t->sigma, j.seed, j.c->pool); return;
+  }
+}
+
+// Metadata key names ("<arch>." prefixed).
+namespace key {
+constexpr const char* kVocab = "vocab_size";
+constexpr const char* kCtx = "context_length";
+constexpr const char* kEmbd = "embedding_length";
+constexpr const char* kBlocks = "block_count";
+constexpr const char* kFf = "feed_forward_length";
+constexpr const char* kFfExp = "expert_feed_forward_length";
+constexpr const char* kExperts = "expert_count";
+constexpr const char* kExpertsUsed = "expert_used_count";
+constexpr const char* kHeads = "attention.head_count";
+constexpr const char* kHeadsKv = "attention.head_count_kv";
+constexpr const char* kKeyLen = "attention.key_length";
+constexpr const char* kValLen = "attention.value_length";
+constexpr const char* kRmsEps = "attention.layer_norm_rms_epsilon";
+constexpr const char* kRopeBase = "rope.freq_base";
+}  // namespace key
+
+void write_metadata(GgufWriter& w, const SynthSpec& s) {
+  const std::string a = synth_arch_name(s.arch);
+  auto k = [&](const char* name) { return a + "." + name; };
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", s.name);
+  w.set_string("general.description", fmt::format("synthetic random-weight model written by strata synth (seed {}, skew {}); NOT a trained model",
+                                                  s.seed, s.skew));
+  w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", s.expert_type == GgmlType::Q4_K ? 15u : 0u);  // 15: mostly Q4_K_M
+  w.set_u32(k(key::kVocab), static_cast<uint32_t>(s.n_vocab));
+  w.set_u32(k(key::kCtx), static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(k(key::kEmbd), static_cast<uint32_t>(s.n_embd));
+  w.set_u32(k(key::kBlocks), static_cast<uint32_t>(s.n_layer));
+  w.set_f32(k(key::kRmsEps), s.rms_eps);
+  w.set_f32(k(key::kRopeBase), s.rope_base);
+  w.set_u32(k(key::kFfExp), static_cast<uint32_t>(s.n_ff_exp));
+  w.set_u32(k(key::kExperts), static_cast<uint32_t>(s.n_expert));
+  w.set_u32(k(key::kExpertsUsed), static_cast<uint32_t>(s.n_expert_used));
+  w.set_u32(k(key::kHeads), static_cast<uint32_t>(s.n_head));
+  if (s.n_ff > 0) w.set_u32(k(key::kFf), static_cast<uint32_t>(s.n_ff));
+  if (s.arch == SynthArch::Qwen3Moe) {
+    w.set_u32(k(key::kHeadsKv), static_cast<uint32_t>(s.n_head_kv));
+    w.set_u32(k(key::kKeyLen), static_cast<uint32_t>(s.head_dim));
+    w.set_u32(k(key::kValLen), static_cast<uint32_t>(s.head_dim));
+    w.set_bool(k("expert_weights_norm"), true);
+    return;
+  }
+  // deepseek2, MLA in the split attn_k_b / attn_v_b layout: key/value_length describe the
+  // absorbed (latent) heads, the *_mla keys the per-head q/k and v sizes.
+  w.set_u32(k(key::kHeadsKv), 1);
+  w.set_u32(k("attention.q_lora_rank"), static_cast<uint32_t>(s.q_lora));
+  w.set_u32(k("attention.kv_lora_rank"), static_cast<uint32_t>(s.kv_lora));
+  w.set_u32(k(key::kKeyLen), static_cast<uint32_t>(s.kv_lora + s.qk_rope));
+  w.set_u32(k(key::kValLen), static_cast<uint32_t>(s.kv_lora));
+  w.set_u32(k("attention.key_length_mla"), static_cast<uint32_t>(s.qk_nope + s.qk_rope));
+  w.set_u32(k("attention.value_length_mla"), static_cast<uint32_t>(s.v_head));
+  w.set_u32(k("rope.dimension_count"), static_cast<uint32_t>(s.qk_rope));
+  w.set_u32(k("leading_dense_block_count"), static_cast<uint32_t>(s.n_dense_lead));
+  w.set_u32(k("expert_shared_count"), static_cast<uint32_t>(s.n_shared));
+  w.set_f32(k("expert_weights_scale"), s.routed_scale);
+  w.set_bool(k("expert_weights_norm"), false);
+  w.set_u32(k("expert_gating_func"), 1);  // softmax (DeepSeek-V2)
+  if (s.yarn_factor > 0) {
+    w.set_string(k("rope.scaling.type"), "yarn");
+    w.set_f32(k("rope.scaling.factor"), s.yarn_factor);
+    w.set_u32(k("rope.scaling.original_context_length"), static_cast<uint32_t>(s.yarn_orig_ctx));
+    w.set_f32(k("rope.scaling.yarn_log_multiplier"), s.yarn_log_mul);
+  }
+}
+
+}  // namespace
+
+std::vector<SynthTensor> synth_plan(const SynthSpec& s) {
+  s.validate();
+  Planner p{s, {}};
+  const uint64_t n = static_cast<uint64_t>(s.n_embd), V = static_cast<uint64_t>(s.n_vocab);
+  p.out.push_back({"token_embd.weight", s.embd_type, {n, V}, SynthRole::Embedding, 0, -1});
+  p.norm("output_norm.weight", n, -1);
+  p.weight("output.weight", s.output_type, {n, V}, -1);
+  for (int l = 0; l < s.n_layer; ++l) {
+    if (s.arch == SynthArch::Qwen3Moe) p.qwen3moe_layer(l);
+    else p.deepseek2_layer(l);
+  }
+  return std::move(p.out);
+}
+
+SynthResult synth_write(const SynthSpec& s, const std::string& path, int threads) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<SynthTensor> plan = synth_plan(s);
+  GgufWriter w;
+  write_metadata(w, s);
+  synth_write_vocab(w, synth_vocab(s.arch, s.n_vocab, s.seed));
+
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  FillCtx ctx;
+  ctx.spec = &s;
+  ctx.pool = pool.get();
+  SynthRng ur(synth_mix(s.seed, 0x75));
+  ctx.u_sign.resize(static_cast<size_t>(s.n_embd));
+  for (auto& v : ctx.u_sign) v = (ur.next() & 1) ? 1.0f : -1.0f;
+
+  std::vector<FillJob> jobs(plan.size());
+  SynthResult res;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const SynthTensor& t = plan[i];
+    jobs[i] = FillJob{&ctx, &t, synth_mix(s.seed, synth_hash(t.name.data(), t.name.size()))};
+    w.add_tensor_lazy(t.name, t.type, t.ne, fill, &jobs[i]);
+    res.tensor_bytes += t.nbytes();
+  }
+  w.write(path);
+  res.n_tensors = static_cast<int64_t>(plan.size());
+  res.file_bytes = std::filesystem::file_size(path);
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace strata

@@ -1,0 +1,90 @@
+#pragma once
+// `strata synth`: writes a GGUF with the exact tensor layout and metadata of a real MoE model,
+// filled with valid random quantized blocks (finite scales, sane magnitudes), loadable by Strata
+// and by llama.cpp. Routing popularity can be skewed (Zipf-like) so expert caches see a realistic
+// hot set: every token embedding carries a shared component along a fixed direction u, and router
+// row e carries alpha_e * u with alpha_e decreasing with a random per-layer popularity rank.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+
+namespace strata {
+
+enum class SynthArch { Qwen3Moe, Deepseek2 };
+const char* synth_arch_name(SynthArch a);
+
+struct SynthSpec {
+  SynthArch arch = SynthArch::Qwen3Moe;
+  std::string name;               // general.name
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int n_head_kv = 0;              // GQA only
+  int head_dim = 0;               // GQA only
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;               // one routed expert's hidden size
+  int n_ff = 0;                   // dense FFN hidden size (deepseek2 leading layers; metadata for qwen)
+  int n_shared = 0;               // shared experts (deepseek2)
+  int n_dense_lead = 0;           // leading dense layers (deepseek2)
+  // MLA (deepseek2)
+  int q_lora = 0;                 // 0: plain attn_q
+  int kv_lora = 0;
+  int qk_nope = 0;
+  int qk_rope = 0;
+  int v_head = 0;
+  float routed_scale = 1.0f;      // expert_weights_scale
+  int n_vocab = 0;                // rows of token_embd/output (tokens are padded to it)
+  int n_ctx = 0;                  // context_length
+  float rope_base = 10000.0f;
+  float yarn_factor = 0.0f;       // > 0: YaRN rope scaling (deepseek2)
+  int yarn_orig_ctx = 0;
+  float yarn_log_mul = 0.0f;
+  float rms_eps = 1e-6f;
+  // Weight types per tensor role.
+  GgmlType expert_type = GgmlType::Q4_K;  // routed experts
+  GgmlType shexp_type = GgmlType::Q4_K;   // shared experts and dense FFN
+  GgmlType attn_type = GgmlType::Q4_K;    // attention projections
+  GgmlType embd_type = GgmlType::Q4_K;    // token_embd
+  GgmlType output_type = GgmlType::Q6_K;  // output
+  // Router rows and norms are always F32.
+  double skew = 1.0;              // 0: uniform routing; 1: Zipf-like popularity
+  uint64_t seed = 1;
+
+  void validate() const;  // throws strata::Error naming the bad field
+};
+
+// Named shapes: qwen3-30b-a3b, deepseek-v2-lite, demo, tiny, tiny-deepseek2.
+SynthSpec synth_preset(const std::string& name);
+std::vector<std::string> synth_preset_names();
+
+// One tensor of the planned file.
+enum class SynthRole { Norm, Router, Embedding, Weight };
+struct SynthTensor {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::vector<uint64_t> ne;   // ggml order, innermost first
+  SynthRole role = SynthRole::Weight;
+  float sigma = 0;            // target std of dequantized values (Weight)
+  int layer = -1;
+  uint64_t nbytes() const;
+};
+
+// The tensors of the model in file order (types already fall back where a row does not fit
+// the requested type's block, as llama.cpp's quantizer does).
+std::vector<SynthTensor> synth_plan(const SynthSpec& s);
+
+struct SynthResult {
+  uint64_t file_bytes = 0;
+  uint64_t tensor_bytes = 0;
+  int64_t n_tensors = 0;
+  double seconds = 0;
+};
+
+// Writes the model to `path` atomically (temporary name, then rename). Tensors are generated one
+// at a time, so memory stays at about one tensor. threads <= 0: hardware concurrency.
+SynthResult synth_write(const SynthSpec& s, const std::string& path, int threads = 0);
+
+}  // namespace strata

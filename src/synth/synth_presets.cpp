@@ -1,0 +1,214 @@
+// Named model shapes for `strata synth` and the spec's validation.
+#include <algorithm>
+
+#include "core/error.h"
+#include "synth/synth.h"
+#include "synth/synth_blocks.h"
+
+namespace strata {
+
+const char* synth_arch_name(SynthArch a) {
+  switch (a) {
+    case SynthArch::Qwen3Moe: return "qwen3moe";
+    case SynthArch::Deepseek2: return "deepseek2";
+  }
+  return "?";
+}
+
+namespace {
+
+SynthSpec qwen3moe_base() {
+  SynthSpec s;
+  s.arch = SynthArch::Qwen3Moe;
+  s.rope_base = 1000000.0f;
+  s.rms_eps = 1e-6f;
+  s.expert_type = GgmlType::Q4_K;
+  s.shexp_type = GgmlType::Q4_K;
+  s.attn_type = GgmlType::Q4_K;
+  s.embd_type = GgmlType::Q4_K;
+  s.output_type = GgmlType::Q6_K;
+  return s;
+}
+
+// Qwen3-30B-A3B: 48 layers, 128 experts top-8, ~17 GB at Q4_K.
+SynthSpec qwen3_30b_a3b() {
+  SynthSpec s = qwen3moe_base();
+  s.name = "synth-qwen3-30b-a3b";
+  s.n_layer = 48;
+  s.n_embd = 2048;
+  s.n_head = 32;
+  s.n_head_kv = 4;
+  s.head_dim = 128;
+  s.n_expert = 128;
+  s.n_expert_used = 8;
+  s.n_ff_exp = 768;
+  s.n_ff = 6144;
+  s.n_vocab = 151936;
+  s.n_ctx = 40960;
+  return s;
+}
+
+// DeepSeek-V2-Lite: MLA without q LoRA, 1 dense layer, 64 routed + 2 shared experts, YaRN x40.
+SynthSpec deepseek_v2_lite() {
+  SynthSpec s;
+  s.arch = SynthArch::Deepseek2;
+  s.name = "synth-deepseek-v2-lite";
+  s.n_layer = 27;
+  s.n_embd = 2048;
+  s.n_head = 16;
+  s.q_lora = 0;
+  s.kv_lora = 512;
+  s.qk_nope = 128;
+  s.qk_rope = 64;
+  s.v_head = 128;
+  s.n_expert = 64;
+  s.n_expert_used = 6;
+  s.n_shared = 2;
+  s.n_ff_exp = 1408;
+  s.n_ff = 10944;
+  s.n_dense_lead = 1;
+  s.routed_scale = 1.0f;
+  s.n_vocab = 102400;
+  s.n_ctx = 163840;
+  s.rope_base = 10000.0f;
+  s.yarn_factor = 40.0f;
+  s.yarn_orig_ctx = 4096;
+  s.yarn_log_mul = 0.0707f;
+  s.rms_eps = 1e-6f;
+  s.expert_type = GgmlType::Q4_K;
+  s.shexp_type = GgmlType::Q4_K;
+  s.attn_type = GgmlType::Q4_K;
+  s.embd_type = GgmlType::Q4_K;
+  s.output_type = GgmlType::Q6_K;
+  return s;
+}
+
+// The README's default model: small enough to generate in seconds, big enough that a RAM budget
+// below its size forces expert streaming.
+SynthSpec demo() {
+  SynthSpec s = qwen3moe_base();
+  s.name = "synth-demo";
+  s.n_layer = 8;
+  s.n_embd = 512;
+  s.n_head = 8;
+  s.n_head_kv = 4;
+  s.head_dim = 64;
+  s.n_expert = 32;
+  s.n_expert_used = 4;
+  s.n_ff_exp = 512;
+  s.n_ff = 1536;
+  s.n_vocab = 4096;
+  s.n_ctx = 4096;
+  s.attn_type = GgmlType::Q8_0;
+  s.embd_type = GgmlType::Q8_0;
+  s.output_type = GgmlType::Q8_0;
+  return s;
+}
+
+// A few MB, for tests.
+SynthSpec tiny() {
+  SynthSpec s = qwen3moe_base();
+  s.name = "synth-tiny";
+  s.n_layer = 2;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 64;
+  s.n_expert = 32;
+  s.n_expert_used = 4;
+  s.n_ff_exp = 256;
+  s.n_ff = 512;
+  s.n_vocab = 512;
+  s.n_ctx = 512;
+  s.attn_type = GgmlType::Q8_0;
+  s.embd_type = GgmlType::Q8_0;
+  return s;
+}
+
+SynthSpec tiny_deepseek2() {
+  SynthSpec s = deepseek_v2_lite();
+  s.name = "synth-tiny-deepseek2";
+  s.n_layer = 3;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.kv_lora = 256;
+  s.qk_nope = 64;
+  s.qk_rope = 32;
+  s.v_head = 64;
+  s.n_expert = 16;
+  s.n_expert_used = 4;
+  s.n_shared = 1;
+  s.n_ff_exp = 256;
+  s.n_ff = 512;
+  s.n_dense_lead = 1;
+  s.n_vocab = 512;
+  s.n_ctx = 4096;
+  s.yarn_factor = 8.0f;
+  s.yarn_orig_ctx = 512;
+  s.attn_type = GgmlType::Q8_0;
+  s.embd_type = GgmlType::Q8_0;
+  return s;
+}
+
+struct Preset {
+  const char* name;
+  SynthSpec (*make)();
+};
+constexpr Preset kPresets[] = {
+    {"qwen3-30b-a3b", qwen3_30b_a3b}, {"deepseek-v2-lite", deepseek_v2_lite}, {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2},
+};
+
+}  // namespace
+
+SynthSpec synth_preset(const std::string& name) {
+  for (const auto& p : kPresets)
+    if (name == p.name) return p.make();
+  std::string known;
+  for (const auto& p : kPresets) known += (known.empty() ? "" : ", ") + std::string(p.name);
+  fail("synth: unknown preset '{}' (known: {})", name, known);
+}
+
+std::vector<std::string> synth_preset_names() {
+  std::vector<std::string> v;
+  for (const auto& p : kPresets) v.emplace_back(p.name);
+  return v;
+}
+
+void SynthSpec::validate() const {
+  auto pos = [](int v, const char* what) { STRATA_CHECK(v > 0, "synth: {} must be > 0 (got {})", what, v); };
+  pos(n_layer, "layers");
+  pos(n_embd, "n_embd");
+  pos(n_head, "heads");
+  pos(n_expert, "experts");
+  pos(n_expert_used, "experts used");
+  pos(n_ff_exp, "expert ffn");
+  pos(n_vocab, "vocab");
+  pos(n_ctx, "context");
+  STRATA_CHECK(n_expert_used <= n_expert, "synth: {} experts used but only {} experts", n_expert_used, n_expert);
+  STRATA_CHECK(n_expert <= 1024 && n_expert_used <= 64, "synth: at most 1024 experts and 64 used (got {} / {})", n_expert, n_expert_used);
+  STRATA_CHECK(n_layer <= 4096, "synth: {} layers is implausible", n_layer);
+  STRATA_CHECK(n_embd % 256 == 0, "synth: n_embd {} must be a multiple of 256 (K-quant rows)", n_embd);
+  STRATA_CHECK(skew >= 0, "synth: skew must be >= 0 (got {})", skew);
+  if (arch == SynthArch::Qwen3Moe) {
+    pos(n_head_kv, "kv heads");
+    pos(head_dim, "head dim");
+    STRATA_CHECK(n_head % n_head_kv == 0, "synth: {} heads is not a multiple of {} kv heads", n_head, n_head_kv);
+    STRATA_CHECK(head_dim % 2 == 0, "synth: head dim {} must be even (rope)", head_dim);
+  } else {
+    pos(kv_lora, "kv_lora");
+    pos(qk_nope, "qk_nope");
+    pos(qk_rope, "qk_rope");
+    pos(v_head, "v_head");
+    STRATA_CHECK(q_lora >= 0 && n_shared >= 0 && n_dense_lead >= 0, "synth: q_lora, shared experts and dense layers must be >= 0");
+    STRATA_CHECK(n_dense_lead < n_layer, "synth: {} leading dense layers leave no MoE layer of {}", n_dense_lead, n_layer);
+    if (n_dense_lead > 0) pos(n_ff, "dense ffn");
+    STRATA_CHECK(qk_rope % 2 == 0, "synth: qk_rope {} must be even", qk_rope);
+  }
+  STRATA_CHECK(n_vocab >= 256 + 8, "synth: vocab {} is too small (256 byte tokens + specials)", n_vocab);
+  for (GgmlType t : {expert_type, shexp_type, attn_type, output_type})
+    STRATA_CHECK(synth_random_supported(t), "synth: weight type {} is not supported (f32, f16, q4_0, q8_0, q4_K, q5_K, q6_K)", ggml_type_name(t));
+  STRATA_CHECK(synth_quantize_supported(embd_type), "synth: embedding type {} is not supported (f32, f16, q4_0, q8_0, q4_K, q6_K)",
+               ggml_type_name(embd_type));
+}
+
+}  // namespace strata

@@ -1,0 +1,248 @@
+// Chat templates: the published templates of Qwen3, DeepSeek V3/R1, gpt-oss (harmony), Mixtral and
+// Llama 3 / 3.1 rendered for a standard conversation against hand-checked strings; tool-call and
+// reasoning cases against reference-Jinja2 renders (tests/chat/data/cases); the fixtures' GGUF
+// templates against the goldens the fixtures ship (prompts.txt / strings.txt).
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <filesystem>
+
+#include "chat/chat_template.h"
+#include "chat_test_util.h"
+#include "core/error.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+
+namespace {
+
+using strata::apply_chat_template;
+using strata::ChatMessage;
+using strata::ChatTemplateOptions;
+using strata::chat_test::read_data;
+using strata::chat_test::read_file;
+using json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+const fs::path kFixtures = STRATA_FIXTURES_DIR;
+
+std::vector<ChatMessage> conversation() {
+  return {{"system", "You are a helpful assistant."},
+          {"user", "Hello!"},
+          {"assistant", "Hi there! How can I help?"},
+          {"user", "What is 2+2?"}};
+}
+
+ChatTemplateOptions options(const std::string& bos = "<s>", const std::string& eos = "</s>") {
+  ChatTemplateOptions o;
+  o.add_generation_prompt = true;
+  o.bos_token = bos;
+  o.eos_token = eos;
+  o.now = 1754352000;  // 2025-08-05 UTC
+  return o;
+}
+
+std::string render_data(const std::string& file, const std::vector<ChatMessage>& msgs, const ChatTemplateOptions& o) {
+  return apply_chat_template(read_data(file), msgs, o);
+}
+
+TEST(ChatTemplate, Qwen3) {
+  EXPECT_EQ(render_data("qwen3.jinja", conversation(), options()),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n"
+            "<|im_start|>assistant\nHi there! How can I help?<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  auto o = options();
+  o.extra_context = {{"enable_thinking", false}};
+  EXPECT_EQ(render_data("qwen3.jinja", {{"user", "Hi"}}, o),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+}
+
+TEST(ChatTemplate, DeepSeekV3) {
+  EXPECT_EQ(render_data("deepseek_v3.jinja", conversation(), options()),
+            "<s>You are a helpful assistant.<｜User｜>Hello!<｜Assistant｜>Hi there! How can I help?<｜end▁of▁sentence｜>"
+            "<｜User｜>What is 2+2?<｜Assistant｜>");
+}
+
+TEST(ChatTemplate, DeepSeekR1) {
+  EXPECT_EQ(render_data("deepseek_r1.jinja", conversation(), options()),
+            "<s>You are a helpful assistant.<｜User｜>Hello!<｜Assistant｜>Hi there! How can I help?<｜end▁of▁sentence｜>"
+            "<｜User｜>What is 2+2?<｜Assistant｜><think>\n");
+}
+
+TEST(ChatTemplate, GptOssHarmony) {
+  EXPECT_EQ(render_data("gpt_oss.jinja", conversation(), options()),
+            "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+            "Knowledge cutoff: 2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n"
+            "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>"
+            "<|start|>developer<|message|># Instructions\n\nYou are a helpful assistant.\n\n<|end|>"
+            "<|start|>user<|message|>Hello!<|end|>"
+            "<|start|>assistant<|channel|>final<|message|>Hi there! How can I help?<|end|>"
+            "<|start|>user<|message|>What is 2+2?<|end|><|start|>assistant");
+}
+
+TEST(ChatTemplate, Mixtral) {
+  EXPECT_EQ(render_data("mixtral.jinja", conversation(), options()),
+            "<s> [INST] You are a helpful assistant.\n\nHello! [/INST] Hi there! How can I help?</s>"
+            " [INST] What is 2+2? [/INST]");
+  // The template's own raise_exception() surfaces with its message and position.
+  try {
+    render_data("mixtral.jinja", {{"user", "a"}, {"user", "b"}}, options());
+    FAIL() << "expected an error";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at 11:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("conversation roles must alternate"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChatTemplate, Llama3) {
+  EXPECT_EQ(render_data("llama3.jinja", conversation(), options()),
+            "<s><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHi there! How can I help?<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(render_data("llama3_1.jinja", conversation(), options()),
+            "<s><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\nYou are a helpful assistant.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHi there! How can I help?<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+// Tool calls, tool responses, reasoning_content / <think> handling, builtin tools, training mode.
+TEST(ChatTemplate, CasesMatchReferenceRenders) {
+  const fs::path dir = fs::path(strata::chat_test::data_dir()) / "cases";
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    const json c = json::parse(read_file(entry.path().string()));
+    std::vector<ChatMessage> msgs;
+    for (const auto& m : c["messages"]) msgs.push_back(strata::chat_message_from_json(m));
+    ChatTemplateOptions o;
+    o.add_generation_prompt = c.value("add_generation_prompt", true);
+    o.bos_token = c.value("bos_token", "");
+    o.eos_token = c.value("eos_token", "");
+    if (c.contains("tools")) o.tools = c["tools"];
+    if (c.contains("extra_context")) o.extra_context = c["extra_context"];
+    if (c.contains("now")) o.now = c["now"].get<std::time_t>();
+    std::string expected = read_file(fs::path(entry.path()).replace_extension(".expected").string());
+    std::string got;
+    ASSERT_NO_THROW(got = render_data(c["template"].get<std::string>(), msgs, o));
+    EXPECT_EQ(got, expected);
+    ++n;
+  }
+  EXPECT_GE(n, 8);
+}
+
+TEST(ChatTemplate, EmptyTemplateAndMissingGgufTemplateFailClearly) {
+  EXPECT_THROW(apply_chat_template("", conversation(), options()), strata::Error);
+  const fs::path path = fs::temp_directory_path() / "strata_chat_no_template.gguf";
+  strata::GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.write(path.string());
+  auto model = strata::GgufModel::open(path.string());
+  try {
+    strata::chat_template_from_gguf(*model);
+    FAIL() << "expected an error";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no 'tokenizer.chat_template'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+  model.reset();
+  fs::remove(path);
+}
+
+// ---- fixtures ----
+
+#define REQUIRE_FIXTURES()                                                                          \
+  if (!fs::exists(kFixtures)) GTEST_SKIP() << "FIXTURES MISSING: " << kFixtures << " not found; chat " \
+                                              "template fixture tests skipped"
+
+// Decodes the escapes of prompts.txt / strings.txt (\n \t \r \\ \xHH).
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 >= s.size()) { out += s[i]; continue; }
+    const char c = s[++i];
+    if (c == 'n') out += '\n';
+    else if (c == 't') out += '\t';
+    else if (c == 'r') out += '\r';
+    else if (c == 'x' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+             std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    }
+    else out += c;
+  }
+  return out;
+}
+
+bool golden_has_line(const fs::path& file, const std::string& want) {
+  std::istringstream in(read_file(file.string()));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#' && unescape(line) == want) return true;
+  return false;
+}
+
+TEST(ChatTemplateFixtures, Qwen3VocabTemplateIsPublishedQwen3AndMatchesGolden) {
+  REQUIRE_FIXTURES();
+  auto model = strata::GgufModel::open((kFixtures / "tokenizer-qwen3/vocab.gguf").string());
+  const std::string tmpl = strata::chat_template_from_gguf(*model);
+  EXPECT_EQ(tmpl, read_data("qwen3.jinja"));
+  auto o = strata::chat_options_from_gguf(*model);
+  EXPECT_EQ(o.bos_token, "<|endoftext|>");
+  EXPECT_EQ(o.eos_token, "<|im_end|>");
+  const std::string got = apply_chat_template(tmpl, {{"user", "Hi"}}, o);
+  EXPECT_EQ(got, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_TRUE(golden_has_line(kFixtures / "tokenizer-qwen3/strings.txt", got));  // the tokenizer golden's chat line
+  EXPECT_EQ(apply_chat_template(tmpl, conversation(), o), render_data("qwen3.jinja", conversation(), o));
+}
+
+TEST(ChatTemplateFixtures, DeepSeekV3VocabTemplateMatchesGolden) {
+  REQUIRE_FIXTURES();
+  auto model = strata::GgufModel::open((kFixtures / "tokenizer-deepseek-v3/vocab.gguf").string());
+  const std::string tmpl = strata::chat_template_from_gguf(*model);
+  auto o = strata::chat_options_from_gguf(*model);
+  EXPECT_EQ(o.bos_token, "<｜begin▁of▁sentence｜>");
+  const std::string got = apply_chat_template(tmpl, {{"user", "Hello"}}, o);
+  EXPECT_EQ(got, "<｜begin▁of▁sentence｜><｜User｜>Hello<｜Assistant｜>");
+  EXPECT_TRUE(golden_has_line(kFixtures / "tokenizer-deepseek-v3/strings.txt", got));
+  EXPECT_EQ(apply_chat_template(tmpl, conversation(), o),
+            "<｜begin▁of▁sentence｜>You are a helpful assistant.<｜User｜>Hello!<｜Assistant｜>Hi there! How can I help?"
+            "<｜end▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜>");
+  // This template's tool-call branch (content none) with two calls and two tool outputs.
+  ChatMessage call{"assistant", std::nullopt};
+  call.tool_calls = json::parse(R"([{"type": "function", "function": {"name": "f", "arguments": "{}"}},
+                                    {"type": "function", "function": {"name": "g", "arguments": "{\"a\": 1}"}}])");
+  EXPECT_EQ(apply_chat_template(tmpl, {{"user", "Q"}, call, {"tool", "r1"}, {"tool", "r2"}}, o),
+            "<｜begin▁of▁sentence｜><｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n"
+            "```json\n{}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>g\n```json\n{\"a\": 1}\n```"
+            "<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>r1"
+            "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>r2<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
+}
+
+// Every model fixture ships a ChatML template; its prompts.txt line 2 is the rendered
+// system + user + generation prompt.
+TEST(ChatTemplateFixtures, ModelTemplatesMatchPromptGolden) {
+  REQUIRE_FIXTURES();
+  const std::string want =
+      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?"
+      "<|im_end|>\n<|im_start|>assistant\n";
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator(kFixtures)) {
+    const fs::path gguf = entry.path() / "model.gguf";
+    if (!fs::exists(gguf)) continue;
+    SCOPED_TRACE(gguf.string());
+    auto model = strata::GgufModel::open(gguf.string());
+    const std::string tmpl = strata::chat_template_from_gguf(*model);
+    const std::string got = apply_chat_template(
+        tmpl, {{"system", "You are a helpful assistant."}, {"user", "What is the capital of France?"}}, options());
+    EXPECT_EQ(got, want);
+    EXPECT_TRUE(golden_has_line(entry.path() / "prompts.txt", got));
+    ++n;
+  }
+  EXPECT_GT(n, 0) << "no model fixtures found under " << kFixtures;
+}
+
+}  // namespace
