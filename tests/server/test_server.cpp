@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "runtime/expert_tier.h"
+#include "server/chat_format.h"
 #include "server/scheduler.h"
 #include "server/text_stream.h"
 #include "server_util.h"
@@ -554,6 +555,27 @@ TEST(ServerText, ReasoningSplitter) {
   EXPECT_TRUE(server::valid_utf8("caf\xC3\xA9"));
   EXPECT_FALSE(server::valid_utf8("caf\xC3"));
   EXPECT_FALSE(server::valid_utf8("\xED\xA0\x80"));  // surrogate
+}
+
+}  // namespace
+}  // namespace strata::test
+
+namespace strata::test {
+namespace {
+
+TEST(ServerChatFormat, TemplateFallbackAndErrors) {
+  const std::vector<server::ChatMsg> msgs = {{"system", "S"}, {"user", "U"}};
+  server::ChatFormat none;  // no template in the GGUF: ChatML
+  EXPECT_EQ(server::format_chat(msgs, none).text, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+  server::ChatFormat t;
+  t.model_template = "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}{% if add_generation_prompt %}>{% endif %}";
+  t.options.bos_token = "<s>";
+  const auto p = server::format_chat(msgs, t);
+  EXPECT_EQ(p.text, "<s>[system:S][user:U]>");
+  EXPECT_FALSE(p.add_special);  // the template wrote the BOS text itself
+  server::ChatFormat bad;
+  bad.model_template = "{{ raise_exception('roles must alternate') }}";
+  EXPECT_THROW(server::format_chat(msgs, bad), std::exception);
 }
 
 }  // namespace
