@@ -19,5 +19,6 @@ Command add_cachesim(CLI::App& app);
 Command add_bench(CLI::App& app);
 Command add_chat(CLI::App& app);
 Command add_synth(CLI::App& app);
+Command add_serve(CLI::App& app);
 
 }  // namespace strata::cli

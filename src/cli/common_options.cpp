@@ -59,6 +59,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.n_ctx = o.n_ctx;
   eo.n_threads = o.n_threads;
   eo.n_batch = o.n_batch;
+  eo.n_seq = o.n_seq;
   eo.type_k = cache_type(o.cache_type_k);
   eo.type_v = cache_type(o.cache_type_v);
   if (!o.ram_budget.empty()) eo.tier.ram_budget = parse_bytes(o.ram_budget);

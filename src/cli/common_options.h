@@ -16,6 +16,7 @@ struct ModelOptions {
   int n_ctx = 4096;
   int n_threads = 0;
   int n_batch = 512;
+  int n_seq = 1;  // KV sequence slots (serve sets it from --parallel; not a CLI option here)
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string isa = "auto";
   // Expert tier

@@ -183,8 +183,8 @@ void attention_gqa(FwdCtx& c, int layer) {
       ha.scale = lc.kq_scale;
       ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
       ha.dot = c.k.dot_f32;
-      ha.lanes = c.b.n == 1 ? 8 : 32;
-      ha.score_mode = c.b.n == 1 ? 1 : 0;
+      ha.lanes = c.solo(i) ? 8 : 32;
+      ha.score_mode = c.solo(i) ? 1 : 0;
       const int pos = c.b.pos[i];
       attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + static_cast<size_t>(i) * dvo + h * lc.head_dim_v, buf);
     }
@@ -260,8 +260,8 @@ void attention_mla(FwdCtx& c, int layer) {
       ha.scale = lc.kq_scale;
       ha.sink = nullptr;
       ha.dot = c.k.dot_f32;
-      ha.lanes = c.b.n == 1 ? 8 : 32;
-      ha.score_mode = c.b.n == 1 ? 1 : 0;
+      ha.lanes = c.solo(i) ? 8 : 32;
+      ha.score_mode = c.solo(i) ? 1 : 0;
       const int pos = c.b.pos[i];
       attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + (static_cast<size_t>(i) * lc.n_head + h) * lc.kv_lora_rank, buf);
     }

@@ -31,6 +31,11 @@ struct Model::State {
   std::vector<int32_t> slot_of;  // [n * k]
   std::vector<int32_t> expert_list;  // unique experts of the batch
   std::vector<float> logits_in;  // [n_out, n_embd]
+  // [n] 1 = the only token of its sequence in this batch (a decode step). Attention picks its
+  // summation order per token from this, so a sequence's results do not depend on which other
+  // sequences share the batch.
+  std::vector<uint8_t> solo;
+  std::vector<int32_t> seq_count;  // [n_seq] tokens per sequence in this batch
   std::vector<std::vector<float>> thread_buf;  // per thread: scores + rows
   MatmulScratch mm;
 
@@ -52,6 +57,7 @@ struct FwdCtx {
 
   void mm(const QMatrix& m, const float* x, int64_t n, float* y) { matmul(k, pool, m, x, n, y, st.mm); }
   int seq(int i) const { return b.seq ? b.seq[i] : 0; }
+  bool solo(int i) const { return st.solo[i] != 0; }
   template <typename F>
   void parallel(int64_t n, F&& f) {
     if (pool) pool->parallel_for(n, 1, f);

@@ -93,6 +93,15 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   const int n_threads = pool_ ? pool_->size() : 1;
   st_->ensure(cfg_, b.n, kv.n_ctx(), n_threads);
   State& st = *st_;
+  // Which tokens are alone in their sequence (with one sequence: b.n == 1, as before).
+  st.seq_count.assign(static_cast<size_t>(std::max(1, kv.n_seq())), 0);
+  for (int i = 0; i < b.n; ++i) {
+    const int s = b.seq ? b.seq[i] : 0;
+    STRATA_CHECK(s >= 0 && s < kv.n_seq(), "sequence slot {} out of range ({} slots)", s, kv.n_seq());
+    st.seq_count[s]++;
+  }
+  st.solo.resize(static_cast<size_t>(b.n));
+  for (int i = 0; i < b.n; ++i) st.solo[i] = st.seq_count[b.seq ? b.seq[i] : 0] == 1 ? 1 : 0;
   FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_, &layer_s_};
   experts_->begin_batch(b.n);
   try {

@@ -1,0 +1,68 @@
+// strata serve: an OpenAI-compatible HTTP server (continuous batching over --parallel slots).
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common_options.h"
+#include "core/error.h"
+#include "server/http_server.h"
+
+namespace strata::cli {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  server::ServerOptions server;
+  int parallel = 4;
+};
+
+std::atomic<bool> g_term{false};
+void on_term(int) { g_term.store(true); }
+
+int serve(ServeOptions& o) {
+  STRATA_CHECK(o.parallel >= 1 && o.parallel <= 256, "--parallel must be 1..256 (got {})", o.parallel);
+  STRATA_CHECK(o.server.max_queue >= 0, "--queue must be >= 0 (got {})", o.server.max_queue);
+  STRATA_CHECK(o.server.max_body >= 64, "--max-body must be at least 64 bytes (got {})", o.server.max_body);
+  server::HttpServer srv(o.server);
+  const int port = srv.bind();
+  srv.start();
+  std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
+  o.model.n_seq = o.parallel;
+  auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler
+  std::signal(SIGTERM, on_term);
+  srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path);
+  std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
+               loaded.engine->options().n_ctx, o.server.max_queue, o.server.api_key.empty() ? "" : ", API key required");
+  std::fprintf(stderr, "%s\n", tier_summary(*loaded.engine, 0, 0).c_str());
+  while (!interrupted() && !g_term.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "strata serve: shutting down\n");
+  srv.stop();
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics)");
+  add_model_options(sub, o->model);
+  sub->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
+  sub->add_option("--port", o->server.port, "Port (0: any free port)")->capture_default_str();
+  sub->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
+  sub->add_option("--parallel", o->parallel, "Sequences decoded together (KV slots of -c tokens each)")->capture_default_str();
+  sub->add_option("--max-body", o->server.max_body, "Largest request body in bytes (413 beyond)")->capture_default_str();
+  sub->add_option("--queue", o->server.max_queue, "Requests waiting for a slot (503 beyond)")->capture_default_str();
+  sub->add_option("--step-tokens", o->server.step_tokens, "Tokens per forward pass (decode tokens first, then prompt chunks)")->capture_default_str();
+  sub->add_option("--http-threads", o->server.http_threads, "HTTP worker threads (0: queue + 64)");
+  sub->add_option("--alias", o->server.alias, "Model id to report (and accept) instead of the GGUF general.name");
+  sub->add_option("--reasoning-format", o->server.reasoning_format, "deepseek: <think>...</think> goes to reasoning_content; none: left in content")
+      ->check(CLI::IsMember({"deepseek", "none"}))
+      ->capture_default_str();
+  add_sampling_options(sub, o->server.sampling);
+  return {sub, [o]() { return serve(*o); }};
+}
+
+}  // namespace strata::cli

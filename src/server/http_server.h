@@ -1,0 +1,60 @@
+#pragma once
+// strata serve: an OpenAI-compatible HTTP server over one Engine.
+//
+//   HttpServer srv(opts);
+//   int port = srv.bind();          // opts.port 0: an ephemeral port
+//   srv.start();                    // /health answers 503 {"status":"loading"} from here on
+//   srv.attach(engine, tokenizer, model_path);  // ready: the scheduler thread starts
+//   ...
+//   srv.stop();
+//
+// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+// GET /metrics. Every failure is an OpenAI error object with its HTTP status.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+#include "server/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                      // 0: any free port
+  std::string api_key;                  // "": no authentication
+  size_t max_body = 4u << 20;           // bytes; larger bodies get 413
+  int max_queue = 64;                   // requests waiting for a slot; more get 503
+  int step_tokens = 256;                // tokens per forward pass
+  int http_threads = 0;                 // 0: queue + 64
+  std::string alias;                    // extra accepted model name; also the id when set
+  std::string reasoning_format = "deepseek";  // deepseek: <think> text -> reasoning_content; none
+  SamplerParams sampling;               // defaults for fields a request leaves out
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(const ServerOptions& opt);
+  ~HttpServer();
+
+  // Binds the listening socket; returns the port. Throws strata::Error when it cannot.
+  int bind();
+  // Serves in a background thread.
+  void start();
+  // The model is loaded: starts the scheduler (slots = the engine's KV sequences).
+  void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path);
+  void stop();
+
+  int port() const;
+  bool ready() const;
+  std::string model_id() const;
+  Scheduler* scheduler();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::server

@@ -1,0 +1,53 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace strata::server {
+
+void RequestCounters::add(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lk(mu_);
+  n_[{endpoint, status}]++;
+}
+
+std::map<std::pair<std::string, int>, uint64_t> RequestCounters::snapshot() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return n_;
+}
+
+namespace {
+void metric(std::string& out, const char* name, const char* type, const char* help, double v) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
+}
+}  // namespace
+
+std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, bool ready) {
+  std::string out;
+  out += "# HELP strata_requests_total HTTP requests handled, by endpoint and status code.\n# TYPE strata_requests_total counter\n";
+  for (const auto& [k, v] : requests.snapshot())
+    out += fmt::format("strata_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", k.first, k.second, v);
+  metric(out, "strata_ready", "gauge", "1 when the model is loaded.", ready ? 1 : 0);
+  if (!s) return out;
+  metric(out, "strata_prompt_tokens_total", "counter", "Prompt tokens evaluated.", static_cast<double>(s->prompt_tokens));
+  metric(out, "strata_completion_tokens_total", "counter", "Tokens generated.", static_cast<double>(s->completion_tokens));
+  metric(out, "strata_generation_tokens_per_second", "gauge", "Tokens generated per second over the last 10 seconds.", s->decode_tps);
+  metric(out, "strata_requests_completed_total", "counter", "Generations that ended normally (stop or length).", static_cast<double>(s->requests_done));
+  metric(out, "strata_requests_cancelled_total", "counter", "Generations cancelled (client gone).", static_cast<double>(s->requests_cancelled));
+  metric(out, "strata_requests_failed_total", "counter", "Generations that ended with an error.", static_cast<double>(s->requests_failed));
+  metric(out, "strata_queue_length", "gauge", "Requests waiting for a slot.", s->queued);
+  metric(out, "strata_slots_busy", "gauge", "Sequence slots generating or reading a prompt.", s->busy);
+  metric(out, "strata_slots_total", "gauge", "Sequence slots (--parallel).", s->slots);
+  metric(out, "strata_engine_steps_total", "counter", "Forward passes (one batch each).", static_cast<double>(s->steps));
+  metric(out, "strata_batch_tokens_total", "counter", "Tokens over all forward passes.", static_cast<double>(s->batch_tokens));
+  metric(out, "strata_engine_busy_seconds_total", "counter", "Seconds in forward passes and sampling.", s->busy_s);
+  const double acc = static_cast<double>(s->expert_hits + s->expert_misses);
+  metric(out, "strata_expert_streaming", "gauge", "1 when routed experts stream from disk through the cache.", s->streaming_experts ? 1 : 0);
+  metric(out, "strata_expert_cache_hits_total", "counter", "Expert cache hits.", static_cast<double>(s->expert_hits));
+  metric(out, "strata_expert_cache_misses_total", "counter", "Expert cache misses.", static_cast<double>(s->expert_misses));
+  metric(out, "strata_expert_cache_hit_ratio", "gauge", "Expert cache hits / accesses (1 when experts are resident).",
+         s->streaming_experts ? (acc > 0 ? s->expert_hits / acc : 0.0) : 1.0);
+  metric(out, "strata_expert_bytes_read_total", "counter", "Bytes of experts read from disk.", static_cast<double>(s->expert_bytes_read));
+  metric(out, "strata_expert_fetch_wait_seconds_total", "counter", "Seconds the forward pass waited for expert reads.", s->expert_wait_s);
+  return out;
+}
+
+}  // namespace strata::server

@@ -1,0 +1,129 @@
+#pragma once
+// Continuous batching over one Engine: a single engine thread owns the model and the KV cache.
+// Each step builds ONE batch holding every decoding sequence's next token plus chunks of
+// pending prompts (capped per step so decoding is not starved), runs Model::forward once,
+// samples each sequence whose logits came out and streams its text to the request's queue.
+// Requests beyond the slots wait in a bounded FIFO.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::server {
+
+enum class Finish { None, Stop, Length, Cancelled, Error };
+const char* finish_name(Finish f);  // "stop", "length", "cancelled", "error"
+
+struct GenParams {
+  std::vector<int32_t> prompt;
+  SamplerParams sampling;
+  int max_tokens = -1;             // < 0: until the context is full
+  std::vector<std::string> stop;   // stop strings (not emitted)
+  bool ignore_eos = false;
+  // Tests: called on the engine thread with each logits row this request samples from.
+  std::function<void(const float* logits, int n_vocab)> on_logits;
+};
+
+// What the engine thread hands to the HTTP side, in order.
+struct GenEvent {
+  std::string text;                // generated text (whole UTF-8 characters, stop strings removed)
+  bool final = false;
+  Finish finish = Finish::None;    // set on the final event
+  int prompt_tokens = 0, completion_tokens = 0;
+  std::string error;               // Finish::Error
+};
+
+// One request in flight: its parameters, its event queue, and a cancel flag.
+class GenRequest {
+ public:
+  explicit GenRequest(GenParams p) : params(std::move(p)) {}
+  const GenParams params;
+
+  // HTTP side: waits up to `timeout_ms` for events; returns what is there (maybe nothing).
+  std::vector<GenEvent> wait(int timeout_ms);
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+  bool done() const;
+
+  // Engine side.
+  void push(GenEvent e);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<GenEvent> q_;
+  bool done_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct SchedulerOptions {
+  int step_tokens = 256;   // tokens per forward call (decode tokens first, then prompt chunks)
+  int max_queue = 64;      // waiting requests beyond the slots
+};
+
+// Figures for /metrics, copied by the engine thread after every step.
+struct SchedulerStats {
+  int slots = 0, busy = 0, queued = 0;
+  uint64_t steps = 0, batch_tokens = 0;
+  uint64_t prompt_tokens = 0, completion_tokens = 0;
+  uint64_t requests_done = 0, requests_cancelled = 0, requests_failed = 0;
+  double busy_s = 0;              // seconds inside Model::forward + sampling
+  double decode_tps = 0;          // generated tokens per second, recent window
+  bool streaming_experts = false;
+  uint64_t expert_hits = 0, expert_misses = 0, expert_bytes_read = 0;
+  double expert_wait_s = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt);
+  ~Scheduler();  // stops the engine thread; pending requests end with Finish::Error
+
+  // Queues the request; false when the wait queue is full.
+  bool submit(const std::shared_ptr<GenRequest>& r);
+  SchedulerStats stats() const;
+  int n_ctx() const { return eng_.options().n_ctx; }
+  int n_slots() const { return static_cast<int>(slots_.size()); }
+  void stop();
+
+ private:
+  struct Slot;
+  void loop();
+  void step();
+  void admit();
+  void finish(Slot& s, Finish f, const std::string& error = {});
+  void emit(Slot& s, const std::string& text);
+
+  Engine& eng_;
+  const tok::Tokenizer& tok_;
+  SchedulerOptions opt_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<GenRequest>> waiting_;
+  bool stop_ = false;
+  SchedulerStats stats_;  // under mu_
+
+  // engine thread only
+  uint64_t admit_seq_ = 0;
+  std::vector<int32_t> tokens_, pos_, seq_;
+  std::vector<uint8_t> want_;
+  std::vector<float> logits_;
+  std::deque<std::pair<double, int>> recent_;  // (time, tokens generated) for decode_tps
+  SchedulerStats local_;
+  std::thread thread_;
+};
+
+}  // namespace strata::server
