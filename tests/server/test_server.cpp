@@ -512,7 +512,12 @@ TEST_F(Server, LoadTest16StreamingClients) {
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(ok.load(), clients * per_client);
   EXPECT_LT(secs, 60.0);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in quarantine and adds shadow pages: RSS says nothing here.
+  std::printf("[load] (AddressSanitizer build: RSS bound not checked)\n");
+#else
   EXPECT_LT(static_cast<double>(rss1), static_cast<double>(rss0) + 64.0 * 1048576.0) << "RSS grew";
+#endif
   // Slots are free again.
   const auto st = main_->srv->scheduler()->stats();
   EXPECT_EQ(st.queued, 0);
