@@ -254,7 +254,7 @@ void ExpertCache::release(int layer, int e) {
   en.demanded = false;
   if (en.transient) {
     free_transient_.push_back(en.slot);
-    en = Entry{ExpertKey{layer, e}};
+    en = fresh_entry(ExpertKey{layer, e});
     start_transients();
     return;
   }
@@ -273,12 +273,12 @@ void ExpertCache::on_abort() {
   while (io_ && io_->in_flight() > 0) reap(true);
   for (const ExpertKey& k : pinned_) state_->unpin(k);
   pinned_.clear();
-  for (const ExpertKey& k : waiting_transient_) entries_[idx(k.layer, k.expert)] = Entry{k};
+  for (const ExpertKey& k : waiting_transient_) entries_[idx(k.layer, k.expert)] = fresh_entry(k);
   waiting_transient_.clear();
   for (auto& en : entries_) {
     if (en.transient) {
       if (en.slot >= 0) free_transient_.push_back(en.slot);
-      en = Entry{en.key};
+      en = fresh_entry(en.key);
     }
     en.demanded = false;
   }

@@ -77,6 +77,11 @@ class ExpertCache final : public ExpertProvider {
     int64_t error = 0;
     ReadOp ops[3];
   };
+  static Entry fresh_entry(ExpertKey k) {
+    Entry e;
+    e.key = k;
+    return e;
+  }
   size_t idx(int layer, int e) const { return static_cast<size_t>(layer) * n_expert_ + e; }
   uint8_t* slot_mem(int slot) const { return arena_ + static_cast<size_t>(slot) * slot_bytes_; }
   uint8_t* transient_mem(int t) const { return transient_ + static_cast<size_t>(t) * slot_bytes_; }
