@@ -89,7 +89,9 @@ void check_set(const std::string& set) {
         const int32_t want = steps[s]["token"].get<int32_t>();
         const int32_t got = Sampler::argmax(logits.data(), nv);
         rep.greedy_total++;
-        if (tier == Tier::Float) EXPECT_EQ(got, want) << set << "/" << p << " greedy step " << s;
+        if (tier == Tier::Float) {
+          EXPECT_EQ(got, want) << set << "/" << p << " greedy step " << s;
+        }
         if (got != want) {
           missed = true;
           std::printf("  STRICT MISS %s/%s: greedy step %zu gives %d, llama.cpp %d (its margin %.4f)\n", set.c_str(), p.c_str(), s, got, want,
