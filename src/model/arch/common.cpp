@@ -1,5 +1,7 @@
 #include "model/arch/common.h"
 
+#include <cmath>
+
 namespace strata::arch {
 
 void read_common(const GgufModel& m, const MetaReader& r, ModelConfig& cfg) {
@@ -24,6 +26,22 @@ void bind_common(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w)
   w.tok_embd = b.mat("token_embd.weight", cfg.n_vocab, cfg.n_embd);
   w.output_norm = b.vec("output_norm.weight", cfg.n_embd);
   w.output = b.find("output.weight") ? b.mat("output.weight", cfg.n_vocab, cfg.n_embd) : w.tok_embd;
+}
+
+void read_gqa(const MetaReader& r, const ModelConfig& cfg, RopeStyle style, LayerConfig& l) {
+  const int n_head = static_cast<int>(r.req_int("attention.head_count"));
+  const int n_head_kv = static_cast<int>(r.opt_int("attention.head_count_kv", n_head));
+  STRATA_CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0, "{}: head counts {} / {} are invalid", r.m.path(), n_head, n_head_kv);
+  l.attn = AttnKind::Gqa;
+  l.n_head = n_head;
+  l.n_head_kv = n_head_kv;
+  l.head_dim_k = static_cast<int>(r.opt_int("attention.key_length", cfg.n_embd / n_head));
+  l.head_dim_v = static_cast<int>(r.opt_int("attention.value_length", l.head_dim_k));
+  l.kq_scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim_k));
+  l.rope.style = style;
+  l.rope.n_dims = static_cast<int>(r.opt_int("rope.dimension_count", l.head_dim_k));
+  l.rope.freq_base = r.opt_float("rope.freq_base", 10000.0f);
+  read_rope_scaling(r, l.rope, cfg.n_ctx_train);
 }
 
 GatingFunc read_gating(const MetaReader& r, GatingFunc def) {

@@ -12,6 +12,9 @@ namespace strata::arch {
 void read_common(const GgufModel& m, const MetaReader& r, ModelConfig& cfg);
 // token_embd, output_norm, output (tied to token_embd when absent).
 void bind_common(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w);
+// Grouped-query attention settings shared by the Llama-like architectures: head counts and
+// dims (validated), kq scale 1/sqrt(head_dim_k), RoPE of `style` with base and scaling.
+void read_gqa(const MetaReader& r, const ModelConfig& cfg, RopeStyle style, LayerConfig& l);
 // Gating function from "<arch>.expert_gating_func" (llama.cpp numbering), `def` when absent.
 GatingFunc read_gating(const MetaReader& r, GatingFunc def);
 // Routed experts + router of a MoE layer (gate/up/down_exps, ffn_gate_inp).

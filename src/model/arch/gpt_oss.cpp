@@ -10,27 +10,13 @@ namespace strata::arch {
 static void gpt_oss_config(const GgufModel& m, ModelConfig& cfg) {
   MetaReader r{m, "gpt-oss."};
   read_common(m, r, cfg);
-  const int n_head = static_cast<int>(r.req_int("attention.head_count"));
-  const int n_head_kv = static_cast<int>(r.opt_int("attention.head_count_kv", n_head));
-  STRATA_CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0, "{}: head counts {} / {} are invalid", m.path(), n_head, n_head_kv);
-  const int hd_k = static_cast<int>(r.opt_int("attention.key_length", cfg.n_embd / n_head));
-  const int hd_v = static_cast<int>(r.opt_int("attention.value_length", hd_k));
   const int swa = static_cast<int>(r.opt_int("attention.sliding_window", 0));
   for (int il = 0; il < cfg.n_layer; ++il) {
     LayerConfig& l = cfg.layers[il];
-    l.attn = AttnKind::Gqa;
-    l.n_head = n_head;
-    l.n_head_kv = n_head_kv;
-    l.head_dim_k = hd_k;
-    l.head_dim_v = hd_v;
+    read_gqa(r, cfg, RopeStyle::Neox, l);
     l.attn_bias = true;
     l.sinks = true;
     l.sliding_window = (il % 2 == 0) ? swa : 0;
-    l.kq_scale = 1.0f / std::sqrt(static_cast<float>(hd_k));
-    l.rope.style = RopeStyle::Neox;
-    l.rope.n_dims = static_cast<int>(r.opt_int("rope.dimension_count", hd_k));
-    l.rope.freq_base = r.opt_float("rope.freq_base", 10000.0f);
-    read_rope_scaling(r, l.rope, cfg.n_ctx_train);
     l.ffn = FfnKind::Moe;
     l.n_expert = static_cast<int>(r.req_int("expert_count"));
     l.n_expert_used = static_cast<int>(r.req_int("expert_used_count"));

@@ -8,23 +8,9 @@ namespace strata::arch {
 static void llama_config(const GgufModel& m, ModelConfig& cfg) {
   MetaReader r{m, "llama."};
   read_common(m, r, cfg);
-  const int n_head = static_cast<int>(r.req_int("attention.head_count"));
-  const int n_head_kv = static_cast<int>(r.opt_int("attention.head_count_kv", n_head));
-  STRATA_CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0, "{}: head counts {} / {} are invalid", m.path(), n_head, n_head_kv);
-  const int hd_k = static_cast<int>(r.opt_int("attention.key_length", cfg.n_embd / n_head));
-  const int hd_v = static_cast<int>(r.opt_int("attention.value_length", hd_k));
   const int n_expert = static_cast<int>(r.opt_int("expert_count", 0));
   for (auto& l : cfg.layers) {
-    l.attn = AttnKind::Gqa;
-    l.n_head = n_head;
-    l.n_head_kv = n_head_kv;
-    l.head_dim_k = hd_k;
-    l.head_dim_v = hd_v;
-    l.kq_scale = 1.0f / std::sqrt(static_cast<float>(hd_k));
-    l.rope.style = RopeStyle::Norm;
-    l.rope.n_dims = static_cast<int>(r.opt_int("rope.dimension_count", hd_k));
-    l.rope.freq_base = r.opt_float("rope.freq_base", 10000.0f);
-    read_rope_scaling(r, l.rope, cfg.n_ctx_train);
+    read_gqa(r, cfg, RopeStyle::Norm, l);
     if (n_expert > 0) {
       l.ffn = FfnKind::Moe;
       l.n_expert = n_expert;
