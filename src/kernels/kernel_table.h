@@ -26,6 +26,9 @@ struct KernelTable {
 
   // Float ops on contiguous vectors.
   float (*dot_f32)(int64_t n, const float* a, const float* b) = nullptr;
+  // The f32 dot of llama.cpp's batched f32 GEMM (one 8-lane fused multiply-add accumulator
+  // over steps of 8, then the horizontal sum); n must be a multiple of 8.
+  float (*dot_f32_x8)(int64_t n, const float* a, const float* b) = nullptr;
   void (*axpy_f32)(int64_t n, float a, const float* x, float* y) = nullptr;  // y += a*x
   void (*scale_f32)(int64_t n, float a, float* y) = nullptr;                 // y *= a
 };

@@ -55,10 +55,13 @@ GgmlType matmul_act_type(GgmlType w) {
 }
 
 void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const float* x, int64_t n, float* y,
-            MatmulScratch& s) {
+            MatmulScratch& s, const uint8_t* in_gemm) {
   if (n <= 0 || w.rows <= 0) return;
   const GgmlType at = matmul_act_type(w.type);
   const VecDotFn dot = k.vec_dot[static_cast<uint32_t>(w.type)];
+  // f32 weights: llama.cpp's CPU build takes its tiled f32 GEMM (tinyBLAS) for multi-token
+  // batches when the shapes allow (K a multiple of 8, rows a multiple of 4).
+  const auto f32_gemm = (in_gemm && w.type == GgmlType::F32 && w.cols % 8 == 0 && w.rows % 4 == 0) ? k.dot_f32_x8 : nullptr;
   STRATA_CHECK(dot != nullptr, "kernel table '{}' has no vec_dot for {}", k.name, ggml_type_name(w.type));
   const auto& wi = ggml_info(w.type);
   const auto& ai = ggml_info(at);
@@ -96,7 +99,14 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
         const int64_t t1 = std::min(n, t0 + kTokenTile);
         for (int64_t r = r0; r < r1; ++r) {
           const uint8_t* wr = wdata + static_cast<size_t>(r) * w.row_stride_bytes;
-          for (int64_t t = t0; t < t1; ++t) y[t * w.rows + r] = dot(w.cols, wr, act + t * act_stride);
+          if (f32_gemm) {
+            for (int64_t t = t0; t < t1; ++t) {
+              const auto* a = reinterpret_cast<const float*>(act + t * act_stride);
+              y[t * w.rows + r] = in_gemm[t] ? f32_gemm(w.cols, reinterpret_cast<const float*>(wr), a) : dot(w.cols, wr, a);
+            }
+          } else {
+            for (int64_t t = t0; t < t1; ++t) y[t * w.rows + r] = dot(w.cols, wr, act + t * act_stride);
+          }
         }
       }
     }

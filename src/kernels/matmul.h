@@ -37,7 +37,11 @@ GgmlType matmul_act_type(GgmlType w);
 // x: [n, cols] f32 (row-major); y: [n, rows] f32. pool may be nullptr (single thread).
 // Throws strata::Error when the table has no kernel for the type or cols is not a multiple
 // of the block size.
+// in_gemm: nullptr, or [n] flags marking the activation rows llama.cpp computes inside a
+// multi-token GEMM (a prompt chunk, not a lone decode token). For f32 weights of suitable shape
+// those rows take its tiled GEMM's float association (dot_f32_x8), the others its dot's, so
+// logits agree with llama.cpp's to the bit in both phases and never depend on batch partners.
 void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const float* x, int64_t n, float* y,
-            MatmulScratch& s);
+            MatmulScratch& s, const uint8_t* in_gemm = nullptr);
 
 }  // namespace strata

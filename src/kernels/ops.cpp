@@ -84,8 +84,9 @@ void rope_cache(const RopeParams& p, float pos, float* cs) {
     float mscale = p.attn_factor;
     if (p.ext_factor != 0.0f) {
       const float ramp_mix = yarn_ramp(corr0, corr1, i0) * p.ext_factor;
-      th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
-      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+      // Contracted as ggml's CPU build computes them (checked bit for bit on its YaRN layers).
+      th = std::fma(theta_interp, 1 - ramp_mix, theta_extrap * ramp_mix);
+      mscale *= std::fma(0.1f, std::log(1.0f / p.freq_scale), 1.0f);
     }
     cs[i0] = std::cos(th) * mscale;
     cs[i0 + 1] = std::sin(th) * mscale;
@@ -93,6 +94,7 @@ void rope_cache(const RopeParams& p, float pos, float* cs) {
   }
 }
 
+// The rotation as ggml's CPU build computes it (its compiler fuses the x0 products).
 void rope_apply(const RopeParams& p, const float* cs, float* x, bool inverse) {
   const float sgn = inverse ? -1.0f : 1.0f;
   if (p.neox) {
@@ -100,15 +102,15 @@ void rope_apply(const RopeParams& p, const float* cs, float* x, bool inverse) {
     for (int i = 0; i < half; ++i) {
       const float c = cs[2 * i], s = sgn * cs[2 * i + 1];
       const float x0 = x[i], x1 = x[i + half];
-      x[i] = x0 * c - x1 * s;
-      x[i + half] = x0 * s + x1 * c;
+      x[i] = std::fma(x0, c, -(x1 * s));
+      x[i + half] = std::fma(x0, s, x1 * c);
     }
   } else {
     for (int i = 0; i < p.n_dims; i += 2) {
       const float c = cs[i], s = sgn * cs[i + 1];
       const float x0 = x[i], x1 = x[i + 1];
-      x[i] = x0 * c - x1 * s;
-      x[i + 1] = x0 * s + x1 * c;
+      x[i] = std::fma(x0, c, -(x1 * s));
+      x[i + 1] = std::fma(x0, s, x1 * c);
     }
   }
 }

@@ -30,7 +30,8 @@ void glu_ffn(FwdCtx& c, const LayerConfig& lc, float limit, const QMatrix& gate,
   c.mm(down, st.gate.data(), n, out);
 }
 
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+// As ggml computes it (log of 1 + exp, not log1p): the same float, so the same routing.
+float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
 
 // Weights of the selected experts: their unbiased probabilities, optionally renormalized and scaled.
 void finish_weights(const LayerConfig& lc, const float* probs, const int32_t* sel, float* w) {
@@ -38,9 +39,9 @@ void finish_weights(const LayerConfig& lc, const float* probs, const int32_t* se
   for (int j = 0; j < k; ++j) w[j] = probs[sel[j]];
   if (lc.gating == GatingFunc::SoftmaxWeight) softmax(w, k);
   if (lc.norm_w) {
-    float s = 0;
-    for (int j = 0; j < k; ++j) s += w[j];
-    s = std::max(s, 6.103515625e-5f);
+    double sum = 0;  // ggml's row sum accumulates in double
+    for (int j = 0; j < k; ++j) sum += w[j];
+    const float s = std::max(static_cast<float>(sum), 6.103515625e-5f);
     for (int j = 0; j < k; ++j) w[j] /= s;
   }
   if (lc.w_scale != 1.0f)
@@ -170,8 +171,8 @@ void ffn_moe(FwdCtx& c, int layer) {
     const int m = counts[e];
     for (int r = 0; r < m; ++r)
       std::memcpy(st.gather.data() + static_cast<size_t>(r) * d, st.xn.data() + static_cast<size_t>(st.tok_of[starts[e] + r]) * d, sizeof(float) * d);
-    c.mm(em.gate, st.gather.data(), m, st.gate.data());
-    c.mm(em.up, st.gather.data(), m, st.up.data());
+    c.mm_rows(em.gate, st.gather.data(), m, st.gate.data());
+    c.mm_rows(em.up, st.gather.data(), m, st.up.data());
     if (!lw.gate_exps_b.empty())
       for (int r = 0; r < m; ++r)
         for (int64_t j = 0; j < f; ++j) {
@@ -179,7 +180,7 @@ void ffn_moe(FwdCtx& c, int layer) {
           st.up[r * f + j] += lw.up_exps_b.of(e)[j];
         }
     glu(lc, lc.swiglu_limit, st.gate.data(), st.up.data(), st.gate.data(), f * m);
-    c.mm(em.down, st.gate.data(), m, st.tmp.data());
+    c.mm_rows(em.down, st.gate.data(), m, st.tmp.data());
     c.experts->release(layer, e);
     for (int r = 0; r < m; ++r) {
       const int i = st.tok_of[starts[e] + r], slot = st.slot_of[starts[e] + r];

@@ -35,6 +35,8 @@ struct Model::State {
   // summation order per token from this, so a sequence's results do not depend on which other
   // sequences share the batch.
   std::vector<uint8_t> solo;
+  std::vector<uint8_t> in_gemm;      // [n] 1 - solo: the token is part of a multi-token chunk
+  std::vector<uint8_t> in_gemm_out;  // [n_out] the same for the rows of logits_in
   std::vector<int32_t> seq_count;  // [n_seq] tokens per sequence in this batch
   std::vector<std::vector<float>> thread_buf;  // per thread: scores + rows
   MatmulScratch mm;
@@ -55,7 +57,11 @@ struct FwdCtx {
   int lookahead = 0;  // MoE layers ahead whose experts are predicted and prefetched
   std::vector<double>* layer_s = nullptr;  // [n_layer] seconds per layer (accumulated)
 
-  void mm(const QMatrix& m, const float* x, int64_t n, float* y) { matmul(k, pool, m, x, n, y, st.mm); }
+  // Dense product over the batch's tokens, in token order (x: [b.n, cols]).
+  void mm(const QMatrix& m, const float* x, int64_t n, float* y) { matmul(k, pool, m, x, n, y, st.mm, st.in_gemm.data()); }
+  // Product over rows that are not the batch's tokens in order (one expert's gathered tokens):
+  // llama.cpp's mul_mat_id always takes its dot path there.
+  void mm_rows(const QMatrix& m, const float* x, int64_t n, float* y) { matmul(k, pool, m, x, n, y, st.mm); }
   int seq(int i) const { return b.seq ? b.seq[i] : 0; }
   bool solo(int i) const { return st.solo[i] != 0; }
   template <typename F>

@@ -101,7 +101,12 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     st.seq_count[s]++;
   }
   st.solo.resize(static_cast<size_t>(b.n));
-  for (int i = 0; i < b.n; ++i) st.solo[i] = st.seq_count[b.seq ? b.seq[i] : 0] == 1 ? 1 : 0;
+  st.in_gemm_out.resize(static_cast<size_t>(b.n));
+  st.in_gemm.resize(static_cast<size_t>(b.n));
+  for (int i = 0; i < b.n; ++i) {
+    st.solo[i] = st.seq_count[b.seq ? b.seq[i] : 0] == 1 ? 1 : 0;
+    st.in_gemm[i] = st.solo[i] ? 0 : 1;
+  }
   FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_, &layer_s_};
   experts_->begin_batch(b.n);
   try {
@@ -117,9 +122,10 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     const bool want = b.logits ? b.logits[i] != 0 : i == b.n - 1;
     if (!want) continue;
     rmsnorm(st.x.data() + static_cast<size_t>(i) * d, w_.output_norm.data, st.logits_in.data() + static_cast<size_t>(n_out) * d, d, cfg_.rms_eps);
+    st.in_gemm_out[static_cast<size_t>(n_out)] = st.in_gemm[i];
     ++n_out;
   }
-  if (n_out) c.mm(w_.output, st.logits_in.data(), n_out, logits);
+  if (n_out) matmul(k, pool_, w_.output, st.logits_in.data(), n_out, logits, st.mm, st.in_gemm_out.data());
 }
 
 void Model::run_layers(FwdCtx& c) {

@@ -266,3 +266,62 @@ TEST(Avx2Kernels, FloatDotsAndVectorOps) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// The association llama.cpp's CPU build uses for these two dots (one 8-lane fused
+// multiply-add accumulator, blocks in order, then (hi+lo) -> pairs -> scalar) must hold
+// bit for bit: Q8_0 models and f32 batch routers flip near-ties otherwise.
+float hsum8(const float* a) {
+  const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+  return (t0 + t2) + (t1 + t3);
+}
+
+TEST(KernelAssociation, F32x8MatchesOneAccumulatorOrderOnEveryTable) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t n : {8, 64, 1000, 4096}) {
+    std::vector<float> x(n), y(n);
+    for (auto& v : x) v = nd(rng);
+    for (auto& v : y) v = nd(rng);
+    float acc[8] = {};
+    for (int64_t i = 0; i < n; ++i) acc[i % 8] = std::fma(x[i], y[i], acc[i % 8]);
+    const float want = hsum8(acc);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      const KernelTable* k = kernel_table(isa);
+      if (!k) continue;
+      ASSERT_NE(k->dot_f32_x8, nullptr) << k->name;
+      EXPECT_EQ(k->dot_f32_x8(n, x.data(), y.data()), want) << k->name << " n=" << n;
+    }
+  }
+}
+
+TEST(KernelAssociation, Q8_0DotIsOneAccumulatorInBlockOrder) {
+  const KernelTable* k = kernel_table(Isa::Avx2);
+  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::uniform_real_distribution<float> d(0.001f, 0.1f);
+  for (int nb : {1, 2, 3, 8, 33}) {
+    std::vector<block_q8_0> w(nb), a(nb);
+    for (int b = 0; b < nb; ++b) {
+      w[b].d = f32_to_f16(d(rng));
+      a[b].d = f32_to_f16(d(rng));
+      for (int j = 0; j < 32; ++j) w[b].qs[j] = static_cast<int8_t>(q(rng)), a[b].qs[j] = static_cast<int8_t>(q(rng));
+    }
+    float acc[8] = {};
+    for (int b = 0; b < nb; ++b) {
+      const float s = f16_to_f32(w[b].d) * f16_to_f32(a[b].d);
+      for (int l = 0; l < 8; ++l) {
+        int32_t p = 0;  // lane l holds the products of values 4l..4l+3
+        for (int j = 4 * l; j < 4 * l + 4; ++j) p += w[b].qs[j] * a[b].qs[j];
+        acc[l] = std::fma(s, static_cast<float>(p), acc[l]);
+      }
+    }
+    EXPECT_EQ(k->vec_dot[static_cast<uint32_t>(GgmlType::Q8_0)](32 * nb, w.data(), a.data()), hsum8(acc)) << nb << " blocks";
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -151,23 +151,8 @@ class GoldenSuite : public ::testing::TestWithParam<std::string> {};
 
 // Sets whose deviation from llama.cpp is known and tracked in an open issue: they still run and
 // print their figures, but are reported as skipped instead of failing CI. Keep this list short.
-static const char* const kKnownDeviations[][2] = {
-    {"deepseek4-q8_0", "issue 7: quantized DeepSeek-V4 not yet matched (F32 matches exactly)"},
-    {"deepseek4-q4_k_m", "issue 7: quantized DeepSeek-V4 not yet matched (F32 matches exactly)"},
-};
-
 TEST_P(GoldenSuite, MatchesLlamaCpp) {
   if (GetParam().empty()) GTEST_SKIP() << "!!! fixtures folder " << fixtures_dir() << " is absent: golden forward tests SKIPPED !!!";
-  for (const auto& kd : kKnownDeviations) {
-    if (GetParam() != kd[0]) continue;
-    {
-      ::testing::TestPartResultArray results;
-      ::testing::ScopedFakeTestPartResultReporter quiet(::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
-      check_set(GetParam());
-      std::printf("  KNOWN DEVIATION %s: %d check(s) failed (%s)\n", kd[0], results.size(), kd[1]);
-    }
-    GTEST_SKIP() << "KNOWN DEVIATION " << kd[0] << ": " << kd[1];
-  }
   check_set(GetParam());
 }
 

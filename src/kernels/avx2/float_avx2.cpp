@@ -83,6 +83,12 @@ float dot_f32(int64_t n, const float* x, const float* y) {
   return static_cast<float>(s);
 }
 
+float dot_f32_x8(int64_t n, const float* x, const float* y) {
+  __m256 s = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s);
+  return hsum_ps(s);
+}
+
 float vec_dot_f32_f32(int64_t n, const void* w, const void* a) {
   return dot_f32(n, static_cast<const float*>(w), static_cast<const float*>(a));
 }

@@ -39,6 +39,7 @@ void dequantize_bf16(const void* x, float* y, int64_t n);
 
 // Float vector ops.
 float dot_f32(int64_t n, const float* a, const float* b);
+float dot_f32_x8(int64_t n, const float* a, const float* b);
 void axpy_f32(int64_t n, float a, const float* x, float* y);
 void scale_f32(int64_t n, float a, float* y);
 

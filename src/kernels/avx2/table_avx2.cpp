@@ -42,6 +42,7 @@ void fill_avx2_table(KernelTable& t) {
   set_deq(GgmlType::BF16, avx2::dequantize_bf16);
 
   t.dot_f32 = avx2::dot_f32;
+  t.dot_f32_x8 = avx2::dot_f32_x8;
   t.axpy_f32 = avx2::axpy_f32;
   t.scale_f32 = avx2::scale_f32;
 }

@@ -30,6 +30,13 @@ static float dot_f32_scalar(int64_t n, const float* a, const float* b) {
   for (int64_t i = np; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
   return static_cast<float>(sum);
 }
+static float dot_f32_x8_scalar(int64_t n, const float* a, const float* b) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+  const float t0 = acc[0] + acc[4], t1 = acc[1] + acc[5], t2 = acc[2] + acc[6], t3 = acc[3] + acc[7];
+  return (t0 + t2) + (t1 + t3);
+}
 static void axpy_f32_scalar(int64_t n, float a, const float* x, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -51,6 +58,7 @@ void fill_scalar_table(KernelTable& t) {
   t.quantize_act[static_cast<uint32_t>(GgmlType::Q8_0)] = quantize_act_q8_0_scalar;
   t.quantize_act[static_cast<uint32_t>(GgmlType::Q8_1)] = quantize_act_q8_1_scalar;
   t.dot_f32 = dot_f32_scalar;
+  t.dot_f32_x8 = dot_f32_x8_scalar;
   t.axpy_f32 = axpy_f32_scalar;
   t.scale_f32 = scale_f32_scalar;
 }

@@ -54,7 +54,7 @@ void deepseek4_config(const GgufModel& m, ModelConfig& cfg) {
   RopeConfig rope_comp = rope_plain;
   rope_comp.freq_base = r.opt_float("attention.compress_rope_freq_base", rope_plain.freq_base);
   read_rope_scaling(r, rope_comp, cfg.n_ctx_train);
-  if (rope_comp.ext_factor != 0.0f) rope_comp.attn_factor = 1.0f / (1.0f + 0.1f * std::log(1.0f / rope_comp.freq_scale));
+  if (rope_comp.ext_factor != 0.0f) rope_comp.attn_factor = 1.0f / std::fma(0.1f, std::log(1.0f / rope_comp.freq_scale), 1.0f);
 
   const auto ratios = per_layer_array(m, r, "attention.compress_ratios", cfg.n_layer);
   const auto clamp_exp = per_layer_array(m, r, "swiglu_clamp_exp", cfg.n_layer);

@@ -19,7 +19,9 @@ void mixes(FwdCtx& c, Dsv4Scratch& s, const HcWeights& w, int n) {
   c.mm(w.fn, s.flat.data(), n, s.mix.data());
 }
 
-// Sinkhorn normalization of one comb matrix m(dst, src) = m[dst + n*src].
+// Sinkhorn normalization of one comb matrix m(dst, src) = m[dst + n*src], already holding
+// mix*scale + base. Float association as llama.cpp's fused CPU op (ggml's scalar loops are built
+// with FMA contraction): sums start at eps, divisions are products with the reciprocal.
 void sinkhorn(float* m, int nh, int iters, float eps) {
   // softmax over dst for every src, + eps
   for (int src = 0; src < nh; ++src) {
@@ -31,20 +33,23 @@ void sinkhorn(float* m, int nh, int iters, float eps) {
       col[dst] = std::exp(col[dst] - mx);
       sum += col[dst];
     }
-    for (int dst = 0; dst < nh; ++dst) col[dst] = col[dst] / sum + eps;
+    const float inv = 1.0f / sum;
+    for (int dst = 0; dst < nh; ++dst) col[dst] = std::fma(col[dst], inv, eps);
   }
   auto norm_over_src = [&] {  // each dst divided by its sum over src
     for (int dst = 0; dst < nh; ++dst) {
-      float sum = 0;
+      float sum = eps;
       for (int src = 0; src < nh; ++src) sum += m[dst + nh * src];
-      for (int src = 0; src < nh; ++src) m[dst + nh * src] /= sum + eps;
+      const float inv = 1.0f / sum;
+      for (int src = 0; src < nh; ++src) m[dst + nh * src] *= inv;
     }
   };
   auto norm_over_dst = [&] {  // each src divided by its sum over dst
     for (int src = 0; src < nh; ++src) {
-      float sum = 0;
+      float sum = eps;
       for (int dst = 0; dst < nh; ++dst) sum += m[dst + nh * src];
-      for (int dst = 0; dst < nh; ++dst) m[dst + nh * src] /= sum + eps;
+      const float inv = 1.0f / sum;
+      for (int dst = 0; dst < nh; ++dst) m[dst + nh * src] *= inv;
     }
   };
   norm_over_src();
@@ -75,7 +80,7 @@ void hc_prepare(FwdCtx& c, Dsv4Scratch& s, const HcWeights& w, int n) {
       pre[k] = sigmoid(mx[k] * scale[0] + base[k]) + eps;
       post[k] = 2.0f * sigmoid(mx[nh + k] * scale[1] + base[nh + k]);
     }
-    for (int k = 0; k < nh * nh; ++k) comb[k] = mx[2 * nh + k] * scale[2] + base[2 * nh + k];
+    for (int k = 0; k < nh * nh; ++k) comb[k] = std::fma(mx[2 * nh + k], scale[2], base[2 * nh + k]);
     sinkhorn(comb, nh, c.cfg.hc_sinkhorn_iters, eps);
   }
 }
@@ -86,9 +91,10 @@ void hc_collapse(FwdCtx& c, const Dsv4Scratch& s, int n, float* out) {
     const float* x = s.streams.data() + static_cast<size_t>(i) * nh * d;
     const float* pre = s.pre.data() + static_cast<size_t>(i) * nh;
     float* o = out + static_cast<size_t>(i) * d;
-    for (int j = 0; j < d; ++j) o[j] = pre[0] * x[j];
+    // sum_k pre[k] * x_k, fused multiply-adds in stream order (llama.cpp's fused op)
+    for (int j = 0; j < d; ++j) o[j] = x[j] * pre[0];
     for (int k = 1; k < nh; ++k)
-      for (int j = 0; j < d; ++j) o[j] += pre[k] * x[static_cast<size_t>(k) * d + j];
+      for (int j = 0; j < d; ++j) o[j] = std::fma(x[static_cast<size_t>(k) * d + j], pre[k], o[j]);
   }
 }
 
@@ -107,7 +113,7 @@ void hc_expand(FwdCtx& c, Dsv4Scratch& s, const float* f, int n) {
       for (int src = 0; src < nh; ++src) {
         const float m = comb[dst + nh * src];
         const float* xs = x + static_cast<size_t>(src) * d;
-        for (int j = 0; j < d; ++j) yd[j] += m * xs[j];
+        for (int j = 0; j < d; ++j) yd[j] = std::fma(xs[j], m, yd[j]);
       }
     }
   }
