@@ -93,10 +93,9 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
     if (kf32) {
       kr = kv.k_f32(h.layer, h.seq, j0 + j) + h.k_off;
     } else {
-      // Dequantize only this head's slice.
       (void)kw;
-      kv.read_k(h.layer, h.seq, j0 + j, j0 + j + 1, row);  // whole row (small widths)
-      kr = row + h.k_off;
+      kv.read_k_slice(h.layer, h.seq, j0 + j, h.k_off, h.dk, row);  // only this head's slice
+      kr = row;
     }
     if (h.score_mode == 0) {
       scores[j] = h.dot(h.dk, h.q, kr);
@@ -116,12 +115,12 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
   weighted_sum(scores, n, h.dv, [&](int j) -> const float* {
     if (h.v_in_k) {
       if (vf32) return kv.k_f32(h.layer, h.seq, j0 + j) + h.v_off;
-      kv.read_k(h.layer, h.seq, j0 + j, j0 + j + 1, row);
-      return row + h.v_off;
+      kv.read_k_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
+      return row;
     }
     if (vf32) return kv.v_f32(h.layer, h.seq, j0 + j) + h.v_off;
-    kv.read_v(h.layer, h.seq, j0 + j, j0 + j + 1, row);
-    return row + h.v_off;
+    kv.read_v_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
+    return row;
   }, out, lanes, h.lanes);
 }
 

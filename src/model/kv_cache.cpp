@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/kernel_table.h"
 #include "kernels/quants.h"
 
 namespace strata {
@@ -50,7 +51,32 @@ void KvCache::read_rows(GgmlType t, const uint8_t* src, size_t row, int n_rows, 
     std::memcpy(out, src, static_cast<size_t>(n_rows) * row);
     return;
   }
-  for (int r = 0; r < n_rows; ++r) dequantize_row(t, src + static_cast<size_t>(r) * row, out + static_cast<size_t>(r) * width, width);
+  const ToFloatFn deq = kernels().dequantize[static_cast<uint32_t>(t)];
+  for (int r = 0; r < n_rows; ++r) deq(src + static_cast<size_t>(r) * row, out + static_cast<size_t>(r) * width, width);
+}
+
+void KvCache::read_slice(GgmlType t, const uint8_t* row, int off, int width, float* out) const {
+  const auto& ti = ggml_info(t);
+  if (off % ti.block_size != 0 || width % ti.block_size != 0) {
+    // A head not aligned to the cache type's blocks: the row up to the slice, then move it.
+    const int upto = (off + width + ti.block_size - 1) / ti.block_size * ti.block_size;
+    kernels().dequantize[static_cast<uint32_t>(t)](row, out, upto);
+    std::memmove(out, out + off, static_cast<size_t>(width) * sizeof(float));
+    return;
+  }
+  const uint8_t* src = row + static_cast<size_t>(off / ti.block_size) * ti.type_size;
+  if (t == GgmlType::F32) std::memcpy(out, src, static_cast<size_t>(width) * 4);
+  else kernels().dequantize[static_cast<uint32_t>(t)](src, out, width);
+}
+
+void KvCache::read_k_slice(int l, int seq, int pos, int off, int width, float* out) const {
+  const Layer& L = layers_[l];
+  read_slice(opt_.type_k, L.k.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.k_row, off, width, out);
+}
+
+void KvCache::read_v_slice(int l, int seq, int pos, int off, int width, float* out) const {
+  const Layer& L = layers_[l];
+  read_slice(opt_.type_v, L.v.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.v_row, off, width, out);
 }
 
 void KvCache::store(int l, int seq, int pos, const float* k, const float* v) {

@@ -45,6 +45,10 @@ class KvCache {
   // Reads positions [p0, p1) of K (or V) as f32 into out [(p1-p0), width].
   void read_k(int l, int seq, int p0, int p1, float* out) const;
   void read_v(int l, int seq, int p0, int p1, float* out) const;
+  // Reads values [off, off+width) of one position's K (or V) row as f32 (one head's slice).
+  // out must hold the whole row when the slice is not aligned to the cache type's blocks.
+  void read_k_slice(int l, int seq, int pos, int off, int width, float* out) const;
+  void read_v_slice(int l, int seq, int pos, int off, int width, float* out) const;
   // Direct f32 view when the cache type is f32 (nullptr otherwise).
   const float* k_f32(int l, int seq, int pos) const;
   const float* v_f32(int l, int seq, int pos) const;
@@ -62,6 +66,7 @@ class KvCache {
   };
   void store_row(GgmlType t, const float* src, uint8_t* dst, int n) const;
   void read_rows(GgmlType t, const uint8_t* src, size_t row, int n_rows, int width, float* out) const;
+  void read_slice(GgmlType t, const uint8_t* row, int off, int width, float* out) const;
   KvCacheOptions opt_;
   std::vector<Layer> layers_;
   uint64_t bytes_ = 0;
