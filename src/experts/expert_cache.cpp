@@ -242,6 +242,14 @@ int ExpertCache::acquire_next(int layer, const int32_t* pending, int n, ExpertMa
   }
 }
 
+bool ExpertCache::try_acquire(int layer, int e, ExpertMats* out) {
+  if (entries_[idx(layer, e)].st != St::Ready) reap(false);
+  Entry& en = entries_[idx(layer, e)];
+  if (en.st != St::Ready) return false;
+  *out = views(layer, e, en);
+  return true;
+}
+
 ExpertMats ExpertCache::acquire(int layer, int e) {
   const int32_t p = e;
   ExpertMats m;

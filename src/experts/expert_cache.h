@@ -51,6 +51,7 @@ class ExpertCache final : public ExpertProvider {
   void prefetch(int layer, const int32_t* experts, int n) override;
   ExpertMats acquire(int layer, int e) override;
   int acquire_next(int layer, const int32_t* pending, int n, ExpertMats* out) override;
+  bool try_acquire(int layer, int e, ExpertMats* out) override;
   void release(int layer, int e) override;
   void on_abort() override;
 

@@ -31,6 +31,12 @@ class ExpertProvider {
     *out = acquire(layer, pending[0]);
     return 0;
   }
+  // Non-blocking acquire: true (and the matrices) when expert `e` of `layer`, already
+  // requested, is in memory now; false when it is still being read.
+  virtual bool try_acquire(int layer, int e, ExpertMats* out) {
+    *out = acquire(layer, e);
+    return true;
+  }
   virtual void release(int layer, int e) = 0;
   // A forward pass failed midway: drop every pin and wait for reads in flight.
   virtual void on_abort() {}

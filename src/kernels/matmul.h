@@ -45,3 +45,25 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
             MatmulScratch& s, const uint8_t* in_gemm = nullptr);
 
 }  // namespace strata
+
+namespace strata {
+
+// One product of a matmul_many() call: y[t, r] = sum_c w[r, c] * x[t, c] for t < n.
+struct MatmulJob {
+  QMatrix w;
+  const float* x = nullptr;  // [n, w.cols]
+  int64_t n = 0;
+  float* y = nullptr;        // [n, w.rows]
+  const uint8_t* in_gemm = nullptr;  // as matmul()'s
+};
+struct MatmulManyScratch {
+  std::vector<std::vector<uint8_t>> act;  // per job: quantized activations (reused by later jobs on the same x)
+  std::vector<int64_t> first_chunk;       // [n_jobs + 1] prefix sums of row chunks
+};
+// Several independent products in one pass of the thread pool (e.g. the gate and up matrices
+// of every expert a decoding token uses): row chunks of all jobs are handed out from one
+// counter, so small products do not each pay a dispatch and threads stay balanced. Every
+// y element is the same float matmul() computes.
+void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, int n_jobs, MatmulManyScratch& s);
+
+}  // namespace strata

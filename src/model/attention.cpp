@@ -143,9 +143,16 @@ void attention_gqa(FwdCtx& c, int layer) {
   const int n = c.b.n;
   const int dq = lc.n_head * lc.head_dim_k, dk = lc.n_head_kv * lc.head_dim_k, dv = lc.n_head_kv * lc.head_dim_v;
   check_positions(c);
-  c.mm(lw.wq, st.xn.data(), n, st.q.data());
-  c.mm(lw.wk, st.xn.data(), n, st.k.data());
-  c.mm(lw.wv, st.xn.data(), n, st.v.data());
+  if (n <= kGroupMaxTokens) {  // decoding: q, k and v in one thread-pool pass
+    const MatmulJob jobs[3] = {{lw.wq, st.xn.data(), n, st.q.data(), st.in_gemm.data()},
+                               {lw.wk, st.xn.data(), n, st.k.data(), st.in_gemm.data()},
+                               {lw.wv, st.xn.data(), n, st.v.data(), st.in_gemm.data()}};
+    matmul_many(c.k, c.pool, jobs, 3, st.mm_many);
+  } else {
+    c.mm(lw.wq, st.xn.data(), n, st.q.data());
+    c.mm(lw.wk, st.xn.data(), n, st.k.data());
+    c.mm(lw.wv, st.xn.data(), n, st.v.data());
+  }
   add_bias(st.q.data(), lw.bq, n);
   add_bias(st.k.data(), lw.bk, n);
   add_bias(st.v.data(), lw.bv, n);

@@ -158,34 +158,23 @@ void ffn_moe(FwdCtx& c, int layer) {
       if (want[e]) list[m++] = e;
     c.experts->prefetch(la, list, m);
   }
-  // 3. One GEMM per expert over its tokens, hits first, then misses as they land.
+  // 3. One GEMM per expert over its tokens, hits first, then misses as they land. Experts
+  //    with few tokens (decoding) that are in memory together are computed as one group: one
+  //    thread-pool pass for all their gate/up products and one for all their down products.
   const int64_t f = lc.n_ff_exp;
   int n_pending = static_cast<int>(st.expert_list.size());
-  while (n_pending > 0) {
-    ExpertMats em;
-    const int pi = c.experts->acquire_next(layer, st.expert_list.data(), n_pending, &em);
+  auto take = [&](int pi) {  // removes pending[pi], returns the expert id
     const int e = st.expert_list[pi];
     st.expert_list[pi] = st.expert_list[n_pending - 1];
     st.expert_list[n_pending - 1] = e;
     --n_pending;
-    const int m = counts[e];
-    for (int r = 0; r < m; ++r)
-      std::memcpy(st.gather.data() + static_cast<size_t>(r) * d, st.xn.data() + static_cast<size_t>(st.tok_of[starts[e] + r]) * d, sizeof(float) * d);
-    c.mm_rows(em.gate, st.gather.data(), m, st.gate.data());
-    c.mm_rows(em.up, st.gather.data(), m, st.up.data());
-    if (!lw.gate_exps_b.empty())
-      for (int r = 0; r < m; ++r)
-        for (int64_t j = 0; j < f; ++j) {
-          st.gate[r * f + j] += lw.gate_exps_b.of(e)[j];
-          st.up[r * f + j] += lw.up_exps_b.of(e)[j];
-        }
-    glu(lc, lc.swiglu_limit, st.gate.data(), st.up.data(), st.gate.data(), f * m);
-    c.mm_rows(em.down, st.gate.data(), m, st.tmp.data());
-    c.experts->release(layer, e);
-    for (int r = 0; r < m; ++r) {
+    return e;
+  };
+  auto scatter = [&](int e, const float* out_rows) {  // expert output rows -> weighted slots
+    for (int r = 0; r < counts[e]; ++r) {
       const int i = st.tok_of[starts[e] + r], slot = st.slot_of[starts[e] + r];
       float* dst = st.slots.data() + (static_cast<size_t>(i) * k + slot) * d;
-      const float* src = st.tmp.data() + static_cast<size_t>(r) * d;
+      const float* src = out_rows + static_cast<size_t>(r) * d;
       const float wgt = st.sel_w[static_cast<size_t>(i) * k + slot];
       if (!lw.down_exps_b.empty()) {
         const float* bb = lw.down_exps_b.of(e);
@@ -193,6 +182,74 @@ void ffn_moe(FwdCtx& c, int layer) {
       } else {
         for (int j = 0; j < d; ++j) dst[j] = src[j] * wgt;
       }
+    }
+  };
+  auto add_gate_up_bias = [&](int e, float* g, float* u, int m) {
+    if (lw.gate_exps_b.empty()) return;
+    for (int r = 0; r < m; ++r)
+      for (int64_t j = 0; j < f; ++j) {
+        g[r * f + j] += lw.gate_exps_b.of(e)[j];
+        u[r * f + j] += lw.up_exps_b.of(e)[j];
+      }
+  };
+  while (n_pending > 0) {
+    ExpertMats em;
+    const int e = take(c.experts->acquire_next(layer, st.expert_list.data(), n_pending, &em));
+    const int m = counts[e];
+    if (m > kGroupMaxTokens) {
+      for (int r = 0; r < m; ++r)
+        std::memcpy(st.gather.data() + static_cast<size_t>(r) * d, st.xn.data() + static_cast<size_t>(st.tok_of[starts[e] + r]) * d, sizeof(float) * d);
+      c.mm_rows(em.gate, st.gather.data(), m, st.gate.data());
+      c.mm_rows(em.up, st.gather.data(), m, st.up.data());
+      add_gate_up_bias(e, st.gate.data(), st.up.data(), m);
+      glu(lc, lc.swiglu_limit, st.gate.data(), st.up.data(), st.gate.data(), f * m);
+      c.mm_rows(em.down, st.gate.data(), m, st.tmp.data());
+      c.experts->release(layer, e);
+      scatter(e, st.tmp.data());
+      continue;
+    }
+    // A group: this expert plus every other small pending one already in memory.
+    int grp[kGroupMaxExperts], rows0[kGroupMaxExperts + 1];
+    ExpertMats mats[kGroupMaxExperts];
+    int ng = 0;
+    rows0[0] = 0;
+    auto add = [&](int ex, const ExpertMats& mx) {
+      grp[ng] = ex;
+      mats[ng] = mx;
+      rows0[ng + 1] = rows0[ng] + counts[ex];
+      ++ng;
+    };
+    add(e, em);
+    for (int pi = 0; pi < n_pending && ng < kGroupMaxExperts;) {
+      const int ex = st.expert_list[pi];
+      ExpertMats mx;
+      if (counts[ex] <= kGroupMaxTokens && rows0[ng] + counts[ex] <= kGroupMaxRows && c.experts->try_acquire(layer, ex, &mx)) {
+        add(take(pi), mx);  // the last pending moved into pi: look at pi again
+      } else {
+        ++pi;
+      }
+    }
+    float* gx = st.grp_x.data();   // [rows, d]
+    float* gg = st.grp_g.data();   // [rows, f]
+    float* gu = st.grp_u.data();   // [rows, f]
+    float* gy = st.grp_y.data();   // [rows, d]
+    MatmulJob jobs[2 * kGroupMaxExperts];
+    for (int g = 0; g < ng; ++g) {
+      const int ex = grp[g];
+      for (int r = 0; r < counts[ex]; ++r)
+        std::memcpy(gx + static_cast<size_t>(rows0[g] + r) * d, st.xn.data() + static_cast<size_t>(st.tok_of[starts[ex] + r]) * d, sizeof(float) * d);
+      jobs[2 * g] = MatmulJob{mats[g].gate, gx + static_cast<size_t>(rows0[g]) * d, counts[ex], gg + static_cast<size_t>(rows0[g]) * f};
+      jobs[2 * g + 1] = MatmulJob{mats[g].up, gx + static_cast<size_t>(rows0[g]) * d, counts[ex], gu + static_cast<size_t>(rows0[g]) * f};
+    }
+    matmul_many(c.k, c.pool, jobs, 2 * ng, st.mm_many);
+    for (int g = 0; g < ng; ++g) add_gate_up_bias(grp[g], gg + static_cast<size_t>(rows0[g]) * f, gu + static_cast<size_t>(rows0[g]) * f, counts[grp[g]]);
+    glu(lc, lc.swiglu_limit, gg, gu, gg, f * rows0[ng]);
+    for (int g = 0; g < ng; ++g)
+      jobs[g] = MatmulJob{mats[g].down, gg + static_cast<size_t>(rows0[g]) * f, counts[grp[g]], gy + static_cast<size_t>(rows0[g]) * d};
+    matmul_many(c.k, c.pool, jobs, ng, st.mm_many);
+    for (int g = 0; g < ng; ++g) {
+      c.experts->release(layer, grp[g]);
+      scatter(grp[g], gy + static_cast<size_t>(rows0[g]) * d);
     }
   }
   // 4. Sum the slots in selection order (as llama.cpp does).

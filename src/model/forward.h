@@ -31,6 +31,10 @@ struct Model::State {
   std::vector<int32_t> slot_of;  // [n * k]
   std::vector<int32_t> expert_list;  // unique experts of the batch
   std::vector<float> logits_in;  // [n_out, n_embd]
+  // A group of small experts computed together (decoding): kGroupMaxRows token rows.
+  std::vector<float> grp_x, grp_y;  // [rows, n_embd]
+  std::vector<float> grp_g, grp_u;  // [rows, n_ff]
+  MatmulManyScratch mm_many;
   // [n] 1 = the only token of its sequence in this batch (a decode step). Attention picks its
   // summation order per token from this, so a sequence's results do not depend on which other
   // sequences share the batch.
@@ -43,6 +47,12 @@ struct Model::State {
 
   void ensure(const ModelConfig& cfg, int n, int n_ctx, int n_threads);
 };
+
+// MoE experts with at most kGroupMaxTokens tokens in a batch are computed in groups of up to
+// kGroupMaxExperts experts / kGroupMaxRows token rows (one thread-pool pass per matrix kind).
+inline constexpr int kGroupMaxTokens = 4;
+inline constexpr int kGroupMaxExperts = 32;
+inline constexpr int kGroupMaxRows = 64;
 
 struct FwdCtx {
   const ModelConfig& cfg;

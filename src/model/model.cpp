@@ -79,6 +79,10 @@ void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_thread
   slot_of.assign(N * kk, 0);
   expert_list.reserve(ne);
   logits_in.assign(N * cfg.n_embd, 0);
+  grp_x.assign(static_cast<size_t>(kGroupMaxRows) * w, 0);
+  grp_y.assign(static_cast<size_t>(kGroupMaxRows) * w, 0);
+  grp_g.assign(static_cast<size_t>(kGroupMaxRows) * std::max(ff, size_t{1}), 0);
+  grp_u.assign(static_cast<size_t>(kGroupMaxRows) * std::max(ff, size_t{1}), 0);
   thread_buf.resize(std::max<size_t>(thread_buf.size(), static_cast<size_t>(n_threads)));
   for (auto& tb : thread_buf) tb.assign(static_cast<size_t>(ctx_cap) + row + 32 * row + 64, 0);
 }
