@@ -288,7 +288,7 @@ void vec_dot_xn(int64_t n, const void* w, const void* va, size_t as, int n_tok, 
 }  // namespace
 
 void vec_dot_xn_q4_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
-  vec_dot_xn<Q4K, 4>(n, w, a, as, nt, y, ys);
+  vec_dot_xn<Q4K, 8>(n, w, a, as, nt, y, ys);
 }
 void vec_dot_xn_q5_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
   vec_dot_xn<Q5K, 4>(n, w, a, as, nt, y, ys);
@@ -300,7 +300,7 @@ void vec_dot_xn_iq4_xs_q8_K(int64_t n, const void* w, const void* a, size_t as, 
   vec_dot_xn<IQ4XS, 4>(n, w, a, as, nt, y, ys);
 }
 void vec_dot_xn_q8_0_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
-  vec_dot_xn<Legacy<DecQ8_0>, 4>(n, w, a, as, nt, y, ys);
+  vec_dot_xn<Legacy<DecQ8_0>, 8>(n, w, a, as, nt, y, ys);
 }
 void vec_dot_xn_q4_0_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
   vec_dot_xn<Legacy<DecQ4_0>, 4>(n, w, a, as, nt, y, ys);
