@@ -1,6 +1,8 @@
 // Kernel lab benchmark: DRAM read bandwidth, then matmul n=1 (gemv) per weight format, thread
 // count and kernel table over a weight matrix much larger than L3, reported as weight bytes
-// streamed per second and as a fraction of the measured DRAM read bandwidth.
+// streamed per second and as a fraction of the measured DRAM read bandwidth; then prompt-size
+// GEMM (512 tokens, `--benchmark_filter=gemm/`): tokens/s and GFLOP/s, per-token vec_dot path
+// vs the multi-token vec_dot_xn kernels.
 // Plain run (`bench_kernels`) runs everything briefly and prints a summary table at the end;
 // Google Benchmark flags (--benchmark_filter=..., --benchmark_min_time=...) work as usual.
 #include <benchmark/benchmark.h>
@@ -238,6 +240,91 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
   results()[ggml_type_name(t)][std::string(isa_name(isa)) + " L2-hot 1T"] = {iters * bytes / secs / 1e9, 0};
 }
 
+// ---- prompt-size GEMM: matmul with many tokens, old path (vec_dot per token) vs new ------
+// (vec_dot_xn: one weight row against several tokens, each weight block unpacked once).
+
+constexpr int64_t kGemmTokens = 512;
+
+struct GemmResult {
+  double tok_s = 0, gflops = 0;
+};
+// [type + shape][path + threads]
+std::map<std::string, std::map<std::string, GemmResult>>& gemm_results() {
+  static std::map<std::string, std::map<std::string, GemmResult>> r;
+  return r;
+}
+
+void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool use_xn) {
+  const int threads = static_cast<int>(state.range(0));
+  const KernelTable* base = kernel_table(Isa::Avx2);
+  if (!base || !base->vec_dot[static_cast<uint32_t>(t)]) {
+    state.SkipWithError("no AVX2 kernel for this format");
+    return;
+  }
+  KernelTable k = *base;
+  if (!use_xn)
+    for (auto& f : k.vec_dot_xn) f = nullptr;
+  const size_t row_bytes = ggml_row_size(t, cols);
+  std::vector<uint8_t> wb(rows * row_bytes);
+  std::mt19937_64 rng(static_cast<uint64_t>(t) * 31 + rows);
+  for (size_t i = 0; i + 8 <= wb.size(); i += 8) {
+    const uint64_t r = (rng() & 0x2F2F2F2F2F2F2F2FULL) | 0x1010101010101010ULL;
+    std::memcpy(wb.data() + i, &r, 8);
+  }
+  const QMatrix m{t, rows, cols, wb.data(), row_bytes};
+  std::vector<float> x(kGemmTokens * cols), y(kGemmTokens * rows);
+  std::mt19937 xr(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(xr);
+  MatmulScratch s;
+  // One thread: run on the calling thread and count its CPU time (the machine may be shared:
+  // wall time would count time spent descheduled). Two threads: wall time.
+  ThreadPool* tp = threads == 1 ? nullptr : &pool(threads);
+  matmul(k, tp, m, x.data(), kGemmTokens, y.data(), s);  // warm-up
+  double secs = 0;
+  int64_t iters = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = thread_cpu_seconds();
+    matmul(k, tp, m, x.data(), kGemmTokens, y.data(), s);
+    secs += tp ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : thread_cpu_seconds() - c0;
+    ++iters;
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double tok_s = iters * double(kGemmTokens) / secs;
+  const double gflops = tok_s * 2.0 * double(rows) * double(cols) / 1e9;
+  state.counters["tok_s"] = tok_s;
+  state.counters["GFLOPs"] = gflops;
+  const std::string row = std::string(ggml_type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols);
+  gemm_results()[row][std::string(use_xn ? "new " : "old ") + std::to_string(threads) + "T"] = {tok_s, gflops};
+}
+
+void print_gemm_summary() {
+  auto& r = gemm_results();
+  if (r.empty()) return;
+  std::printf("\nmatmul n=%lld (prompt GEMM), AVX2: tokens/s (GFLOP/s); old = vec_dot per token, "
+              "new = vec_dot_xn; 1T per second of thread CPU time, 2T per second of wall time\n", static_cast<long long>(kGemmTokens));
+  const char* cols[] = {"old 1T", "new 1T", "old 2T", "new 2T"};
+  std::printf("%-18s", "weights (rows x K)");
+  for (const char* c : cols) std::printf(" %18s", c);
+  std::printf(" %8s %8s\n", "x 1T", "x 2T");
+  for (auto& [row, m] : r) {
+    std::printf("%-18s", row.c_str());
+    for (const char* c : cols) {
+      char cell[64] = "-";
+      if (auto it = m.find(c); it != m.end())
+        std::snprintf(cell, sizeof cell, "%.0f (%.1f)", it->second.tok_s, it->second.gflops);
+      std::printf(" %18s", cell);
+    }
+    for (const char* th : {"1T", "2T"}) {
+      auto o = m.find(std::string("old ") + th), n = m.find(std::string("new ") + th);
+      if (o != m.end() && n != m.end() && o->second.tok_s > 0) std::printf(" %8.2f", n->second.tok_s / o->second.tok_s);
+      else std::printf(" %8s", "-");
+    }
+    std::printf("\n");
+  }
+}
+
 void print_summary() {
   auto& r = results();
   if (r.empty() && dram_gbps().empty()) return;
@@ -277,6 +364,19 @@ void print_summary() {
 }
 
 void register_all() {
+  // Prompt GEMM: one Qwen3-30B-A3B expert (up/gate 768x2048, down 2048x768) and a dense
+  // 4096x2048 projection, 512 tokens.
+  const GgmlType gemm_formats[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_K,
+                                   GgmlType::Q4_0, GgmlType::IQ4_XS, GgmlType::MXFP4};
+  const int64_t shapes[][2] = {{768, 2048}, {2048, 768}, {4096, 2048}};
+  for (GgmlType t : gemm_formats)
+    for (const auto& sh : shapes)
+      for (bool xn : {false, true}) {
+        const std::string name = std::string("gemm/") + ggml_type_name(t) + "/" + std::to_string(sh[0]) + "x" +
+                                 std::to_string(sh[1]) + (xn ? "/new" : "/old");
+        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, t, sh[0], sh[1], xn)
+            ->Arg(1)->Arg(2)->ArgName("threads")->MinTime(kMinTime)->UseRealTime();
+      }
   benchmark::RegisterBenchmark("dram_read", BM_DramRead)->Arg(1)->Arg(2)->MinTime(kMinTime)->UseRealTime();
   const GgmlType formats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::F16, GgmlType::BF16};
@@ -301,5 +401,6 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   strata::print_summary();
+  strata::print_gemm_summary();
   return 0;
 }

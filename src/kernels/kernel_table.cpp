@@ -39,6 +39,12 @@ struct Tables {
     fill_avx2_table(t[1]);
     t[2] = t[1];
     fill_avx512_table(t[2]);
+    // A multi-token kernel mirrors one single-token kernel bit for bit: where a higher table
+    // replaced vec_dot but kept the inherited vec_dot_xn, drop it (matmul loops vec_dot).
+    for (int h = 1; h < kIsaCount; ++h)
+      for (uint32_t i = 0; i < kGgmlTypeCount; ++i)
+        if (t[h].vec_dot[i] != t[h - 1].vec_dot[i] && t[h].vec_dot_xn[i] == t[h - 1].vec_dot_xn[i])
+          t[h].vec_dot_xn[i] = nullptr;
   }
 };
 

@@ -2,12 +2,20 @@
 // One table of kernels per ISA, compiled in separate translation units with their own flags
 // and picked once at start-up by probing the CPU. The scalar table is the reference every
 // other table is tested against. Entries an ISA does not specialize point at the scalar ones.
+#include <cstddef>
 #include <cstdint>
 
 #include "gguf/ggml_type.h"
 #include "kernels/quants.h"
 
 namespace strata {
+
+// Multi-token dot: weight row `w` (n values) against n_tok activation rows in the weight
+// type's vec_dot_type, row t at (const uint8_t*)a + t * a_stride; writes token t's result to
+// y[t * y_stride]. Contract: y[t * y_stride] is bit-identical to vec_dot(n, w, row t) of the
+// same table, for every t and any n_tok >= 1 (a token's result never depends on its batch).
+using VecDotXnFn = void (*)(int64_t n, const void* w, const void* a, size_t a_stride, int n_tok, float* y,
+                            int64_t y_stride);
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 inline constexpr int kIsaCount = 3;
@@ -19,6 +27,10 @@ struct KernelTable {
   // Indexed by weight GgmlType: dot of a weight row with an activation row in the weight
   // type's vec_dot_type (quant_traits(t).vec_dot_type).
   VecDotFn vec_dot[kGgmlTypeCount] = {};
+  // Indexed by weight GgmlType: the same dot for several tokens at once, each weight block
+  // unpacked once (prompt-size GEMM). nullptr: none, matmul then loops vec_dot per token (the
+  // scalar fallback). A non-null entry is always paired with this table's vec_dot entry.
+  VecDotXnFn vec_dot_xn[kGgmlTypeCount] = {};
   // Indexed by activation GgmlType (F16, BF16, Q8_0, Q8_1, Q8_K): f32 -> that format.
   FromFloatFn quantize_act[kGgmlTypeCount] = {};
   // Indexed by weight GgmlType: rows -> f32 (for prompt-size GEMM tiles and embeddings).

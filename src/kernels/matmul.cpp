@@ -63,6 +63,8 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
   // batches when the shapes allow (K a multiple of 8, rows a multiple of 4).
   const auto f32_gemm = (in_gemm && w.type == GgmlType::F32 && w.cols % 8 == 0 && w.rows % 4 == 0) ? k.dot_f32_x8 : nullptr;
   STRATA_CHECK(dot != nullptr, "kernel table '{}' has no vec_dot for {}", k.name, ggml_type_name(w.type));
+  // Several tokens: the multi-token kernel (bit-identical per token to `dot`) when the table has one.
+  const VecDotXnFn dot_xn = (n >= 2 && !f32_gemm) ? k.vec_dot_xn[static_cast<uint32_t>(w.type)] : nullptr;
   const auto& wi = ggml_info(w.type);
   const auto& ai = ggml_info(at);
   STRATA_CHECK(w.cols % wi.block_size == 0 && w.cols % ai.block_size == 0,
@@ -104,6 +106,8 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
               const auto* a = reinterpret_cast<const float*>(act + t * act_stride);
               y[t * w.rows + r] = in_gemm[t] ? f32_gemm(w.cols, reinterpret_cast<const float*>(wr), a) : dot(w.cols, wr, a);
             }
+          } else if (dot_xn) {
+            dot_xn(w.cols, wr, act + t0 * act_stride, act_stride, static_cast<int>(t1 - t0), y + t0 * w.rows + r, w.rows);
           } else {
             for (int64_t t = t0; t < t1; ++t) y[t * w.rows + r] = dot(w.cols, wr, act + t * act_stride);
           }

@@ -9,14 +9,6 @@ namespace strata::avx2 {
 
 namespace {
 
-alignas(16) constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                                 1,    13,   25,  38,  53,  69,  89,  113};
-
-// Broadcasts int16 element k (0..7) of a 128-bit vector held in both lanes of `v`.
-inline __m256i bcast_i16(__m256i v, int k) {
-  return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<int16_t>(((2 * k + 1) << 8) | (2 * k))));
-}
-
 // Q3_K: 16 6-bit scales (offset 32). Low 4 bits: nibbles of bytes 0..7 (low nibbles for
 // scales 0..7, high for 8..15); top 2 bits: bits 2*(j/4)..+1 of byte 8 + j%4.
 inline __m128i unpack_q3_scales(const uint8_t* s) {
@@ -32,29 +24,6 @@ inline __m128i unpack_q3_scales(const uint8_t* s) {
   const uint64_t top_b = (((h >> 4) & 0x03030303u) | (((h >> 6) & 0x03030303u) << 32)) << 4;
   const __m128i v = _mm_set_epi64x(static_cast<int64_t>(low_b | top_b), static_cast<int64_t>(low_a | top_a));
   return _mm_sub_epi8(v, _mm_set1_epi8(32));
-}
-
-// IQ4_XS: 8 6-bit scales (offset 32) from 4-bit fields (scales_l, sub-block ib in nibble ib)
-// and 2-bit fields (scales_h, bits 2ib..2ib+1), spread to one byte each with shifts and masks
-// (no pdep: it is microcoded on older AMD cores). Returns 8 int16.
-inline __m128i unpack_iq4xs_scales(const uint8_t* scales_l, uint16_t scales_h) {
-  uint32_t l32;
-  std::memcpy(&l32, scales_l, 4);
-  uint64_t lo = l32;  // nibble k -> byte k
-  lo = (lo | (lo << 16)) & 0x0000FFFF0000FFFFULL;
-  lo = (lo | (lo << 8)) & 0x00FF00FF00FF00FFULL;
-  lo = (lo | (lo << 4)) & 0x0F0F0F0F0F0F0F0FULL;
-  uint64_t hi = scales_h;  // 2-bit field k -> byte k
-  hi = (hi | (hi << 24)) & 0x000000FF000000FFULL;
-  hi = (hi | (hi << 12)) & 0x000F000F000F000FULL;
-  hi = (hi | (hi << 6)) & 0x0303030303030303ULL;
-  const __m128i v = _mm_cvtsi64_si128(static_cast<int64_t>(lo | (hi << 4)));
-  return _mm_sub_epi16(_mm_cvtepu8_epi16(v), _mm_set1_epi16(32));
-}
-
-inline void prefetch_block(const void* p, int bytes) {
-  const char* c = static_cast<const char*>(p) + kPrefetchAhead;
-  for (int o = 0; o < bytes; o += 64) prefetch(c + o);
 }
 
 }  // namespace

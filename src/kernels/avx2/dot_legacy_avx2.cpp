@@ -6,16 +6,6 @@
 
 namespace strata::avx2 {
 
-namespace {
-
-// Signed 4-bit codebooks (the same values ggml uses on disk).
-alignas(16) constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                                 1,    13,   25,  38,  53,  69,  89,  113};
-// e2m1 values times two (the block scale is halved to compensate).
-alignas(16) constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-}  // namespace
-
 float vec_dot_q4_0_q8_0(int64_t n, const void* vw, const void* va) {
   const auto* w = static_cast<const block_q4_0*>(vw);
   const auto* a = static_cast<const block_q8_0*>(va);

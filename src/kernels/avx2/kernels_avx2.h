@@ -1,5 +1,6 @@
 #pragma once
 // AVX2 kernels, registered in table_avx2.cpp. Signatures are quants.h's VecDotFn / FromFloatFn.
+#include <cstddef>
 #include <cstdint>
 
 namespace strata::avx2 {
@@ -21,6 +22,16 @@ float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_f16_f16(int64_t n, const void* w, const void* a);
 float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);
 float vec_dot_f32_f32(int64_t n, const void* w, const void* a);
+
+// Multi-token dots (kernel_table.h's VecDotXnFn), bit-identical to the ones above per token.
+void vec_dot_xn_q4_0_q8_0(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_q8_0_q8_0(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_iq4_nl_q8_0(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_mxfp4_q8_0(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_q4_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_q5_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_q6_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_iq4_xs_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
 
 // Activation quantizers (f32 -> vec_dot_type), round to nearest even like ggml's AVX2 path.
 void quantize_q8_0(const float* x, void* y, int64_t n);

@@ -26,6 +26,16 @@ void fill_avx2_table(KernelTable& t) {
   set_dot(GgmlType::BF16, avx2::vec_dot_bf16_bf16);
   set_dot(GgmlType::F32, avx2::vec_dot_f32_f32);
 
+  auto set_xn = [&](GgmlType w, VecDotXnFn f) { t.vec_dot_xn[static_cast<uint32_t>(w)] = f; };
+  set_xn(GgmlType::Q4_0, avx2::vec_dot_xn_q4_0_q8_0);
+  set_xn(GgmlType::Q8_0, avx2::vec_dot_xn_q8_0_q8_0);
+  set_xn(GgmlType::IQ4_NL, avx2::vec_dot_xn_iq4_nl_q8_0);
+  set_xn(GgmlType::MXFP4, avx2::vec_dot_xn_mxfp4_q8_0);
+  set_xn(GgmlType::Q4_K, avx2::vec_dot_xn_q4_K_q8_K);
+  set_xn(GgmlType::Q5_K, avx2::vec_dot_xn_q5_K_q8_K);
+  set_xn(GgmlType::Q6_K, avx2::vec_dot_xn_q6_K_q8_K);
+  set_xn(GgmlType::IQ4_XS, avx2::vec_dot_xn_iq4_xs_q8_K);
+
   auto set_act = [&](GgmlType a, FromFloatFn f) { t.quantize_act[static_cast<uint32_t>(a)] = f; };
   set_act(GgmlType::Q8_0, avx2::quantize_q8_0);
   set_act(GgmlType::Q8_1, avx2::quantize_q8_1);

@@ -1,0 +1,167 @@
+// Multi-token dot products (KernelTable::vec_dot_xn) must give, for every token, the very float
+// the single-token vec_dot gives (bit for bit): a sequence's logits may not depend on which
+// other tokens share its batch. Also checks matmul() over a batch against per-token calls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernel_test_util.h"
+#include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
+
+namespace strata {
+namespace {
+
+using namespace strata::testing;
+
+const char* const kXnTypes[] = {"q4_k", "q5_k", "q6_k", "iq4_xs", "q8_0", "q4_0", "iq4_nl", "mxfp4"};
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// rows x cols weights made of random golden blocks (real encoder output), skipping the
+// golden set's extreme rows (f16-max, 2e4) so that no product overflows to inf / NaN.
+std::vector<uint8_t> random_rows(const Golden& g, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const auto& info = ggml_info(g.type);
+  const int64_t bs = info.block_size, tsz = info.type_size, nblk = cols / bs;
+  const int64_t per_row = g.cols / bs;
+  std::uniform_int_distribution<int64_t> pick(0, g.rows * per_row - 1);
+  std::vector<uint8_t> out(rows * nblk * tsz);
+  for (int64_t b = 0; b < rows * nblk; ++b) {
+    int64_t src;
+    do src = pick(rng);
+    while (src / per_row == 5 || src / per_row == 21);
+    std::memcpy(out.data() + b * tsz, g.blocks.data() + src * tsz, tsz);
+  }
+  return out;
+}
+
+// n_tok activation rows (token scales vary over 4 decades), quantized by the table into rows
+// `stride` bytes apart.
+std::vector<uint8_t> random_act(const KernelTable& k, GgmlType at, int64_t cols, int n_tok, size_t stride,
+                                std::mt19937& rng) {
+  std::vector<uint8_t> act(stride * n_tok, 0xAB);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ex(-2.0f, 2.0f);
+  std::vector<float> x(cols);
+  for (int t = 0; t < n_tok; ++t) {
+    const float scale = std::pow(10.0f, ex(rng));
+    for (auto& v : x) v = scale * nd(rng);
+    k.quantize_act[static_cast<uint32_t>(at)](x.data(), act.data() + t * stride, cols);
+  }
+  return act;
+}
+
+std::vector<const KernelTable*> simd_tables() {
+  std::vector<const KernelTable*> v;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512})
+    if (const KernelTable* k = kernel_table(isa)) v.push_back(k);
+  return v;
+}
+
+TEST(DotMulti, BitIdenticalToSingleToken) {
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (multi-token dots NOT checked) ***";
+  const auto tables = simd_tables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (const KernelTable* k : tables) {
+    for (const char* stem : kXnTypes) {
+      const Golden g = load_golden(stem);
+      const auto ti = static_cast<uint32_t>(g.type);
+      const VecDotXnFn xn = k->vec_dot_xn[ti];
+      if (!xn) continue;  // this table has no multi-token kernel for the type: matmul loops vec_dot
+      const VecDotFn dot = k->vec_dot[ti];
+      const GgmlType at = matmul_act_type(g.type);
+      const int64_t bs = ggml_info(g.type).block_size;
+      const std::vector<int64_t> ks = bs == 256 ? std::vector<int64_t>{256, 512, 768, 2304}
+                                                : std::vector<int64_t>{32, 96, 160, 768, 4096};
+      for (int64_t cols : ks) {
+        const auto w = random_rows(g, 1, cols, rng);
+        for (int n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17}) {
+          SCOPED_TRACE(std::string(k->name) + " " + stem + " cols=" + std::to_string(cols) +
+                       " n_tok=" + std::to_string(n_tok));
+          const size_t stride = ggml_row_size(at, cols) + (n_tok % 2 ? 0 : 64);
+          const auto act = random_act(*k, at, cols, n_tok, stride, rng);
+          const int64_t ys = n_tok % 3 == 0 ? 5 : 1;
+          std::vector<float> y(n_tok * ys, -1.0f);
+          xn(cols, w.data(), act.data(), stride, n_tok, y.data(), ys);
+          for (int t = 0; t < n_tok; ++t) {
+            const float ref = dot(cols, w.data(), act.data() + t * stride);
+            ASSERT_EQ(bits(y[t * ys]), bits(ref)) << "token " << t << ": " << y[t * ys] << " vs " << ref;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  // AVX2 must provide the types that matter most for prompt processing.
+  if (const KernelTable* a = kernel_table(Isa::Avx2)) {
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
+      EXPECT_NE(a->vec_dot_xn[static_cast<uint32_t>(t)], nullptr) << ggml_type_name(t);
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// The scalar table has no multi-token kernels; a table whose vec_dot differs from the one a
+// multi-token kernel mirrors (AVX-512 overrides) must not keep that kernel.
+TEST(DotMulti, TablesPairWithTheirSingleTokenKernel) {
+  const KernelTable* s = kernel_table(Isa::Scalar);
+  ASSERT_NE(s, nullptr);
+  for (uint32_t i = 0; i < kGgmlTypeCount; ++i) EXPECT_EQ(s->vec_dot_xn[i], nullptr) << i;
+  const KernelTable* a2 = kernel_table(Isa::Avx2);
+  const KernelTable* a5 = kernel_table(Isa::Avx512);
+  if (!a2 || !a5) GTEST_SKIP() << "needs both AVX2 and AVX-512 tables";
+  for (uint32_t i = 0; i < kGgmlTypeCount; ++i)
+    if (a5->vec_dot[i] != a2->vec_dot[i]) EXPECT_NE(a5->vec_dot_xn[i], a2->vec_dot_xn[i]) << i;
+}
+
+// matmul over a batch == matmul token by token, bit for bit, for every table, with and without
+// threads, for batch sizes that hit the n = 1 path, the remainders and several token tiles.
+TEST(DotMulti, MatmulBatchEqualsPerToken) {
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (batched matmul NOT checked) ***";
+  std::mt19937 rng(11);
+  ThreadPool pool2(2);
+  std::vector<const KernelTable*> tables = simd_tables();
+  tables.push_back(kernel_table(Isa::Scalar));
+  for (const KernelTable* k : tables) {
+    for (const char* stem : kXnTypes) {
+      const Golden g = load_golden(stem);
+      const int64_t bs = ggml_info(g.type).block_size;
+      const int64_t cols = bs == 256 ? 768 : 32 * 13;
+      const int64_t rows = 37;
+      const auto bytes = random_rows(g, rows, cols, rng);
+      const QMatrix m{g.type, rows, cols, bytes.data(), ggml_row_size(g.type, cols)};
+      for (int64_t n : {1, 3, 17, 100}) {
+        if (k->isa == Isa::Scalar && n == 100) continue;  // slow, and nothing batched to check
+        SCOPED_TRACE(std::string(k->name) + " " + stem + " n=" + std::to_string(n));
+        std::vector<float> x(n * cols);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (auto& v : x) v = nd(rng);
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+          MatmulScratch s;
+          std::vector<float> y(n * rows, -1.0f), y1(rows);
+          matmul(*k, pool, m, x.data(), n, y.data(), s);
+          for (int64_t t = 0; t < n; ++t) {
+            matmul(*k, pool, m, x.data() + t * cols, 1, y1.data(), s);
+            for (int64_t r = 0; r < rows; ++r)
+              ASSERT_EQ(bits(y[t * rows + r]), bits(y1[r])) << "token " << t << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata
