@@ -146,12 +146,17 @@ void Scheduler::admit() {
   std::vector<std::shared_ptr<GenRequest>> dropped;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // Cancelled requests leave the queue wherever they are (their client went away while waiting).
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if ((*it)->cancelled()) {
+        dropped.push_back(*it);
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     for (auto& s : slots_) {
       if (s->req) continue;
-      while (!waiting_.empty() && waiting_.front()->cancelled()) {
-        dropped.push_back(waiting_.front());
-        waiting_.pop_front();
-      }
       if (waiting_.empty()) break;
       s->req = waiting_.front();
       waiting_.pop_front();
