@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "server/chat_format.h"
+#include "server/client_socket.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/text_stream.h"
@@ -233,17 +234,24 @@ struct HttpServer::Impl {
     auto r = std::make_shared<GenRequest>(std::move(gp));
     if (!sched->submit(r))
       throw ApiError(503, "the server is busy: every slot is taken and the wait queue is full; retry later", "server_error", "", "queue_full");
-    if (jb.common.stream) stream(res, jb, r);
-    else respond(res, jb, r);
+    const ClientSocket client(req.remote_addr, req.remote_port, req.local_port);
+    if (jb.common.stream) stream(res, jb, r, client);
+    else respond(res, jb, r, client);
   }
 
-  void respond(httplib::Response& res, const Job& jb, const std::shared_ptr<GenRequest>& r) {
+  void respond(httplib::Response& res, const Job& jb, const std::shared_ptr<GenRequest>& r, const ClientSocket& client) {
     std::string text;
     GenEvent fin;
     for (bool done = false; !done;) {
-      for (auto& ev : r->wait(1000)) {
+      for (auto& ev : r->wait(100)) {
         text += ev.text;
         if (ev.final) fin = ev, done = true;
+      }
+      if (!done && client.gone()) {
+        r->cancel();  // the slot frees at the next engine step; nobody reads this answer
+        res.status = 499;
+        res.set_content(dump(error_json("the client closed the connection", "invalid_request_error", "", "client_closed")), "application/json");
+        return;
       }
     }
     if (fin.finish == Finish::Error) throw ApiError(500, fin.error, "server_error");
@@ -270,7 +278,7 @@ struct HttpServer::Impl {
     res.set_content(dump(out), "application/json");
   }
 
-  void stream(httplib::Response& res, const Job& jb, const std::shared_ptr<GenRequest>& r) {
+  void stream(httplib::Response& res, const Job& jb, const std::shared_ptr<GenRequest>& r, const ClientSocket& client) {
     auto st = std::make_shared<StreamState>();
     st->job = jb;
     st->req = r;
@@ -279,7 +287,7 @@ struct HttpServer::Impl {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [st](size_t, httplib::DataSink& sink) -> bool {
+        [st, client](size_t, httplib::DataSink& sink) -> bool {
           const Job& jb = st->job;
           auto send = [&](const json& j) {
             const std::string s = "data: " + dump(j) + "\n\n";
@@ -316,7 +324,8 @@ struct HttpServer::Impl {
             sink.done();
             return true;
           }
-          if (!ok || !sink.is_writable()) {
+          // A client that hangs up before the first token (a long prompt) is noticed on its socket.
+          if (!ok || !sink.is_writable() || client.gone()) {
             st->req->cancel();  // the client is gone: free the slot
             return false;
           }

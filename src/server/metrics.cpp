@@ -28,6 +28,8 @@ std::string render_metrics(const SchedulerStats* s, const RequestCounters& reque
   metric(out, "strata_ready", "gauge", "1 when the model is loaded.", ready ? 1 : 0);
   if (!s) return out;
   metric(out, "strata_prompt_tokens_total", "counter", "Prompt tokens evaluated.", static_cast<double>(s->prompt_tokens));
+  metric(out, "strata_prompt_tokens_reused_total", "counter", "Prompt tokens whose KV rows a slot kept from its previous request (shared prefix).",
+         static_cast<double>(s->prompt_tokens_reused));
   metric(out, "strata_completion_tokens_total", "counter", "Tokens generated.", static_cast<double>(s->completion_tokens));
   metric(out, "strata_generation_tokens_per_second", "gauge", "Tokens generated per second over the last 10 seconds.", s->decode_tps);
   metric(out, "strata_requests_completed_total", "counter", "Generations that ended normally (stop or length).", static_cast<double>(s->requests_done));

@@ -59,6 +59,11 @@ struct Scheduler::Slot {
   std::unique_ptr<tok::StreamDecoder> dec;
   StopMatcher stopper;
   std::vector<int32_t> history;
+  // Prompt tokens whose KV rows (positions 0..) this slot holds from its last request, computed in
+  // prompt chunks of two tokens or more, so a fresh run would compute the very same rows. Rows of
+  // generated tokens were computed one token at a time (another attention summation order): never reused.
+  std::vector<int32_t> kv_prompt;
+  int n_reused = 0;  // prompt tokens of the current request taken from kv_prompt
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
@@ -146,14 +151,27 @@ void Scheduler::admit() {
   std::vector<std::shared_ptr<GenRequest>> dropped;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& s : slots_) {
-      if (s->req) continue;
-      while (!waiting_.empty() && waiting_.front()->cancelled()) {
-        dropped.push_back(waiting_.front());
-        waiting_.pop_front();
+    // Cancelled requests leave the queue wherever they are (their client went away while waiting).
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if ((*it)->cancelled()) {
+        dropped.push_back(*it);
+        it = waiting_.erase(it);
+      } else {
+        ++it;
       }
-      if (waiting_.empty()) break;
-      s->req = waiting_.front();
+    }
+    // FIFO; each request takes the free slot that holds the longest prefix of its prompt, among
+    // equals the one that holds the fewest reusable rows (the least to lose).
+    while (!waiting_.empty()) {
+      Slot* best = nullptr;
+      int best_n = -1;
+      for (auto& s : slots_) {
+        if (s->req) continue;
+        const int n = reusable_prefix(*s, waiting_.front()->params.prompt);
+        if (n > best_n || (n == best_n && s->kv_prompt.size() < best->kv_prompt.size())) best = s.get(), best_n = n;
+      }
+      if (!best) break;
+      best->req = waiting_.front();
       waiting_.pop_front();
     }
   }
@@ -166,8 +184,11 @@ void Scheduler::admit() {
     Slot& s = *sp;
     if (!s.req || s.sampler) continue;  // free, or already set up
     const GenParams& p = s.req->params;
-    s.n_prompt_done = 0;
-    s.n_past = 0;
+    // Prefix reuse: the rows of the shared prompt prefix stay; the rest is overwritten.
+    s.n_reused = reusable_prefix(s, p.prompt);
+    s.n_prompt_done = s.n_reused;
+    s.n_past = s.n_reused;
+    s.kv_prompt.resize(static_cast<size_t>(s.n_reused));
     s.decoding = false;
     s.next = -1;
     s.n_gen = 0;
@@ -176,12 +197,23 @@ void Scheduler::admit() {
     s.dec = std::make_unique<tok::StreamDecoder>(tok_);
     s.stopper = StopMatcher(p.stop);
     s.history = p.prompt;
-    eng_.kv().clear(s.id);  // positions restart at 0: rows are overwritten
+    if (s.n_reused == 0) eng_.kv().clear(s.id);  // positions restart at 0: rows are overwritten
     if (p.prompt.empty() || static_cast<int>(p.prompt.size()) >= n_ctx)
       finish(s, Finish::Error, "the prompt does not fit the context");
     else if (s.max_tokens == 0)
       finish(s, Finish::Length);
   }
+}
+
+// How many leading prompt tokens can keep slot s's KV rows: the common prefix with its kv_prompt,
+// leaving at least two prompt tokens to evaluate (one chunk that is not a lone token, whose last
+// row gives the logits). None for architectures with extra per-sequence cache state (DeepSeek-V4).
+int Scheduler::reusable_prefix(const Slot& s, const std::vector<int32_t>& prompt) const {
+  if (eng_.kv().ext() || prompt.size() < 3) return 0;
+  const size_t cap = std::min(s.kv_prompt.size(), prompt.size() - 2);
+  size_t n = 0;
+  while (n < cap && s.kv_prompt[n] == prompt[n]) ++n;
+  return static_cast<int>(n);
 }
 
 void Scheduler::emit(Slot& s, const std::string& text) {
@@ -198,7 +230,14 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
   }
   const int n_prompt = static_cast<int>(s.req->params.prompt.size());
   s.req->push(GenEvent{"", true, f, n_prompt, s.n_gen, error});
-  local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done);
+  local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done - s.n_reused);
+  local_.prompt_tokens_reused += static_cast<uint64_t>(s.n_reused);
+  // Keep the prompt rows for the next request unless the engine failed (rows of unknown state) or
+  // the prompt was a lone token (computed as a decode step).
+  const auto& prompt = s.req->params.prompt;
+  if (f == Finish::Error || s.n_prompt_done < 2) s.kv_prompt.clear();
+  else s.kv_prompt.assign(prompt.begin(), prompt.begin() + s.n_prompt_done);
+  s.n_reused = 0;
   local_.completion_tokens += static_cast<uint64_t>(s.n_gen);
   if (f == Finish::Cancelled) local_.requests_cancelled++;
   else if (f == Finish::Error) local_.requests_failed++;

@@ -77,6 +77,7 @@ struct SchedulerStats {
   int slots = 0, busy = 0, queued = 0;
   uint64_t steps = 0, batch_tokens = 0;
   uint64_t prompt_tokens = 0, completion_tokens = 0;
+  uint64_t prompt_tokens_reused = 0;  // prompt tokens whose KV rows a slot kept from its previous request
   uint64_t requests_done = 0, requests_cancelled = 0, requests_failed = 0;
   double busy_s = 0;              // seconds inside Model::forward + sampling
   double decode_tps = 0;          // generated tokens per second, recent window
@@ -102,6 +103,7 @@ class Scheduler {
   void loop();
   void step();
   void admit();
+  int reusable_prefix(const Slot& s, const std::vector<int32_t>& prompt) const;
   void finish(Slot& s, Finish f, const std::string& error = {});
   void emit(Slot& s, const std::string& text);
 

@@ -1,4 +1,9 @@
 // strata serve over HTTP: the OpenAI wire format, errors, scheduling, determinism under batching.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -394,6 +399,79 @@ TEST_F(Server, ClientDisconnectFreesTheSlot) {
   auto r = cl->Post("/v1/completions", json{{"prompt", "again"}, {"max_tokens", 3}}.dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+// A raw HTTP/1.1 POST whose answer is never read: the test closes the socket to hang up.
+int open_request(int port, const std::string& path, const std::string& body) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Polls the scheduler's figures until `ok` holds or `timeout_s` passes; returns the last figures.
+template <typename F>
+server::SchedulerStats wait_stats(server::Scheduler& s, F ok, double timeout_s = 20) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  server::SchedulerStats st = s.stats();
+  while (!ok(st) && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    st = s.stats();
+  }
+  return st;
+}
+
+// Non-streaming requests: a client that hangs up while its request waits in the queue leaves the
+// queue, and one that hangs up while generating frees its slot at the next step (not after
+// max_tokens). One slot: A generates, B waits behind it.
+TEST_F(Server, NonStreamingClientDisconnectFreesTheSlot) {
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, /*n_ctx=*/4096);
+  server::Scheduler& sch = *ts.srv->scheduler();
+  constexpr int kMax = 4000;
+  const std::string body = json{{"prompt", "go"}, {"max_tokens", kMax}, {"ignore_eos", true}}.dump();
+  const int a = open_request(ts.port, "/v1/completions", body);
+  ASSERT_GE(a, 0);
+  // A is generating: its slot is busy and a few decode steps ran.
+  server::SchedulerStats st = wait_stats(sch, [](const server::SchedulerStats& s) { return s.busy == 1 && s.steps >= 4; });
+  ASSERT_EQ(st.busy, 1);
+  const int b = open_request(ts.port, "/v1/chat/completions",
+                             json{{"messages", json::array({json{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 5}}.dump());
+  ASSERT_GE(b, 0);
+  st = wait_stats(sch, [](const server::SchedulerStats& s) { return s.queued == 1; });
+  ASSERT_EQ(st.queued, 1);
+
+  ::close(b);
+  st = wait_stats(sch, [](const server::SchedulerStats& s) { return s.requests_cancelled == 1; });
+  EXPECT_EQ(st.requests_cancelled, 1u);
+  EXPECT_EQ(st.queued, 0);
+  EXPECT_EQ(st.busy, 1);  // A still generates
+  EXPECT_EQ(st.requests_done, 0u);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  ::close(a);
+  st = wait_stats(sch, [](const server::SchedulerStats& s) { return s.requests_cancelled == 2 && s.busy == 0; });
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(st.requests_cancelled, 2u);
+  EXPECT_EQ(st.busy, 0);
+  EXPECT_EQ(st.requests_done, 0u);       // A did not run to max_tokens
+  EXPECT_LT(st.completion_tokens, static_cast<uint64_t>(kMax));
+  EXPECT_LT(dt, 5.0);
+  std::printf("[disconnect] non-streaming request cancelled after %llu of %d tokens, %.0f ms after the client hung up\n",
+              static_cast<unsigned long long>(st.completion_tokens), kMax, dt * 1e3);
+  // The slot serves the next request.
+  auto r = ts.client()->Post("/v1/completions", json{{"prompt", "again"}, {"max_tokens", 3}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(wait_stats(sch, [](const server::SchedulerStats& s) { return s.requests_done == 1; }).requests_done, 1u);
 }
 
 // Bitwise: every sequence's logits in a mixed batch equal a solo run of that sequence

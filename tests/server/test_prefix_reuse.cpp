@@ -1,0 +1,111 @@
+// Prompt prefix reuse per slot: a request whose prompt shares a prefix with the prompt the slot ran
+// before keeps those KV rows and evaluates only the rest. Its logits must be bitwise those of a
+// fresh run (the whole prompt in one pass, then one token per pass), as for BatchedLogits.
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "runtime/sampler.h"
+#include "server/scheduler.h"
+#include "server_util.h"
+
+namespace strata::test {
+namespace {
+
+constexpr int kCtx = 256;
+constexpr int kGen = 6;
+
+struct Turn {
+  std::vector<int32_t> prompt;
+  std::vector<std::vector<float>> logits;  // one row per generated token
+  std::vector<int32_t> out;                // greedy tokens
+};
+
+void run_turn(server::Scheduler& sched, Turn& t, int n_vocab) {
+  server::GenParams p;
+  p.prompt = t.prompt;
+  p.sampling.temp = 0;
+  p.max_tokens = kGen;
+  p.ignore_eos = true;
+  p.on_logits = [&t, n_vocab](const float* l, int n) {
+    t.logits.emplace_back(l, l + n);
+    t.out.push_back(Sampler::argmax(l, n_vocab));
+  };
+  auto r = std::make_shared<server::GenRequest>(std::move(p));
+  ASSERT_TRUE(sched.submit(r));
+  while (!r->done()) r->wait(100);
+}
+
+uint64_t reused_after(server::Scheduler& sched, uint64_t n_done) {
+  for (int i = 0; i < 400 && sched.stats().requests_done < n_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return sched.stats().prompt_tokens_reused;
+}
+
+class PrefixReuse : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixReuse, ::testing::Values("qwen3moe-f32", "qwen3moe-q8_0", "deepseek2-f32", "gpt-oss-f32"));
+
+TEST_P(PrefixReuse, LogitsEqualFreshRun) {
+  const char* set = GetParam();
+  if (!std::filesystem::exists(server_fixture(set))) {
+    std::fprintf(stderr, "\n*** WARNING: %s is absent: prefix reuse test SKIPPED ***\n\n", server_fixture(set).c_str());
+    GTEST_SKIP() << "no fixture " << server_fixture(set);
+  }
+  std::unique_ptr<tok::Tokenizer> tok;
+  auto eng = load_fixture_engine(/*n_seq=*/2, kCtx, &tok, set);
+  const int nv = eng->config().n_vocab;
+  auto enc = [&](const std::string& s, bool bos) { return tok->encode(s, bos, true); };
+  auto cat = [](std::vector<int32_t> a, const std::vector<int32_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+
+  std::vector<Turn> turns(5);
+  std::vector<uint64_t> reused(turns.size());
+  {
+    server::SchedulerOptions so;
+    so.step_tokens = 16;  // the rest of a prompt is chunked too
+    server::Scheduler sched(*eng, *tok, so);
+    // 0: first turn. 1: the next turn of that chat (turn 0's prompt + its answer + a new message):
+    // turn 0's prompt rows are kept, its answer's are recomputed. 2: diverges after 5 tokens.
+    // 3: the same prompt again (all but the last two tokens kept). 4: shorter than the kept prefix.
+    turns[0].prompt = enc("The quick brown fox jumps over the lazy dog. Tell me what happened next, in detail.", true);
+    run_turn(sched, turns[0], nv);
+    reused[0] = reused_after(sched, 1);
+    turns[1].prompt = cat(cat(turns[0].prompt, turns[0].out), enc(" And then? Keep going, please.", false));
+    run_turn(sched, turns[1], nv);
+    reused[1] = reused_after(sched, 2);
+    turns[2].prompt = cat(std::vector<int32_t>(turns[1].prompt.begin(), turns[1].prompt.begin() + 5), enc(" something else entirely", false));
+    run_turn(sched, turns[2], nv);
+    reused[2] = reused_after(sched, 3);
+    turns[3].prompt = turns[2].prompt;
+    run_turn(sched, turns[3], nv);
+    reused[3] = reused_after(sched, 4);
+    turns[4].prompt = std::vector<int32_t>(turns[2].prompt.begin(), turns[2].prompt.begin() + 4);
+    run_turn(sched, turns[4], nv);
+    reused[4] = reused_after(sched, 5);
+  }
+  const size_t n0 = turns[0].prompt.size(), n2 = turns[2].prompt.size();
+  EXPECT_EQ(reused[0], 0u);
+  EXPECT_EQ(reused[1] - reused[0], n0);
+  EXPECT_EQ(reused[2] - reused[1], 5u);
+  EXPECT_EQ(reused[3] - reused[2], n2 - 2);
+  EXPECT_EQ(reused[4] - reused[3], 2u);
+
+  auto solo = load_fixture_engine(/*n_seq=*/1, kCtx, nullptr, set);
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const Turn& t = turns[i];
+    ASSERT_EQ(t.logits.size(), static_cast<size_t>(kGen)) << "turn " << i;
+    std::vector<float> logits;
+    solo->eval(0, t.prompt.data(), static_cast<int>(t.prompt.size()), 0, false, logits);
+    int pos = static_cast<int>(t.prompt.size());
+    for (int s = 0; s < kGen; ++s) {
+      ASSERT_EQ(0, std::memcmp(logits.data(), t.logits[s].data(), sizeof(float) * nv)) << set << " turn " << i << " step " << s;
+      const int32_t tk = Sampler::argmax(logits.data(), nv);
+      solo->eval(0, &tk, 1, pos++, false, logits);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata::test
