@@ -138,8 +138,13 @@ int bench(const BenchOptions& o) {
     j[name] = {{"tokens_per_s", tps}, {"hit_rate", acc > 0 ? p.delta.hits / acc : 1.0}, {"bytes_per_token", per_tok},
                {"read_bw", static_cast<double>(p.delta.bytes_read) / p.seconds}, {"io_wait_s", p.delta.wait_s}, {"limit_fraction", frac}};
   }
-  fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), o.model.queue_depth,
-             disk / 1e9, format_bytes(process_peak_rss()));
+  if (disk > 0)
+    fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), o.model.queue_depth,
+               disk / 1e9, format_bytes(process_peak_rss()));
+  else
+    fmt::print("disk: not measured ({}); peak RSS {}\n", cache ? "--disk-probe 0" : "experts resident", format_bytes(process_peak_rss()));
+  if (eng.tier().plan().warm_s > 0) fmt::print("load: {:.1f} s reading the model into the page cache\n", eng.tier().plan().warm_s);
+  j["warm_s"] = eng.tier().plan().warm_s;
   if (o.json) fmt::print("{}\n", j.dump());
   return 0;
 }

@@ -41,6 +41,7 @@ struct HeadAttn {
   float scale;
   const float* sink;  // nullptr or the head's sink logit
   float (*dot)(int64_t, const float*, const float*);  // the kernel table's f32 dot
+  void (*axpy)(int64_t, float, const float*, float*);  // the kernel table's y += a*x
   // Summation order, chosen to follow llama.cpp's CPU paths as measured against its goldens
   // (a batch goes through its strided f32 GEMM, a single token through the contiguous one).
   int lanes = 8;       // V accumulation: 1 sequential, 8 or 32 fma lanes by position
@@ -97,7 +98,7 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
       kv.read_k_slice(h.layer, h.seq, j0 + j, h.k_off, h.dk, row);  // only this head's slice
       kr = row;
     }
-    if (h.score_mode == 0) {
+    if (h.score_mode == 0 || !kf32) {  // f16/q8_0 caches: no llama.cpp order to follow, fastest
       scores[j] = h.dot(h.dk, h.q, kr);
     } else if (h.score_mode == 1) {
       float acc = 0;
@@ -112,6 +113,16 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
   }
   softmax(scores, n, h.scale, h.sink);
   const bool vf32 = h.v_in_k ? kf32 : kv.type_v() == GgmlType::F32;
+  if (!vf32) {  // f16/q8_0 values: vectorized accumulation, one value row at a time
+    std::fill(out, out + h.dv, 0.0f);
+    for (int j = 0; j < n; ++j) {
+      if (scores[j] == 0.0f) continue;
+      if (h.v_in_k) kv.read_k_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
+      else kv.read_v_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
+      h.axpy(h.dv, scores[j], row, out);
+    }
+    return;
+  }
   weighted_sum(scores, n, h.dv, [&](int j) -> const float* {
     if (h.v_in_k) {
       if (vf32) return kv.k_f32(h.layer, h.seq, j0 + j) + h.v_off;
@@ -189,6 +200,7 @@ void attention_gqa(FwdCtx& c, int layer) {
       ha.scale = lc.kq_scale;
       ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
       ha.dot = c.k.dot_f32;
+      ha.axpy = c.k.axpy_f32;
       ha.lanes = c.solo(i) ? 8 : 32;
       ha.score_mode = c.solo(i) ? 1 : 0;
       const int pos = c.b.pos[i];
@@ -266,6 +278,7 @@ void attention_mla(FwdCtx& c, int layer) {
       ha.scale = lc.kq_scale;
       ha.sink = nullptr;
       ha.dot = c.k.dot_f32;
+      ha.axpy = c.k.axpy_f32;
       ha.lanes = c.solo(i) ? 8 : 32;
       ha.score_mode = c.solo(i) ? 1 : 0;
       const int pos = c.b.pos[i];

@@ -32,6 +32,7 @@ struct MemoryPlan {
   int64_t cache_slots = 0;
   int64_t experts = 0;
   bool streaming = false;
+  double warm_s = 0;              // resident: seconds spent reading the file into the page cache at load
   std::string io;                 // backend description
   std::string describe() const;
 };
@@ -48,6 +49,7 @@ class ExpertTier {
   const ExpertStore& store() const { return *store_; }
 
  private:
+  void warm_resident(Model& model);
   Model& model_;
   MemoryPlan plan_;
   std::unique_ptr<ExpertStore> store_;
