@@ -51,7 +51,7 @@ run() {  # name, command...
   set -e
   echo "$out" >> "$LOG"
   local json
-  json=$(echo "$out" | grep '^{' | tail -1)
+  json=$(echo "$out" | grep '^{' | tail -1 || true)
   if [ $rc -ne 0 ] || [ -z "$json" ]; then
     results+=("$name|FAILED (exit $rc, $(( $(date +%s) - t0 )) s; killed by the memory limit if 137)")
   else
