@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 namespace strata {
@@ -36,8 +37,42 @@ void softmax(float* x, int64_t n, float scale, const float* sink) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+namespace {
+float bits_f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+uint32_t f_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+}  // namespace
+
+// ggml's vectorized expf (its AVX2/FMA build), one lane: a rounding-to-integer split
+// x = n*ln2 + b, a degree-5 polynomial for exp(b), the exponent added in the bits, and the
+// over/underflow branches. Not correctly rounded; followed to the bit because llama.cpp's
+// SwiGLU and softmax round through it before activations are quantized.
+float ggml_vexpf(float x) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const uint32_t e = f_bits(z) << 23;
+  const float k = bits_f(e + f_bits(1.0f));
+  const bool c = std::fabs(n) > 126.0f;
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                           0x1.ffffecp-1f * b);
+  if (!c) return std::fma(j, k, k);
+  const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+  const float s1 = bits_f(g + 0x7f000000u);
+  const float s2 = bits_f(e - g);
+  if (std::fabs(n) > 192.0f) return s1 * s1;
+  return std::fma(s2, j, s2) * s1;
+}
+
+// As ggml_vec_swiglu_f32: groups of 8 through the vectorized silu, the tail through x/(1+expf(-x)).
 void swiglu(const float* g, const float* u, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = silu(g[i]) * u[i];
+  const int64_t nv = n & ~int64_t{7};
+  for (int64_t i = 0; i < nv; ++i) {
+    const float x = g[i];
+    out[i] = (x / (1.0f + ggml_vexpf(0.0f - x))) * u[i];
+  }
+  for (int64_t i = nv; i < n; ++i) out[i] = silu(g[i]) * u[i];
 }
 
 void swiglu_clamp(const float* g, const float* u, float* out, int64_t n, float limit) {

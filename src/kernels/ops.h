@@ -14,6 +14,8 @@ void softmax(float* x, int64_t n, float scale = 1.0f, const float* sink = nullpt
 inline float silu(float x);
 // out[i] = silu(g[i]) * u[i]
 void swiglu(const float* g, const float* u, float* out, int64_t n);
+// ggml's vectorized expf on AVX2/FMA builds, one lane (see ops.cpp).
+float ggml_vexpf(float x);
 // gpt-oss: x = min(g, limit); y = clamp(u, -limit, limit); out = x * sigmoid(alpha*x) * (y + 1)
 void swiglu_oai(const float* g, const float* u, float* out, int64_t n, float alpha, float limit);
 // DeepSeek-V4: out = silu(min(g, limit)) * clamp(u, -limit, limit); limit <= 0: no clamp
