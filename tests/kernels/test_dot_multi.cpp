@@ -121,8 +121,11 @@ TEST(DotMulti, TablesPairWithTheirSingleTokenKernel) {
   const KernelTable* a2 = kernel_table(Isa::Avx2);
   const KernelTable* a5 = kernel_table(Isa::Avx512);
   if (!a2 || !a5) GTEST_SKIP() << "needs both AVX2 and AVX-512 tables";
-  for (uint32_t i = 0; i < kGgmlTypeCount; ++i)
-    if (a5->vec_dot[i] != a2->vec_dot[i]) EXPECT_NE(a5->vec_dot_xn[i], a2->vec_dot_xn[i]) << i;
+  for (uint32_t i = 0; i < kGgmlTypeCount; ++i) {
+    if (a5->vec_dot[i] != a2->vec_dot[i]) {
+      EXPECT_NE(a5->vec_dot_xn[i], a2->vec_dot_xn[i]) << i;
+    }
+  }
 }
 
 // matmul over a batch == matmul token by token, bit for bit, for every table, with and without

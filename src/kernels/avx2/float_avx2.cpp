@@ -1,5 +1,6 @@
 // AVX2 float kernels: F16 / BF16 / F32 dot products (f32 accumulation with FMA), the
 // activation converters to F16 / BF16, and the f32 vector ops of the kernel table.
+#include <cmath>
 #include "core/fp16.h"
 #include "kernels/avx2/avx2_common.h"
 #include "kernels/avx2/kernels_avx2.h"
@@ -89,8 +90,27 @@ float dot_f32_x8(int64_t n, const float* x, const float* y) {
   return hsum_ps(s);
 }
 
+// f32 weights in a matmul, one token: ggml_vec_dot_f32 exactly as its AVX2 build computes it
+// (4 x 8 fused lanes over steps of 32, (0+2)+(1+3), lo+hi, two horizontal adds, then the
+// tail fused in float). Not used for attention, whose association is chosen separately.
 float vec_dot_f32_f32(int64_t n, const void* w, const void* a) {
-  return dot_f32(n, static_cast<const float*>(w), static_cast<const float*>(a));
+  const auto* x = static_cast<const float*>(w);
+  const auto* y = static_cast<const float*>(a);
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), s3);
+  }
+  s0 = _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+  t = _mm_hadd_ps(t, t);
+  t = _mm_hadd_ps(t, t);
+  float sum = _mm_cvtss_f32(t);
+  for (; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  return sum;
 }
 
 void axpy_f32(int64_t n, float a, const float* x, float* y) {
