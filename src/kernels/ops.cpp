@@ -19,22 +19,59 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
-void softmax(float* x, int64_t n, float scale, const float* sink) {
+namespace {
+// ggml_vec_soft_max_f32 on AVX2: exp through the vectorized expf in groups of 8 whose float
+// sums (hi + lo, then (0+2) + (1+3)) are added in double; `row0` is x[0]'s index in ggml's row,
+// which fixes the groups; with `cell`, x[i] is element cell[i] (ascending) of the row instead.
+// Elements of the row that x does not hold are masked (exp 0).
+double exp_sum_grouped(float* x, int64_t n, int64_t row0, const int32_t* cell, float mx, int64_t tail_from) {
+  double sum = 0.0;
+  int64_t i = 0;
+  auto at = [&](int64_t k) { return cell ? static_cast<int64_t>(cell[k]) : row0 + k; };
+  while (i < n) {
+    const int64_t a = at(i);
+    if (a >= tail_from) {  // ggml's scalar tail: libm expf, summed one by one
+      for (; i < n; ++i) {
+        x[i] = x[i] == -INFINITY ? 0.0f : std::exp(x[i] - mx);
+        sum += static_cast<double>(x[i]);
+      }
+      break;
+    }
+    const int64_t g0 = a & ~int64_t{7};
+    float v[8] = {};
+    for (; i < n && at(i) < g0 + 8; ++i) {
+      x[i] = x[i] == -INFINITY ? 0.0f : ggml_vexpf(x[i] - mx);
+      v[at(i) - g0] = x[i];
+    }
+    float s[4];
+    for (int q = 0; q < 4; ++q) s[q] = v[q + 4] + v[q];
+    sum += static_cast<double>((s[0] + s[2]) + (s[1] + s[3]));
+  }
+  return sum;
+}
+
+void softmax_impl(float* x, int64_t n, float scale, const float* sink, int64_t row0, const int32_t* cell, int64_t tail_from) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) {
     x[i] *= scale;
     mx = std::max(mx, x[i]);
   }
   if (sink) mx = std::max(mx, *sink);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float e = (x[i] == -INFINITY) ? 0.0f : std::exp(x[i] - mx);
-    x[i] = e;
-    sum += static_cast<double>(e);
-  }
+  double sum = exp_sum_grouped(x, n, row0, cell, mx, tail_from);
   if (sink) sum += static_cast<double>(std::exp(*sink - mx));
   const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+}  // namespace
+
+void softmax(float* x, int64_t n, float scale, const float* sink) { softmax_impl(x, n, scale, sink, 0, nullptr, n & ~int64_t{7}); }
+
+void softmax_cells(float* x, int64_t n, int64_t first, float scale, const float* sink) {
+  softmax_impl(x, n, scale, sink, first, nullptr, INT64_MAX);
+}
+
+void softmax_cells(float* x, const int32_t* cell, int64_t n, float scale, const float* sink) {
+  softmax_impl(x, n, scale, sink, 0, cell, INT64_MAX);
 }
 
 namespace {

@@ -8,8 +8,14 @@ namespace strata {
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * (w ? w[i] : 1)
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
 // In-place softmax of x[n] (after x *= scale); an optional extra "sink" logit joins the
-// normalization but gets no output slot.
+// normalization but gets no output slot. Rounds as ggml's CPU softmax: exp through its
+// vectorized expf in groups of 8 (the last n % 8 through expf), group sums added in double.
 void softmax(float* x, int64_t n, float scale = 1.0f, const float* sink = nullptr);
+// The same over attention cells: x holds cells first..first+n-1 of a row whose other cells are
+// masked and whose length is a multiple of 8 (a KV view), so every cell is in a group of 8.
+void softmax_cells(float* x, int64_t n, int64_t first, float scale = 1.0f, const float* sink = nullptr);
+// The same with x[i] at cell[i] of the row (cells ascending).
+void softmax_cells(float* x, const int32_t* cell, int64_t n, float scale = 1.0f, const float* sink = nullptr);
 // silu(x) = x / (1 + exp(-x))
 inline float silu(float x);
 // out[i] = silu(g[i]) * u[i]

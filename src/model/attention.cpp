@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "model/attn_sum.h"
 #include "model/forward.h"
 
 namespace strata {
@@ -42,76 +43,29 @@ struct HeadAttn {
   const float* sink;  // nullptr or the head's sink logit
   float (*dot)(int64_t, const float*, const float*);  // the kernel table's f32 dot
   void (*axpy)(int64_t, float, const float*, float*);  // the kernel table's y += a*x
-  // Summation order, chosen to follow llama.cpp's CPU paths as measured against its goldens
-  // (a batch goes through its strided f32 GEMM, a single token through the contiguous one).
-  int lanes = 8;       // V accumulation: 1 sequential, 8 or 32 fma lanes by position
-  int score_mode = 0;  // 0: the table's f32 dot, 1: sequential, 2: 8 fma lanes
+  // llama.cpp's CPU association (f32 caches): scores through ggml's f32 dot, its softmax,
+  // then the value sum of a lone decode token through the same dot over the 256-padded view
+  // (32 lanes), of a multi-token chunk through its tiled GEMM (8 lanes); lanes follow cell index.
+  bool solo = false;
 };
-
-// out[0..dv) = sum_j p[j] * v_j, accumulated as llama.cpp's f32 GEMM does it (8 lanes by
-// position mod 8 with fused multiply-add, then a pairwise horizontal sum), so that values
-// that are quantized next (MLA's latent -> v_b) round the same way.
-template <typename RowFn>
-void weighted_sum(const float* p, int n, int dv, RowFn row, float* out, float* lanes /*[dv*32]*/, int L) {
-  std::fill(lanes, lanes + static_cast<size_t>(dv) * L, 0.0f);
-  for (int j = 0; j < n; ++j) {
-    const float pj = p[j];
-    if (pj == 0.0f) continue;  // fma(0, v, acc) == acc
-    const float* vr = row(j);
-    float* ln = lanes + (j & (L - 1));
-    if (L == 1) {
-      for (int d = 0; d < dv; ++d) ln[d] += pj * vr[d];
-      continue;
-    }
-    for (int d = 0; d < dv; ++d) ln[static_cast<size_t>(d) * L] = std::fma(vr[d], pj, ln[static_cast<size_t>(d) * L]);
-  }
-  for (int d = 0; d < dv; ++d) {
-    float a[8];
-    const float* b = lanes + static_cast<size_t>(d) * L;
-    if (L == 1) {
-      out[d] = b[0];
-      continue;
-    }
-    if (L == 32) {
-      for (int l = 0; l < 8; ++l) a[l] = (b[l] + b[16 + l]) + (b[8 + l] + b[24 + l]);
-    } else {
-      for (int l = 0; l < 8; ++l) a[l] = b[l];
-    }
-    const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
-    out[d] = (t0 + t2) + (t1 + t3);
-  }
-}
 
 void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, float* buf) {
   const int n = j1 - j0 + 1;
   float* scores = buf;                 // [n]
   float* row = buf + n;                // [k or v row width]
-  float* lanes = row + std::max(kv.k_width(h.layer), std::max(kv.v_width(h.layer), h.dv));  // [dv * 8]
-  const int kw = kv.k_width(h.layer);
+  float* lanes = row + std::max(kv.k_width(h.layer), std::max(kv.v_width(h.layer), h.dv));  // [dv * 32]
   const bool kf32 = kv.type_k() == GgmlType::F32;
   for (int j = 0; j < n; ++j) {
     const float* kr;
     if (kf32) {
       kr = kv.k_f32(h.layer, h.seq, j0 + j) + h.k_off;
     } else {
-      (void)kw;
       kv.read_k_slice(h.layer, h.seq, j0 + j, h.k_off, h.dk, row);  // only this head's slice
       kr = row;
     }
-    if (h.score_mode == 0 || !kf32) {  // f16/q8_0 caches: no llama.cpp order to follow, fastest
-      scores[j] = h.dot(h.dk, h.q, kr);
-    } else if (h.score_mode == 1) {
-      float acc = 0;
-      for (int d = 0; d < h.dk; ++d) acc += h.q[d] * kr[d];
-      scores[j] = acc;
-    } else {
-      float a[8] = {};
-      for (int d = 0; d < h.dk; ++d) a[d & 7] = std::fma(kr[d], h.q[d], a[d & 7]);
-      const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
-      scores[j] = (t0 + t2) + (t1 + t3);
-    }
+    scores[j] = h.dot(h.dk, h.q, kr);
   }
-  softmax(scores, n, h.scale, h.sink);
+  softmax_cells(scores, n, j0, h.scale, h.sink);
   const bool vf32 = h.v_in_k ? kf32 : kv.type_v() == GgmlType::F32;
   if (!vf32) {  // f16/q8_0 values: vectorized accumulation, one value row at a time
     std::fill(out, out + h.dv, 0.0f);
@@ -123,7 +77,7 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
     }
     return;
   }
-  weighted_sum(scores, n, h.dv, [&](int j) -> const float* {
+  attn_value_sum(scores, n, h.dv, [&](int j) { return j0 + j; }, [&](int j) -> const float* {
     if (h.v_in_k) {
       if (vf32) return kv.k_f32(h.layer, h.seq, j0 + j) + h.v_off;
       kv.read_k_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
@@ -132,7 +86,7 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
     if (vf32) return kv.v_f32(h.layer, h.seq, j0 + j) + h.v_off;
     kv.read_v_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
     return row;
-  }, out, lanes, h.lanes);
+  }, out, lanes, attn_sum_lanes(h.solo, h.dv));
 }
 
 void check_positions(FwdCtx& c) {
@@ -201,8 +155,7 @@ void attention_gqa(FwdCtx& c, int layer) {
       ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
       ha.dot = c.k.dot_f32;
       ha.axpy = c.k.axpy_f32;
-      ha.lanes = c.solo(i) ? 8 : 32;
-      ha.score_mode = c.solo(i) ? 1 : 0;
+      ha.solo = c.solo(i);
       const int pos = c.b.pos[i];
       attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + static_cast<size_t>(i) * dvo + h * lc.head_dim_v, buf);
     }
@@ -279,8 +232,7 @@ void attention_mla(FwdCtx& c, int layer) {
       ha.sink = nullptr;
       ha.dot = c.k.dot_f32;
       ha.axpy = c.k.axpy_f32;
-      ha.lanes = c.solo(i) ? 8 : 32;
-      ha.score_mode = c.solo(i) ? 1 : 0;
+      ha.solo = c.solo(i);
       const int pos = c.b.pos[i];
       attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + (static_cast<size_t>(i) * lc.n_head + h) * lc.kv_lora_rank, buf);
     }

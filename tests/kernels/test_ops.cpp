@@ -1,5 +1,9 @@
-// ops: ggml's vectorized expf emulation and the SwiGLU built on it.
+// ops: ggml's vectorized expf emulation, the SwiGLU and softmax built on it, and the
+// attention value sum in llama.cpp's association.
 #include "kernels/ops.h"
+
+#include "kernels/kernel_table.h"
+#include "model/attn_sum.h"
 
 #include <gtest/gtest.h>
 
@@ -33,6 +37,92 @@ TEST(Ops, SwigluUsesTheVectorExpForGroupsOfEightAndExpfForTheTail) {
   swiglu(g.data(), u.data(), out.data(), 13);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], (g[i] / (1.0f + ggml_vexpf(0.0f - g[i]))) * u[i]) << i;
   for (int i = 8; i < 13; ++i) EXPECT_EQ(out[i], (g[i] / (1.0f + std::exp(-g[i]))) * u[i]) << i;
+}
+
+// Reference of ggml's CPU softmax over one row of `len` cells, of which cells [a, b) hold
+// values (the rest masked): groups of 8 through the vector expf, float group sums (hi + lo,
+// then (0+2) + (1+3)) added in double, the last len % 8 cells through expf.
+std::vector<float> ggml_softmax_row(const std::vector<float>& row, int len, int a, int b, float scale) {
+  std::vector<float> w(static_cast<size_t>(len), -INFINITY), e(static_cast<size_t>(len), 0.0f);
+  float mx = -INFINITY;
+  for (int j = a; j < b; ++j) mx = std::max(mx, w[j] = row[j - a] * scale);
+  double sum = 0;
+  const int ng = len & ~7;
+  for (int g = 0; g < ng; g += 8) {
+    float v[8];
+    for (int q = 0; q < 8; ++q) v[q] = e[g + q] = w[g + q] == -INFINITY ? 0.0f : ggml_vexpf(w[g + q] - mx);
+    float s[4];
+    for (int q = 0; q < 4; ++q) s[q] = v[q + 4] + v[q];
+    sum += static_cast<double>((s[0] + s[2]) + (s[1] + s[3]));
+  }
+  for (int j = ng; j < len; ++j) sum += e[j] = w[j] == -INFINITY ? 0.0f : std::exp(w[j] - mx);
+  const float inv = static_cast<float>(1.0 / sum);
+  std::vector<float> out;
+  for (int j = a; j < b; ++j) out.push_back(e[j] * inv);
+  return out;
+}
+
+TEST(Ops, SoftmaxGroupsAsGgmlByCellIndex) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int n : {1, 7, 8, 13, 40}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = nd(rng);
+    // A router row: groups from 0, tail through expf.
+    std::vector<float> y = x;
+    softmax(y.data(), n, 0.7f);
+    EXPECT_EQ(y, ggml_softmax_row(x, n, 0, n, 0.7f)) << n;
+    // Attention cells 5..5+n-1 of a 256-cell view: groups by cell index.
+    std::vector<float> z = x;
+    softmax_cells(z.data(), n, 5, 0.7f);
+    EXPECT_EQ(z, ggml_softmax_row(x, 256, 5, 5 + n, 0.7f)) << n;
+    std::vector<int32_t> cells(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) cells[j] = 5 + j;
+    std::vector<float> u = x;
+    softmax_cells(u.data(), cells.data(), n, 0.7f);
+    EXPECT_EQ(u, z) << n;
+  }
+}
+
+TEST(Ops, TableF32DotIsGgmlsOnEveryIsa) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  const KernelTable* ref = kernel_table(Isa::Scalar);
+  for (int n : {1, 5, 31, 32, 33, 96, 128, 288, 577}) {
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (auto& v : a) v = nd(rng);
+    for (auto& v : b) v = nd(rng);
+    for (int isa = 0; isa < kIsaCount; ++isa) {
+      const KernelTable* k = kernel_table(static_cast<Isa>(isa));
+      if (!k || k->isa == Isa::Avx512) continue;  // AVX-512 has its own 16-lane order
+      EXPECT_EQ(k->dot_f32(n, a.data(), b.data()), ref->dot_f32(n, a.data(), b.data())) << k->name << " n=" << n;
+    }
+  }
+}
+
+// A decode token's value sum is ggml's f32 dot over the zero-padded view (32 lanes by cell);
+// a chunk's is the tiled GEMM's 8-lane dot.
+TEST(Ops, AttnValueSumFollowsTheDotAndTheTiledGemm) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  const int dv = 12, first = 37, n = 50, len = 96;
+  std::vector<float> p(static_cast<size_t>(n)), vals(static_cast<size_t>(n) * dv);
+  for (auto& v : p) v = std::fabs(nd(rng));
+  for (auto& v : vals) v = nd(rng);
+  std::vector<float> col_p(static_cast<size_t>(len), 0.0f), col_v(static_cast<size_t>(len));
+  for (int j = 0; j < n; ++j) col_p[first + j] = p[j];
+  const KernelTable* ref = kernel_table(Isa::Scalar);
+  std::vector<float> lanes(static_cast<size_t>(dv) * 32), out(dv);
+  for (int L : {32, 8}) {
+    attn_value_sum(p.data(), n, dv, [&](int j) { return first + j; }, [&](int j) { return vals.data() + static_cast<size_t>(j) * dv; }, out.data(),
+                   lanes.data(), L);
+    for (int d = 0; d < dv; ++d) {
+      std::fill(col_v.begin(), col_v.end(), 0.0f);
+      for (int j = 0; j < n; ++j) col_v[first + j] = vals[static_cast<size_t>(j) * dv + d];
+      const float want = L == 32 ? ref->dot_f32(len, col_v.data(), col_p.data()) : ref->dot_f32_x8(len, col_v.data(), col_p.data());
+      EXPECT_EQ(out[d], want) << "L=" << L << " d=" << d;
+    }
+  }
 }
 
 }  // namespace

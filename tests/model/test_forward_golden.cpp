@@ -39,7 +39,6 @@ std::unique_ptr<Engine> make_engine(const std::string& path) {
 struct SetReport {
   double worst_cos = 1, worst_rel = 0, worst_agree = 1;
   int greedy_checked = 0, greedy_total = 0;
-  int q8_misses = 0;  // prompts of a Q8_0 set missing the strict criteria
 };
 
 void check_set(const std::string& set) {
@@ -70,16 +69,11 @@ void check_set(const std::string& set) {
       const auto c = compare_logits(logits.data(), ref.data(), ref.size());
       const double min_cos = tier == Tier::Float ? 0.9999 : 0.999, max_rel = tier == Tier::Float ? 0.01 : 0.05;
       const bool logits_ok = c.cosine >= min_cos && c.max_abs <= max_rel * c.ref_std;
-      bool missed = !logits_ok;
       if (!logits_ok) {
         std::printf("  STRICT MISS %s/%s: last logits cosine %.6f, max|d|/std %.4f\n", set.c_str(), p.c_str(), c.cosine, c.max_abs / c.ref_std);
       }
-      if (tier == Tier::Float) {
-        EXPECT_GE(c.cosine, min_cos) << set << "/" << p;
-        EXPECT_LE(c.max_abs, max_rel * c.ref_std) << set << "/" << p;
-      } else {
-        EXPECT_GE(c.cosine, min_cos) << set << "/" << p;
-      }
+      EXPECT_GE(c.cosine, min_cos) << set << "/" << p;
+      EXPECT_LE(c.max_abs, max_rel * c.ref_std) << set << "/" << p;
       rep.worst_cos = std::min(rep.worst_cos, c.cosine);
       rep.worst_rel = std::max(rep.worst_rel, c.max_abs / c.ref_std);
       // Greedy continuation, identical up to the first near-tie of llama.cpp.
@@ -89,11 +83,8 @@ void check_set(const std::string& set) {
         const int32_t want = steps[s]["token"].get<int32_t>();
         const int32_t got = Sampler::argmax(logits.data(), nv);
         rep.greedy_total++;
-        if (tier == Tier::Float) {
-          EXPECT_EQ(got, want) << set << "/" << p << " greedy step " << s;
-        }
+        EXPECT_EQ(got, want) << set << "/" << p << " greedy step " << s;
         if (got != want) {
-          missed = true;
           std::printf("  STRICT MISS %s/%s: greedy step %zu gives %d, llama.cpp %d (its margin %.4f)\n", set.c_str(), p.c_str(), s, got, want,
                       steps[s]["margin"].get<double>());
           break;
@@ -101,7 +92,6 @@ void check_set(const std::string& set) {
         rep.greedy_checked++;
         eng->eval(0, &got, 1, pos++, false, logits);
       }
-      rep.q8_misses += missed;
     } else {
       // Teacher forcing: prompt + llama.cpp's greedy tokens as one input.
       std::vector<int32_t> all = prompt;
@@ -124,13 +114,6 @@ void check_set(const std::string& set) {
       rep.worst_agree = std::min(rep.worst_agree, rate);
       EXPECT_GE(rate, 0.9) << set << "/" << p << " teacher-forced top-1 agreement";
     }
-  }
-  if (tier == Tier::Q8) {
-    // Q8_0 sets: llama.cpp's own paths differ by float association; a random-weight model can
-    // turn such a difference into a different token at a small margin. Every miss is printed
-    // above (the issue note tracks them); the cosine bound is asserted per prompt, and at least
-    // half of the prompts must meet every strict criterion.
-    EXPECT_LE(rep.q8_misses, static_cast<int>(golden_prompts(set).size()) / 2) << set << ": most prompts miss the strict Q8_0 criteria";
   }
   if (tier == Tier::Low) {
     int good = 0;

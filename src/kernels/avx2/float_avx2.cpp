@@ -78,17 +78,16 @@ static inline __m128 dot_f32_body(int64_t n, const float* x, const float* y, int
   return _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
 }
 
-// The table's dot_f32, used by attention: the body above, then (t0+t2) + (t1+t3) and the tail
-// in double. Its last pairing differs from ggml's (and the scalar table's) two hadds; attention's
-// summation order was fitted to the goldens with it, so it stays until that is re-derived.
+// The table's dot_f32 (attention scores and values): ggml_vec_dot_f32 exactly as its AVX2
+// build computes it (the body above, two horizontal adds, then the tail fused in float).
 float dot_f32(int64_t n, const float* x, const float* y) {
   int64_t i;
   __m128 t = dot_f32_body(n, x, y, &i);
-  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  t = _mm_add_ss(t, _mm_movehdup_ps(t));
-  double s = _mm_cvtss_f32(t);
-  for (; i < n; ++i) s += static_cast<double>(x[i] * y[i]);
-  return static_cast<float>(s);
+  t = _mm_hadd_ps(t, t);
+  t = _mm_hadd_ps(t, t);
+  float sum = _mm_cvtss_f32(t);
+  for (; i < n; ++i) sum = std::fma(x[i], y[i], sum);
+  return sum;
 }
 
 float dot_f32_x8(int64_t n, const float* x, const float* y) {
@@ -97,18 +96,9 @@ float dot_f32_x8(int64_t n, const float* x, const float* y) {
   return hsum_ps(s);
 }
 
-// f32 weights in a matmul, one token: ggml_vec_dot_f32 exactly as its AVX2 build computes it
-// (the body above, two horizontal adds, then the tail fused in float).
+// f32 weights in a matmul, one token: the same ggml_vec_dot_f32.
 float vec_dot_f32_f32(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const float*>(w);
-  const auto* y = static_cast<const float*>(a);
-  int64_t i;
-  __m128 t = dot_f32_body(n, x, y, &i);
-  t = _mm_hadd_ps(t, t);
-  t = _mm_hadd_ps(t, t);
-  float sum = _mm_cvtss_f32(t);
-  for (; i < n; ++i) sum = std::fma(x[i], y[i], sum);
-  return sum;
+  return dot_f32(n, static_cast<const float*>(w), static_cast<const float*>(a));
 }
 
 void axpy_f32(int64_t n, float a, const float* x, float* y) {

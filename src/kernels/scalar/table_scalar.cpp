@@ -9,7 +9,7 @@ void quantize_act_q8_0_scalar(const float* x, void* dst, int64_t n);
 void quantize_act_q8_1_scalar(const float* x, void* dst, int64_t n);
 
 // Same association as llama.cpp's CPU f32 dot (4 x 8 fused multiply-add lanes over steps of
-// 32, pairwise lane reduction, then the tail), so results agree to the last bit where it matters
+// 32, pairwise lane reduction, then the tail fused in float), so results agree to the last bit where it matters
 // (near-tied router scores).
 static float dot_f32_scalar(int64_t n, const float* a, const float* b) {
   float acc[4][8] = {};
@@ -26,9 +26,9 @@ static float dot_f32_scalar(int64_t n, const float* a, const float* b) {
   float t[4];
   for (int l = 0; l < 4; ++l) t[l] = acc[0][l] + acc[0][l + 4];
   const float h0 = t[0] + t[1], h1 = t[2] + t[3];
-  double sum = static_cast<double>(h0 + h1);
-  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
-  return static_cast<float>(sum);
+  float sum = h0 + h1;
+  for (int64_t i = np; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
 }
 static float dot_f32_x8_scalar(int64_t n, const float* a, const float* b) {
   float acc[8] = {};

@@ -46,6 +46,7 @@ struct Dsv4Scratch {
   std::vector<int32_t> n_isel;              // [n]
   std::vector<float> grp_in, grp_out, grp_cat;  // grouped output projection
   std::vector<std::vector<const float*>> thread_keys;  // per thread: visible keys of one query
+  std::vector<std::vector<int32_t>> thread_cells;      // per thread: their cells in llama.cpp's view
   std::vector<std::vector<float>> thread;   // per thread: scores + rows
 };
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/arch/deepseek4.h"
+#include "model/attn_sum.h"
 
 namespace strata::arch {
 namespace {
@@ -178,16 +179,22 @@ void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
   const size_t max_keys = static_cast<size_t>(win) + static_cast<size_t>(c.kv.n_ctx()) / std::max(1, lc.compress_ratio == 0 ? c.kv.n_ctx() : lc.compress_ratio) + 1;
   if (static_cast<int>(s.thread.size()) < n_threads) s.thread.resize(static_cast<size_t>(n_threads));
   if (static_cast<int>(s.thread_keys.size()) < n_threads) s.thread_keys.resize(static_cast<size_t>(n_threads));
+  if (static_cast<int>(s.thread_cells.size()) < n_threads) s.thread_cells.resize(static_cast<size_t>(n_threads));
   for (int t = 0; t < n_threads; ++t) {
-    const size_t need = max_keys + static_cast<size_t>(win) * d + 2 * static_cast<size_t>(d);
+    const size_t need = max_keys + static_cast<size_t>(win) * d + 2 * static_cast<size_t>(d) + 32 * static_cast<size_t>(d);
     if (s.thread[t].size() < need) s.thread[t].resize(need);
     if (s.thread_keys[t].size() < max_keys) s.thread_keys[t].resize(max_keys);
+    if (s.thread_cells[t].size() < max_keys) s.thread_cells[t].resize(max_keys);
   }
   c.parallel(static_cast<int64_t>(n) * H, [&](int64_t a, int64_t e, int tid) {
     float* scores = s.thread[tid].data();                // [max_keys]
     float* rows = scores + max_keys;                     // [win, d] dequantized window (non-f32 caches)
     float* cs = rows + static_cast<size_t>(win) * d;     // [r]
+    float* lanes = cs + 2 * static_cast<size_t>(d);      // [d, 32]
     const float** keys = s.thread_keys[tid].data();
+    int32_t* cells = s.thread_cells[tid].data();        // key j's cell in llama.cpp's KV view
+    // That view: raw cells at their positions, padded to a multiple of 256, then the blocks.
+    const int32_t raw_cells = (c.kv.n_ctx() + 255) / 256 * 256;
     for (int64_t it = a; it < e; ++it) {
       const int i = static_cast<int>(it / H), h = static_cast<int>(it % H);
       const int pos = c.b.pos[i], seq = c.seq(i);
@@ -195,6 +202,7 @@ void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
       int m = 0;
       const int j0 = std::max(0, pos - win + 1);
       for (int j = j0; j <= pos; ++j) {
+        cells[m] = j;
         if (kf32) {
           keys[m++] = c.kv.k_f32(layer, seq, j);
         } else {
@@ -206,20 +214,21 @@ void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
       const Dsv4Compressor& comp = cache.layers[layer][seq].comp;
       if (lc.compress_ratio == 128) {
         const int nb = (pos + 1) / 128;
-        for (int b = 0; b < nb; ++b) keys[m++] = comp.block(b);
+        for (int b = 0; b < nb; ++b) {
+          cells[m] = raw_cells + b;
+          keys[m++] = comp.block(b);
+        }
       } else if (lc.compress_ratio == 4) {
         const int32_t* sel = s.isel.data() + static_cast<size_t>(i) * lc.idx_top_k;
-        for (int j = 0; j < s.n_isel[i]; ++j) keys[m++] = comp.block(sel[j]);
+        const int m0 = m;
+        for (int j = 0; j < s.n_isel[i]; ++j) cells[m++] = raw_cells + sel[j];
+        std::sort(cells + m0, cells + m);  // the view's order
+        for (int j = m0; j < m; ++j) keys[j] = comp.block(cells[j] - raw_cells);
       }
       for (int j = 0; j < m; ++j) scores[j] = c.k.dot_f32(d, q, keys[j]);
-      softmax(scores, m, lc.kq_scale, lw.sinks.data + h);
+      softmax_cells(scores, cells, m, lc.kq_scale, lw.sinks.data + h);
       float* out = st.attn.data() + static_cast<size_t>(i) * hd + h * d;
-      std::fill(out, out + d, 0.0f);
-      for (int j = 0; j < m; ++j) {
-        const float p = scores[j];
-        const float* v = keys[j];
-        for (int x = 0; x < d; ++x) out[x] += p * v[x];
-      }
+      attn_value_sum(scores, m, d, [&](int j) { return cells[j]; }, [&](int j) { return keys[j]; }, out, lanes, attn_sum_lanes(c.solo(i), d));
       rope_cache(rp, static_cast<float>(pos), cs);
       rope_apply(rp, cs, out + d - r, /*inverse=*/true);
     }
