@@ -30,10 +30,14 @@ uint64_t CacheShape::total_bytes() const {
 }
 
 uint64_t CacheBudget::pool_bytes(const CacheShape& s, int layer) const {
-  if (!per_layer) return bytes;
-  // Each layer gets the same fraction of its own experts' bytes.
-  const unsigned __int128 total = s.total_bytes();
-  return total ? static_cast<uint64_t>(static_cast<unsigned __int128>(s.layer_bytes(layer)) * bytes / total) : 0;
+  const int c = class_of.empty() ? -1 : class_of[layer];
+  const uint64_t cls = c < 0 ? bytes : class_bytes[c];
+  if (!per_layer) return cls;
+  // Each layer gets the same fraction of its own experts' bytes (within its class).
+  unsigned __int128 total = 0;
+  for (int l = 0; l < s.n_layer; ++l)
+    if (c < 0 || class_of[l] == c) total += s.layer_bytes(l);
+  return total ? static_cast<uint64_t>(static_cast<unsigned __int128>(s.layer_bytes(layer)) * cls / total) : 0;
 }
 
 namespace {
@@ -195,10 +199,10 @@ class Pinned : public RecencyBase {
   // Hottest first, each pool takes experts until `fraction` of its capacity is spoken for.
   void recompute() {
     std::fill(hot_.begin(), hot_.end(), 0);
-    std::vector<uint64_t> taken(budget_.per_layer ? shape_.n_layer : 1, 0);
+    std::vector<uint64_t> taken(static_cast<size_t>(budget_.n_pools(shape_)), 0);
     for (ExpertKey k : stats_.hottest(shape_.size())) {
       if (stats_.cell(k).heat <= 0) break;
-      const int pool = budget_.per_layer ? k.layer : 0;
+      const int pool = budget_.pool(k.layer);
       const double cap = fraction_ * double(budget_.pool_bytes(shape_, k.layer));
       if (double(taken[pool] + shape_.bytes(k)) > cap) continue;
       taken[pool] += shape_.bytes(k);

@@ -50,8 +50,15 @@ struct CacheShape {
 struct CacheBudget {
   uint64_t bytes = 0;      // total bytes for routed experts
   bool per_layer = false;  // split into per-layer pools in proportion to each layer's expert bytes
+  // Size classes (layers whose experts need different slot sizes): layer l draws from class
+  // class_of[l], which owns class_bytes[c] of the total (its own slots). Empty: one class.
+  std::vector<int> class_of;          // [n_layer]
+  std::vector<uint64_t> class_bytes;  // [n_class]
 
-  // The capacity of the pool `layer` draws from (its own when per-layer, else the global one).
+  // The pool `layer` draws from: its own when per-layer, else its size class (0 without).
+  int pool(int layer) const { return per_layer ? layer : class_of.empty() ? 0 : class_of[layer]; }
+  int n_pools(const CacheShape& s) const { return per_layer ? s.n_layer : class_bytes.empty() ? 1 : static_cast<int>(class_bytes.size()); }
+  // The capacity of that pool (per-layer pools split their class in proportion to layer bytes).
   uint64_t pool_bytes(const CacheShape& s, int layer) const;
 };
 

@@ -12,19 +12,19 @@ ExpertCacheState::ExpertCacheState(CacheShape shape, CacheBudget budget, std::un
   STRATA_CHECK(int(shape_.expert_bytes.size()) == shape_.n_layer, "expert cache: {} expert sizes for {} layers", shape_.expert_bytes.size(),
                shape_.n_layer);
   STRATA_CHECK(policy_ != nullptr, "expert cache: no policy");
-  layer_used_.assign(shape_.n_layer, 0);
-  if (budget_.per_layer) {
-    layer_capacity_.resize(shape_.n_layer);
-    for (int l = 0; l < shape_.n_layer; ++l) layer_capacity_[l] = budget_.pool_bytes(shape_, l);
-  }
+  STRATA_CHECK(budget_.class_of.empty() || int(budget_.class_of.size()) == shape_.n_layer, "expert cache: {} size classes for {} layers",
+               budget_.class_of.size(), shape_.n_layer);
+  pool_used_.assign(static_cast<size_t>(budget_.n_pools(shape_)), 0);
+  pool_capacity_.assign(pool_used_.size(), 0);
+  for (int l = 0; l < shape_.n_layer; ++l) pool_capacity_[budget_.pool(l)] = budget_.pool_bytes(shape_, l);
   resident_.assign(shape_.size(), 0);
   needed_.assign(shape_.size(), 0);
   pins_.assign(shape_.size(), 0);
   policy_->reset(shape_, budget_);
 }
 
-uint64_t ExpertCacheState::pool_capacity(int layer) const { return budget_.per_layer ? layer_capacity_[layer] : budget_.bytes; }
-uint64_t ExpertCacheState::pool_used(int layer) const { return budget_.per_layer ? layer_used_[layer] : used_total_; }
+uint64_t ExpertCacheState::pool_capacity(int layer) const { return pool_capacity_[budget_.pool(layer)]; }
+uint64_t ExpertCacheState::pool_used(int layer) const { return pool_used_[budget_.pool(layer)]; }
 
 void ExpertCacheState::begin_token(uint64_t now) {
   now_ = now;
@@ -78,15 +78,16 @@ Admission ExpertCacheState::admit(ExpertKey k) {
   if (used + need > cap) {
     candidates_.clear();
     uint64_t freeable = 0;
-    const int l0 = budget_.per_layer ? k.layer : 0;
-    const int l1 = budget_.per_layer ? k.layer + 1 : shape_.n_layer;
-    for (int l = l0; l < l1; ++l)
+    const int pool = budget_.pool(k.layer);
+    for (int l = 0; l < shape_.n_layer; ++l) {
+      if (budget_.pool(l) != pool) continue;
       for (int e = 0; e < shape_.n_expert; ++e) {
         const ExpertKey c{l, e};
         if (!evictable(shape_.index(c))) continue;
         candidates_.push_back(c);
         freeable += shape_.bytes(c);
       }
+    }
     // Everything needed now or pinned stays: if that leaves too little room, read transiently.
     if (cap - used + freeable < need) return out;
     if (!policy_->should_admit(k, candidates_, now_)) return out;
@@ -103,7 +104,7 @@ Admission ExpertCacheState::admit(ExpertKey k) {
   resident_[i] = 1;
   ++n_resident_;
   used_total_ += need;
-  layer_used_[k.layer] += need;
+  pool_used_[budget_.pool(k.layer)] += need;
   policy_->on_insert(k, now_);
   out.admitted = true;
   return out;
@@ -114,14 +115,14 @@ void ExpertCacheState::evict(ExpertKey k) {
   resident_[i] = 0;
   --n_resident_;
   used_total_ -= shape_.bytes(k);
-  layer_used_[k.layer] -= shape_.bytes(k);
+  pool_used_[budget_.pool(k.layer)] -= shape_.bytes(k);
   policy_->on_evict(k);
 }
 
 void ExpertCacheState::clear(bool keep_learned) {
   std::fill(resident_.begin(), resident_.end(), 0);
   std::fill(pins_.begin(), pins_.end(), 0);
-  std::fill(layer_used_.begin(), layer_used_.end(), 0);
+  std::fill(pool_used_.begin(), pool_used_.end(), 0);
   clear_needed();
   used_total_ = 0;
   n_resident_ = 0;

@@ -1,7 +1,7 @@
 #pragma once
 // ExpertCacheState: the bookkeeping of the expert cache that is the same for every policy.
-// Which experts are resident, bytes used against the budget (one global pool, or one pool
-// per layer), pin counts, and the experts the current token needs. It owns the policy and
+// Which experts are resident, bytes used against the budget (one pool per size class, or one
+// pool per layer), pin counts, and the experts the current token needs. It owns the policy and
 // calls it in the order documented in cache_policy.h. The real cache (slots, async reads)
 // sits on top: on a miss it calls admit(), frees the slots of the returned victims, and reads
 // the expert into a slot if admitted or into a transient buffer otherwise.
@@ -63,8 +63,8 @@ class ExpertCacheState {
   CacheBudget budget_;
   std::unique_ptr<CachePolicy> policy_;
   ExpertStats stats_;
-  std::vector<uint64_t> layer_capacity_;  // [n_layer] when per-layer
-  std::vector<uint64_t> layer_used_;      // [n_layer]
+  std::vector<uint64_t> pool_capacity_;  // [n_pools] (see CacheBudget::pool)
+  std::vector<uint64_t> pool_used_;      // [n_pools]
   uint64_t used_total_ = 0;
   size_t n_resident_ = 0;
   std::vector<uint8_t> resident_;  // [n_layer * n_expert]

@@ -23,41 +23,91 @@ ExpertCache::ExpertCache(const ExpertStore& store, std::unique_ptr<IoBackend> io
     : store_(store), io_(std::move(io)), opt_(opt) {
   for (int l = 0; l < store.n_layers(); ++l) n_expert_ = std::max(n_expert_, store.layer(l).n_expert);
   STRATA_CHECK(n_expert_ > 0, "expert cache: the model has no routed experts");
-  slot_bytes_ = align_up(store.max_slot_bytes(), kIoAlign);
+  // Size classes: layers grouped by the slot size their experts need (published "dynamic"
+  // quants mix types per layer), each class with its own slots, sized by its share of bytes.
+  const int n_layer = store.n_layers();
+  class_of_.assign(static_cast<size_t>(n_layer), 0);
+  for (int l = 0; l < n_layer; ++l)
+    if (store.is_moe(l)) class_size_.push_back(align_up(store.layer(l).slot_bytes, kIoAlign));
+  std::sort(class_size_.begin(), class_size_.end());
+  class_size_.erase(std::unique(class_size_.begin(), class_size_.end()), class_size_.end());
+  const int n_class = static_cast<int>(class_size_.size());
+  std::vector<uint64_t> count(static_cast<size_t>(n_class), 0);  // experts per class
+  for (int l = 0; l < n_layer; ++l) {
+    if (!store.is_moe(l)) continue;
+    class_of_[l] = static_cast<int>(std::lower_bound(class_size_.begin(), class_size_.end(), align_up(store.layer(l).slot_bytes, kIoAlign)) -
+                                    class_size_.begin());
+    count[class_of_[l]] += static_cast<uint64_t>(store.layer(l).n_expert);
+  }
+  slot_bytes_ = class_size_.back();
   const int n_transient = opt.transient_slots > 0 ? opt.transient_slots : 8;
-  const uint64_t total_slots = opt.cache_bytes / slot_bytes_;
-  STRATA_CHECK(total_slots > static_cast<uint64_t>(n_transient),
-               "expert cache: {} bytes hold {} expert slots of {} bytes, but at least {} are needed (transient buffers + 1)", opt.cache_bytes,
-               total_slots, slot_bytes_, n_transient + 1);
-  uint64_t n_slots = total_slots - static_cast<uint64_t>(n_transient);
-  if (opt.max_experts > 0) n_slots = std::min<uint64_t>(n_slots, static_cast<uint64_t>(opt.max_experts));
-  n_slots = std::min<uint64_t>(n_slots, static_cast<uint64_t>(store.total_experts()));
-  arena_bytes_ = (n_slots + static_cast<uint64_t>(n_transient)) * slot_bytes_;
+  const uint64_t transient_bytes = static_cast<uint64_t>(n_transient) * slot_bytes_;
+  STRATA_CHECK(opt.cache_bytes >= transient_bytes + class_size_.front(),
+               "expert cache: {} bytes hold no expert slot next to {} transient buffers of {} bytes (an expert needs {} to {} bytes)", opt.cache_bytes,
+               n_transient, slot_bytes_, class_size_.front(), slot_bytes_);
+  const uint64_t room = opt.cache_bytes - transient_bytes;
+  unsigned __int128 all_bytes = 0;
+  uint64_t all_count = 0;
+  for (int c = 0; c < n_class; ++c) {
+    all_bytes += static_cast<unsigned __int128>(count[c]) * class_size_[c];
+    all_count += count[c];
+  }
+  std::vector<uint64_t> n_slots(static_cast<size_t>(n_class));
+  for (int c = 0; c < n_class; ++c) {
+    const unsigned __int128 share = static_cast<unsigned __int128>(room) * count[c] * class_size_[c] / all_bytes;
+    n_slots[c] = std::min<uint64_t>(count[c], static_cast<uint64_t>(share / class_size_[c]));
+  }
+  if (opt.max_experts > 0) {  // --cache-experts N: N slots in all, split by expert count
+    uint64_t left = static_cast<uint64_t>(opt.max_experts);
+    std::vector<uint64_t> want(static_cast<size_t>(n_class));
+    for (int c = 0; c < n_class; ++c) left -= want[c] = static_cast<uint64_t>(opt.max_experts) * count[c] / all_count;
+    for (int c = 0; c < n_class && left > 0; ++c, --left) ++want[c];
+    for (int c = 0; c < n_class; ++c) n_slots[c] = std::min(n_slots[c], want[c]);
+  }
+  uint64_t slot_total = 0, slot_mem_total = 0;
+  for (int c = 0; c < n_class; ++c) {
+    slot_total += n_slots[c];
+    slot_mem_total += n_slots[c] * class_size_[c];
+  }
+  arena_bytes_ = slot_mem_total + transient_bytes;
   void* mem = ::mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   STRATA_CHECK(mem != MAP_FAILED, "expert cache: cannot map {} bytes: {}", arena_bytes_, std::strerror(errno));
   if (opt.mlock && ::mlock(mem, arena_bytes_) != 0)
     fail("expert cache: --mlock of {} bytes failed: {} (raise RLIMIT_MEMLOCK or drop --mlock)", arena_bytes_, std::strerror(errno));
   arena_ = static_cast<uint8_t*>(mem);
-  transient_ = arena_ + n_slots * slot_bytes_;
-  slots_.assign(n_slots, ExpertKey{-1, -1});
-  for (int s = static_cast<int>(n_slots) - 1; s >= 0; --s) free_slots_.push_back(s);
+  transient_ = arena_ + slot_mem_total;
+  slots_.assign(slot_total, ExpertKey{-1, -1});
+  slot_off_.resize(slot_total);
+  free_slots_.assign(static_cast<size_t>(n_class), {});
+  uint64_t off = 0;
+  int slot = 0;
+  for (int c = 0; c < n_class; ++c)
+    for (uint64_t i = 0; i < n_slots[c]; ++i, ++slot, off += class_size_[c]) slot_off_[slot] = off;
+  for (int c = n_class - 1, s = slot_total ? static_cast<int>(slot_total) - 1 : -1; c >= 0; --c)
+    for (uint64_t i = 0; i < n_slots[c]; ++i, --s) free_slots_[c].push_back(s);
   for (int t = n_transient - 1; t >= 0; --t) free_transient_.push_back(t);
 
   CacheShape shape;
-  shape.n_layer = store.n_layers();
+  shape.n_layer = n_layer;
   shape.n_expert = n_expert_;
   shape.expert_bytes.assign(static_cast<size_t>(shape.n_layer), 0);
   for (int l = 0; l < shape.n_layer; ++l)
-    if (store.is_moe(l)) shape.expert_bytes[l] = slot_bytes_;
+    if (store.is_moe(l)) shape.expert_bytes[l] = class_size_[class_of_[l]];
   CacheBudget budget;
-  budget.bytes = n_slots * slot_bytes_;
+  budget.bytes = slot_mem_total;
   budget.per_layer = opt.per_layer;
+  if (n_class > 1) {
+    budget.class_of = class_of_;
+    for (int c = 0; c < n_class; ++c) budget.class_bytes.push_back(n_slots[c] * class_size_[c]);
+  }
   state_ = std::make_unique<ExpertCacheState>(shape, budget, make_policy(opt.policy));
   entries_.resize(shape.size());
   for (int l = 0; l < shape.n_layer; ++l)
     for (int e = 0; e < n_expert_; ++e) entries_[idx(l, e)].key = ExpertKey{l, e};
   prof_.assign(static_cast<size_t>(shape.n_layer), LayerProf{});
   if (opt_.prefetch_window == 0) opt_.prefetch_window = std::max<uint64_t>(slot_bytes_, budget.bytes / 8);
+  pool_slots_.assign(static_cast<size_t>(n_class), 0);
+  for (int c = 0; c < n_class; ++c) pool_slots_[c] = static_cast<int>(n_slots[c]);
 }
 
 ExpertCache::~ExpertCache() {
@@ -101,7 +151,7 @@ void ExpertCache::complete(ReadOp* op) {
   if (--en.ops_left > 0) return;
   en.st = en.error ? St::Failed : St::Ready;
   if (!en.transient) state_->unpin(en.key);
-  if (en.prefetched) prefetch_inflight_ -= std::min(prefetch_inflight_, slot_bytes_);
+  if (en.prefetched) prefetch_inflight_ -= std::min(prefetch_inflight_, layer_slot_bytes(en.key.layer));
 }
 
 void ExpertCache::reap(bool wait) {
@@ -114,11 +164,19 @@ void ExpertCache::drop_slot(ExpertKey k) {
   Entry& en = entries_[idx(k.layer, k.expert)];
   STRATA_CHECK(en.st != St::Loading && !en.transient && en.slot >= 0, "expert cache: evicting expert {}/{} in an invalid state", k.layer, k.expert);
   if (en.prefetched) c_.prefetch_wasted++;
-  free_slots_.push_back(en.slot);
+  free_slots_[class_of_[k.layer]].push_back(en.slot);
   slots_[en.slot] = ExpertKey{-1, -1};
   en.st = St::Absent;
   en.slot = -1;
   en.prefetched = false;
+}
+
+int ExpertCache::take_slot(int layer) {
+  auto& fl = free_slots_[class_of_[layer]];
+  STRATA_CHECK(!fl.empty(), "expert cache: admission without a free slot in size class {} (accounting error)", class_of_[layer]);
+  const int s = fl.back();
+  fl.pop_back();
+  return s;
 }
 
 void ExpertCache::start_transients() {
@@ -158,9 +216,7 @@ void ExpertCache::request(int layer, const int32_t* experts, int n) {
     state_->access(k, &adm);
     for (const ExpertKey& v : adm.evicted) drop_slot(v);
     if (adm.admitted) {
-      STRATA_CHECK(!free_slots_.empty(), "expert cache: admission without a free slot (accounting error)");
-      en.slot = free_slots_.back();
-      free_slots_.pop_back();
+      en.slot = take_slot(layer);
       slots_[en.slot] = k;
       en.transient = false;
       submit_reads(layer, k.expert, en, slot_mem(en.slot));
@@ -178,20 +234,18 @@ void ExpertCache::request(int layer, const int32_t* experts, int n) {
 
 void ExpertCache::prefetch(int layer, const int32_t* experts, int n) {
   for (int i = 0; i < n; ++i) {
-    if (prefetch_inflight_ + slot_bytes_ > opt_.prefetch_window) return;
+    if (prefetch_inflight_ + layer_slot_bytes(layer) > opt_.prefetch_window) return;
     const ExpertKey k{layer, experts[i]};
     Entry& en = entries_[idx(layer, experts[i])];
     if (state_->resident(k) || en.transient || en.st != St::Absent) continue;
     Admission adm = state_->admit(k);
     if (!adm.admitted) continue;
     for (const ExpertKey& v : adm.evicted) drop_slot(v);
-    STRATA_CHECK(!free_slots_.empty(), "expert cache: prefetch admission without a free slot (accounting error)");
-    en.slot = free_slots_.back();
-    free_slots_.pop_back();
+    en.slot = take_slot(layer);
     slots_[en.slot] = k;
     en.transient = false;
     en.prefetched = true;
-    prefetch_inflight_ += slot_bytes_;
+    prefetch_inflight_ += layer_slot_bytes(layer);
     c_.prefetch_issued++;
     submit_reads(layer, k.expert, en, slot_mem(en.slot));
   }

@@ -1,5 +1,6 @@
 #pragma once
-// The RAM tier of the expert store: an arena of fixed slots sized by the budget, filled by
+// The RAM tier of the expert store: an arena of slots sized by the budget (one size class per
+// distinct expert size, each class a share of the arena in proportion to its bytes), filled by
 // asynchronous O_DIRECT reads, with the bookkeeping and replacement decisions of
 // ExpertCacheState + a CachePolicy. Kernels compute straight on the slot bytes (zero copy).
 //
@@ -61,7 +62,10 @@ class ExpertCache final : public ExpertProvider {
   const ExpertStats& stats() const { return state_->stats(); }
   const IoBackend& io() const { return *io_; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
-  uint64_t slot_bytes() const { return slot_bytes_; }
+  uint64_t slot_bytes() const { return slot_bytes_; }  // the largest size class
+  int n_size_classes() const { return static_cast<int>(class_size_.size()); }
+  uint64_t class_slot_bytes(int c) const { return class_size_[c]; }
+  int class_slots(int c) const { return pool_slots_[c]; }
   uint64_t arena_bytes() const { return arena_bytes_; }
   std::string policy_name() const;
 
@@ -84,7 +88,9 @@ class ExpertCache final : public ExpertProvider {
     return e;
   }
   size_t idx(int layer, int e) const { return static_cast<size_t>(layer) * n_expert_ + e; }
-  uint8_t* slot_mem(int slot) const { return arena_ + static_cast<size_t>(slot) * slot_bytes_; }
+  uint8_t* slot_mem(int slot) const { return arena_ + slot_off_[slot]; }
+  uint64_t layer_slot_bytes(int layer) const { return class_size_[class_of_[layer]]; }
+  int take_slot(int layer);  // a free slot of the layer's size class
   uint8_t* transient_mem(int t) const { return transient_ + static_cast<size_t>(t) * slot_bytes_; }
   void submit_reads(int layer, int e, Entry& en, uint8_t* mem);
   void reap(bool wait);
@@ -98,12 +104,16 @@ class ExpertCache final : public ExpertProvider {
   ExpertCacheOptions opt_;
   std::unique_ptr<ExpertCacheState> state_;
   int n_expert_ = 0;
-  uint64_t slot_bytes_ = 0;
+  uint64_t slot_bytes_ = 0;        // largest class (transient buffers have this size)
+  std::vector<uint64_t> class_size_;  // [n_class] slot bytes, ascending
+  std::vector<int> class_of_;     // [n_layer]
+  std::vector<int> pool_slots_;   // [n_class] slots of each class
+  std::vector<uint64_t> slot_off_;  // [n_slots] byte offset of each slot in the arena
   uint64_t arena_bytes_ = 0;
-  uint8_t* arena_ = nullptr;      // [n_slots * slot_bytes]
+  uint8_t* arena_ = nullptr;      // [class 0 slots | class 1 slots | ... | transients]
   uint8_t* transient_ = nullptr;  // [n_transient * slot_bytes]
   std::vector<ExpertKey> slots_;  // owner of each slot (layer -1: free)
-  std::vector<int> free_slots_;
+  std::vector<std::vector<int>> free_slots_;  // [n_class]
   std::vector<int> free_transient_;
   std::vector<ExpertKey> waiting_transient_;  // not admitted, waiting for a transient buffer
   std::vector<Entry> entries_;    // [n_layer * n_expert]

@@ -30,8 +30,9 @@ uint64_t process_rss() { return status_kb("VmRSS"); }
 std::string MemoryPlan::describe() const {
   std::string s = fmt::format("memory plan: dense {} + KV cache {} + scratch {}", format_bytes(dense), format_bytes(kv), format_bytes(scratch));
   if (!streaming) return s + fmt::format("; routed experts {} resident{}", format_bytes(experts_total), budget ? " (the whole model fits the budget)" : " (no --ram-budget)");
-  return s + fmt::format(" + expert cache {} ({} slots of {} experts, {:.1f}% of {}) = {} of budget {}; I/O: {}", format_bytes(expert_cache), cache_slots,
-                         experts, experts_total ? 100.0 * static_cast<double>(expert_cache) / static_cast<double>(experts_total) : 0.0,
+  const std::string classes = size_classes > 1 ? fmt::format(" in {} size classes", size_classes) : "";
+  return s + fmt::format(" + expert cache {} ({} slots{} for {} experts, {:.1f}% of {}) = {} of budget {}; I/O: {}", format_bytes(expert_cache), cache_slots,
+                         classes, experts, experts_total ? 100.0 * static_cast<double>(expert_cache) / static_cast<double>(experts_total) : 0.0,
                          format_bytes(experts_total), format_bytes(dense + kv + scratch + expert_cache), budget ? format_bytes(budget) : "none", io);
 }
 
@@ -100,9 +101,11 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, int n_batch, const TierO
     fail("--ram-budget {} is too small: dense weights {} + KV cache {} + scratch {} = {} already exceed it (use a smaller -c or a bigger budget)",
          format_bytes(opt.ram_budget), format_bytes(plan_.dense), format_bytes(plan_.kv), format_bytes(plan_.scratch), format_bytes(fixed));
   store_ = std::make_unique<ExpertStore>(model.gguf(), model.config(), model.weights());
-  const uint64_t slot = align_up(store_->max_slot_bytes(), kIoAlign);
+  // Every expert in a slot of its size class, plus the transient buffers (largest class).
+  uint64_t all_slots = 8 * align_up(store_->max_slot_bytes(), kIoAlign);
+  for (int l = 0; l < store_->n_layers(); ++l)
+    if (store_->is_moe(l)) all_slots += static_cast<uint64_t>(store_->layer(l).n_expert) * align_up(store_->layer(l).slot_bytes, kIoAlign);
   uint64_t cache_bytes = opt.ram_budget > 0 ? opt.ram_budget - fixed : UINT64_MAX;
-  const uint64_t all_slots = (static_cast<uint64_t>(store_->total_experts()) + 8) * slot;
   if (opt.cache_experts <= 0 && cache_bytes >= all_slots) {
     store_.reset();  // everything fits: resident, no streaming overhead
     warm_resident(model);
@@ -129,6 +132,7 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, int n_batch, const TierO
   plan_.streaming = true;
   plan_.expert_cache = cache_->arena_bytes();
   plan_.cache_slots = cache_->n_slots();
+  plan_.size_classes = cache_->n_size_classes();
   model.set_expert_provider(cache_.get());
 }
 

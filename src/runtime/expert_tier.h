@@ -30,6 +30,7 @@ struct MemoryPlan {
   uint64_t experts_total = 0;     // routed expert bytes in the file
   uint64_t expert_cache = 0;      // bytes given to the expert cache (0 when resident)
   int64_t cache_slots = 0;
+  int size_classes = 1;           // distinct expert slot sizes (each class has its own slots)
   int64_t experts = 0;
   bool streaming = false;
   double warm_s = 0;              // resident: seconds spent reading the file into the page cache at load

@@ -167,6 +167,38 @@ TEST(CacheState, PerLayerPools) {
   EXPECT_TRUE(adm.admitted && adm.evicted.empty());
 }
 
+// Size classes: each class is its own pool; a miss in one class never evicts from another,
+// and per-layer pools split their class.
+TEST(CacheState, SizeClassPools) {
+  CacheShape s;
+  s.n_layer = 3, s.n_expert = 2, s.expert_bytes = {100, 300, 100};
+  CacheBudget b;
+  b.bytes = 500;
+  b.class_of = {0, 1, 0};
+  b.class_bytes = {200, 300};
+  ExpertCacheState c(s, b, make_lru());
+  EXPECT_EQ(c.pool_capacity(0), 200u);
+  EXPECT_EQ(c.pool_capacity(1), 300u);
+  EXPECT_EQ(c.pool_capacity(2), 200u);
+  Admission adm;
+  c.access({0, 0});
+  c.access({2, 0});
+  c.access({1, 0}, &adm);  // class 1 has its own room
+  EXPECT_TRUE(adm.admitted && adm.evicted.empty());
+  c.access({0, 1}, &adm);  // class 0 is full: its least recent expert goes, not class 1's
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{0, 0}));
+  EXPECT_TRUE(c.resident({1, 0}));
+  c.access({1, 1}, &adm);  // class 1 holds one expert of 300
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{1, 0}));
+  b.per_layer = true;
+  ExpertCacheState p(s, b, make_lru());
+  EXPECT_EQ(p.pool_capacity(0), 100u);  // half of class 0 (layers 0 and 2 weigh the same)
+  EXPECT_EQ(p.pool_capacity(1), 300u);
+  EXPECT_EQ(p.pool_capacity(2), 100u);
+}
+
 // The hot set survives a scan of cold experts that would flush LRU.
 TEST(CachePolicy, PinnedHotSetSurvivesScan) {
   std::vector<int32_t> seq;

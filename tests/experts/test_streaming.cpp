@@ -83,6 +83,49 @@ TEST(ExpertStreaming, BitIdenticalToResidentForEveryFixture) {
   EXPECT_GT(checked, 10);
 }
 
+// Layers whose experts differ in size (Q4_K_M puts some ffn_down tensors in Q6_K) get slots
+// of their own size: no slot is sized for the largest expert unless it holds one, and the
+// answers stay bit-identical while several classes evict.
+TEST(ExpertStreaming, SizeClassesForMixedQuantLayers) {
+  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: size-class test SKIPPED !!!";
+  int checked = 0;
+  for (const auto& set : model_sets()) {
+    const std::string path = fixtures_dir() + "/" + set + "/model.gguf";
+    TierOptions t;
+    t.cache_experts = 6;
+    std::unique_ptr<Engine> streamed;
+    try {
+      streamed = engine(path, t);
+    } catch (const Error& e) {
+      continue;
+    }
+    const ExpertCache* cache = streamed->tier().cache();
+    if (!cache || cache->n_size_classes() < 2) continue;
+    const int nc = cache->n_size_classes();
+    int slots = 0;
+    uint64_t slot_bytes = 0;
+    for (int c = 0; c < nc; ++c) {
+      EXPECT_GT(cache->class_slots(c), 0) << set << " class " << c;
+      if (c > 0) EXPECT_GT(cache->class_slot_bytes(c), cache->class_slot_bytes(c - 1)) << set;
+      slots += cache->class_slots(c);
+      slot_bytes += static_cast<uint64_t>(cache->class_slots(c)) * cache->class_slot_bytes(c);
+    }
+    EXPECT_EQ(slots, 6) << set;
+    EXPECT_EQ(cache->n_slots(), 6) << set;
+    EXPECT_LT(slot_bytes, 6 * cache->slot_bytes()) << set << ": smaller classes must not take the largest size";
+    auto resident = engine(path, TierOptions{});
+    const auto prompt = golden_prompt(set);
+    const auto ref = trace_logits(*resident, prompt);
+    const auto got = trace_logits(*streamed, prompt);
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0) << set;
+    EXPECT_GT(cache->counters().hits, 0u) << set;
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no fixture has experts of different sizes";
+  std::printf("[size classes] %d fixtures with mixed expert sizes checked\n", checked);
+}
+
 TEST(ExpertStreaming, RetriesAbsorbTransientFaults) {
   if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: fault test SKIPPED !!!";
   const std::string set = "qwen3moe-q4_k_m", path = fixtures_dir() + "/" + set + "/model.gguf";
