@@ -31,9 +31,11 @@ std::string endpoint_label(const std::string& path) {
 
 const char* finish_reason(Finish f) { return f == Finish::Length ? "length" : "stop"; }
 
+// cached_tokens: prompt tokens whose KV rows the slot kept from its previous request (prefix reuse).
 json usage_json(const GenEvent& fin) {
   return json{{"prompt_tokens", fin.prompt_tokens}, {"completion_tokens", fin.completion_tokens},
-              {"total_tokens", fin.prompt_tokens + fin.completion_tokens}};
+              {"total_tokens", fin.prompt_tokens + fin.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", fin.cached_tokens}}}};
 }
 
 bool ends_with(std::string_view s, std::string_view t) { return s.size() >= t.size() && s.substr(s.size() - t.size()) == t; }
