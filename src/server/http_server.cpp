@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
@@ -30,9 +31,11 @@ std::string endpoint_label(const std::string& path) {
 
 const char* finish_reason(Finish f) { return f == Finish::Length ? "length" : "stop"; }
 
+// cached_tokens: prompt tokens whose KV rows the slot kept from its previous request (prefix reuse).
 json usage_json(const GenEvent& fin) {
   return json{{"prompt_tokens", fin.prompt_tokens}, {"completion_tokens", fin.completion_tokens},
-              {"total_tokens", fin.prompt_tokens + fin.completion_tokens}};
+              {"total_tokens", fin.prompt_tokens + fin.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", fin.cached_tokens}}}};
 }
 
 bool ends_with(std::string_view s, std::string_view t) { return s.size() >= t.size() && s.substr(s.size() - t.size()) == t; }
@@ -55,21 +58,19 @@ struct StreamState {
   bool started = false;
 };
 
-json chunk(const Job& jb, const json& delta_or_text, const json& finish) {
-  json c;
-  c["id"] = jb.id;
-  c["object"] = jb.chat ? "chat.completion.chunk" : "text_completion";
-  c["created"] = jb.created;
-  c["model"] = jb.model;
-  json choice;
-  choice["index"] = 0;
-  if (jb.chat) choice["delta"] = delta_or_text;
-  else choice["text"] = delta_or_text;
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = finish;
-  c["choices"] = json::array({choice});
+// A response, or a chunk of one when streaming, with one choice: `body` under "message" / "delta"
+// (chat) or "text" (completions). No body: no choice (the usage chunk).
+json completion_json(const Job& jb, bool stream, const std::optional<json>& body, const json& finish = nullptr) {
+  json c{{"id", jb.id}, {"created", jb.created}, {"model", jb.model}, {"choices", json::array()}};
+  c["object"] = !jb.chat ? "text_completion" : stream ? "chat.completion.chunk" : "chat.completion";
+  if (body) {
+    const char* key = !jb.chat ? "text" : stream ? "delta" : "message";
+    c["choices"].push_back(json{{"index", 0}, {key, *body}, {"logprobs", nullptr}, {"finish_reason", finish}});
+  }
   return c;
 }
+
+json chunk(const Job& jb, const json& delta_or_text, const json& finish) { return completion_json(jb, true, delta_or_text, finish); }
 
 }  // namespace
 
@@ -255,25 +256,14 @@ struct HttpServer::Impl {
       }
     }
     if (fin.finish == Finish::Error) throw ApiError(500, fin.error, "server_error");
-    json out;
-    out["id"] = jb.id;
-    out["object"] = jb.chat ? "chat.completion" : "text_completion";
-    out["created"] = jb.created;
-    out["model"] = jb.model;
-    json choice;
-    choice["index"] = 0;
+    json body = text;
     if (jb.chat) {
       ReasoningSplitter rs(jb.reasoning, jb.start_in_think);
       auto a = rs.push(text), b = rs.flush();
-      json msg{{"role", "assistant"}, {"content", a.content + b.content}};
-      if (!(a.reasoning + b.reasoning).empty()) msg["reasoning_content"] = a.reasoning + b.reasoning;
-      choice["message"] = msg;
-    } else {
-      choice["text"] = text;
+      body = json{{"role", "assistant"}, {"content", a.content + b.content}};
+      if (!(a.reasoning + b.reasoning).empty()) body["reasoning_content"] = a.reasoning + b.reasoning;
     }
-    choice["logprobs"] = nullptr;
-    choice["finish_reason"] = finish_reason(fin.finish);
-    out["choices"] = json::array({choice});
+    json out = completion_json(jb, /*stream=*/false, body, finish_reason(fin.finish));
     out["usage"] = usage_json(fin);
     res.set_content(dump(out), "application/json");
   }
@@ -314,8 +304,8 @@ struct HttpServer::Impl {
               ok = send_text(st->rs.flush());
               ok = ok && send(chunk(jb, jb.chat ? json::object() : json(""), finish_reason(ev.finish)));
               if (ok && jb.common.include_usage) {
-                json u{{"id", jb.id}, {"object", jb.chat ? "chat.completion.chunk" : "text_completion"}, {"created", jb.created},
-                       {"model", jb.model}, {"choices", json::array()}, {"usage", usage_json(ev)}};
+                json u = completion_json(jb, /*stream=*/true, std::nullopt);
+                u["usage"] = usage_json(ev);
                 ok = send(u);
               }
             }

@@ -91,7 +91,7 @@ void Scheduler::stop() {
   for (auto& s : slots_)
     if (s->req) finish(*s, Finish::Error, "the server is shutting down");
   std::lock_guard<std::mutex> lk(mu_);
-  for (auto& r : waiting_) r->push(GenEvent{"", true, Finish::Error, 0, 0, "the server is shutting down"});
+  for (auto& r : waiting_) r->push(GenEvent{"", true, Finish::Error, 0, 0, 0, "the server is shutting down"});
   waiting_.clear();
 }
 
@@ -176,7 +176,7 @@ void Scheduler::admit() {
     }
   }
   for (auto& r : dropped) {
-    r->push(GenEvent{"", true, Finish::Cancelled, static_cast<int>(r->params.prompt.size()), 0, ""});
+    r->push(GenEvent{"", true, Finish::Cancelled, static_cast<int>(r->params.prompt.size()), 0, 0, ""});
     local_.requests_cancelled++;
   }
   const int n_ctx = eng_.options().n_ctx;
@@ -217,7 +217,7 @@ int Scheduler::reusable_prefix(const Slot& s, const std::vector<int32_t>& prompt
 }
 
 void Scheduler::emit(Slot& s, const std::string& text) {
-  if (!text.empty()) s.req->push(GenEvent{text, false, Finish::None, 0, 0, ""});
+  if (!text.empty()) s.req->push(GenEvent{text, false, Finish::None, 0, 0, 0, ""});
 }
 
 void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
@@ -229,7 +229,7 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
     }
   }
   const int n_prompt = static_cast<int>(s.req->params.prompt.size());
-  s.req->push(GenEvent{"", true, f, n_prompt, s.n_gen, error});
+  s.req->push(GenEvent{"", true, f, n_prompt, s.n_gen, s.n_reused, error});
   local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done - s.n_reused);
   local_.prompt_tokens_reused += static_cast<uint64_t>(s.n_reused);
   // Keep the prompt rows for the next request unless the engine failed (rows of unknown state) or

@@ -41,6 +41,7 @@ struct GenEvent {
   bool final = false;
   Finish finish = Finish::None;    // set on the final event
   int prompt_tokens = 0, completion_tokens = 0;
+  int cached_tokens = 0;           // prompt tokens whose KV rows the slot kept from its previous request
   std::string error;               // Finish::Error
 };
 

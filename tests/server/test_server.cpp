@@ -152,7 +152,9 @@ TEST_F(Server, ChatStreamFramingAndUsage) {
   const json& last = s.chunks.back();
   EXPECT_TRUE(last["choices"].is_array() && last["choices"].empty());
   EXPECT_EQ(last["usage"]["completion_tokens"], 12);
-  EXPECT_EQ(last["usage"], plain["usage"]);
+  for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"}) EXPECT_EQ(last["usage"][k], plain["usage"][k]) << k;
+  // The same prompt again: the slot that ran it keeps all but its last two tokens.
+  EXPECT_EQ(last["usage"]["prompt_tokens_details"]["cached_tokens"], plain["usage"]["prompt_tokens"].get<int>() - 2);
   const json& fin = s.chunks[s.chunks.size() - 2];
   EXPECT_EQ(fin["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(fin["choices"][0]["delta"].empty());
@@ -182,6 +184,64 @@ TEST_F(Server, CompletionsTokenArrayAndStream) {
   std::string finish;
   EXPECT_EQ(sse_text(s, false, &finish), j["choices"][0]["text"].get<std::string>());
   EXPECT_EQ(finish, "length");
+}
+
+// usage.prompt_tokens_details.cached_tokens: the prompt tokens whose KV rows the slot kept from its
+// previous request, plain and in the include_usage chunk, on a one-slot server (so the slot is known).
+TEST_F(Server, CachedTokensInUsage) {
+  TestServer one(server::ServerOptions{}, /*n_seq=*/1, kCtx);
+  auto c = one.client();
+  int sum = 0;  // of every answer's cached_tokens
+  // The usage of one request (plain, or the include_usage chunk when streaming).
+  auto usage = [&](const char* path, json req, bool stream) {
+    req["max_tokens"] = 3;
+    req["temperature"] = 0;
+    req["ignore_eos"] = true;
+    req["stream"] = stream;
+    if (stream) req["stream_options"] = {{"include_usage", true}};
+    auto r = c->Post(path, req.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+    if (!r || r->status != 200) return json();
+    json u;
+    if (stream) {
+      const Sse s = parse_sse(r->body);
+      EXPECT_TRUE(s.done && s.well_framed && !s.chunks.empty()) << r->body;
+      if (!s.chunks.empty()) u = s.chunks.back()["usage"];
+    } else {
+      u = json::parse(r->body)["usage"];
+    }
+    EXPECT_TRUE(u["prompt_tokens_details"]["cached_tokens"].is_number_integer()) << r->body;
+    if (u["prompt_tokens_details"]["cached_tokens"].is_number_integer()) sum += u["prompt_tokens_details"]["cached_tokens"].get<int>();
+    return u;
+  };
+  auto cached = [](json u) { return u["prompt_tokens_details"]["cached_tokens"]; };  // a copy: null when a request failed
+  json a = json::array();
+  for (int t = 1; t <= 10; ++t) a.push_back(t);
+  json b = a;
+  for (int t : {11, 12, 13, 14}) b.push_back(t);
+
+  // A fresh slot reuses nothing (streamed); a longer prompt then keeps all of the first one.
+  EXPECT_EQ(cached(usage("/v1/completions", {{"prompt", a}}, true)), 0);
+  json ub = usage("/v1/completions", {{"prompt", b}}, false);
+  EXPECT_EQ(ub["prompt_tokens"], 14);
+  EXPECT_EQ(cached(ub), 10);
+  // The same prompt again: all but its last two tokens (evaluated again for the logits).
+  EXPECT_EQ(cached(usage("/v1/completions", {{"prompt", b}}, true)), 12);
+  // A prompt that differs at its first token reuses nothing.
+  json d = b;
+  d[0] = 20;
+  EXPECT_EQ(cached(usage("/v1/completions", {{"prompt", d}}, false)), 0);
+  // Chat: the same messages three times, plain, streamed, plain.
+  const json chat = chat_req("Tell me a story", 3);
+  const int n = usage("/v1/chat/completions", chat, false)["prompt_tokens"].get<int>();
+  json u2 = usage("/v1/chat/completions", chat, true);
+  EXPECT_EQ(u2["prompt_tokens"], n);
+  EXPECT_EQ(cached(u2), n - 2);
+  EXPECT_EQ(cached(usage("/v1/chat/completions", chat, false)), n - 2);
+  // strata_prompt_tokens_reused_total counts the same tokens.
+  auto* sched = one.srv->scheduler();
+  for (int i = 0; i < 400 && sched->stats().requests_done < 7; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(sched->stats().prompt_tokens_reused, static_cast<uint64_t>(sum));
 }
 
 TEST_F(Server, SeededSamplingIsReproducible) {

@@ -32,6 +32,7 @@ assert.equal(typeof chat.choices[0].message.content, "string");
 assert.equal(chat.choices[0].finish_reason, "length");
 assert.equal(chat.usage.completion_tokens, 12);
 assert.equal(chat.usage.total_tokens, chat.usage.prompt_tokens + chat.usage.completion_tokens);
+assert.equal(chat.usage.prompt_tokens_details.cached_tokens, 0, "first request: nothing to reuse");
 console.log(`chat: ${JSON.stringify(chat.choices[0].message.content)} usage ${JSON.stringify(chat.usage)}`);
 
 // 2. Streaming chat with usage: same greedy text.
@@ -49,7 +50,11 @@ for await (const chunk of stream) {
 }
 assert.equal(text, chat.choices[0].message.content, "streamed text differs from the non-streamed one");
 assert.equal(finish, "length");
-assert.deepEqual(usage, chat.usage);
+// Same prompt again: its slot kept all but the last two prompt tokens.
+const { prompt_tokens_details, ...counts } = usage;
+const { prompt_tokens_details: _, ...chatCounts } = chat.usage;
+assert.deepEqual(counts, chatCounts);
+assert.equal(prompt_tokens_details.cached_tokens, chat.usage.prompt_tokens - 2);
 console.log(`stream: ${chunks} chunks, same text, usage ok`);
 
 // 3. Completions.
