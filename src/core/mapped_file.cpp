@@ -49,6 +49,41 @@ bool MappedFile::advise(uint64_t offset, uint64_t len, int advice) const {
   return ::madvise(const_cast<uint8_t*>(data_) + a, e - a, advice) == 0;
 }
 
+uint64_t MappedFile::make_anonymous(uint64_t offset, uint64_t len) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (!data_ || offset >= size_ || len == 0) return 0;
+  const uint64_t a = offset / page * page;
+  const uint64_t e = std::min<uint64_t>(size_, offset + len);
+  const uint64_t span = (e - a + page - 1) / page * page;  // whole pages (the last may pass EOF)
+  uint8_t* dst = const_cast<uint8_t*>(data_) + a;
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  const bool direct = fd >= 0;
+  if (!direct) fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);  // e.g. tmpfs: no O_DIRECT
+  if (fd < 0) fail("{}: cannot reopen to copy bytes {}..{} into memory: {}", path_, a, e, std::strerror(errno));
+  // From here on the range is no longer file-backed: a failure below cannot fall back.
+  void* p = ::mmap(dst, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    fail("{}: cannot map {} anonymous bytes for the copy at offset {}: {}", path_, span, a, std::strerror(err));
+  }
+  for (uint64_t done = 0; done < e - a;) {
+    const uint64_t want = std::min<uint64_t>(span - done, 8u << 20);
+    ssize_t n = -1;
+    for (int attempt = 0; attempt < 3 && n < 0; ++attempt) n = ::pread(fd, dst + done, want, static_cast<off_t>(a + done));
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      fail("{}: reading bytes at offset {} into memory failed: {}", path_, a + done, n < 0 ? std::strerror(err) : "unexpected end of file");
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  if (!direct) ::posix_fadvise(fd, static_cast<off_t>(a), static_cast<off_t>(e - a), POSIX_FADV_DONTNEED);  // no second copy in the page cache
+  ::close(fd);
+  ::mprotect(dst, span, PROT_READ);
+  return span;
+}
+
 MappedFile::MappedFile(MappedFile&& o) noexcept : path_(std::move(o.path_)), data_(o.data_), size_(o.size_) {
   o.data_ = nullptr;
   o.size_ = 0;

@@ -21,6 +21,11 @@ class MappedFile {
   const std::string& path() const { return path_; }
   // madvise() on [offset, offset + len) rounded out to pages (best effort; returns false on error).
   bool advise(uint64_t offset, uint64_t len, int advice) const;
+  // Replaces [offset, offset + len), rounded out to pages, with anonymous memory holding the same
+  // bytes (read with O_DIRECT where the file system allows), at the same addresses: pointers
+  // stay valid, and the pages are process memory the kernel cannot drop and fault back in 4 KiB
+  // at a time under memory pressure, as it does with a file mapping. Returns the bytes copied.
+  uint64_t make_anonymous(uint64_t offset, uint64_t len);
 
  private:
   void reset();

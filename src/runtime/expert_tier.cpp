@@ -31,6 +31,7 @@ std::string MemoryPlan::describe() const {
   std::string s = fmt::format("memory plan: dense {} + KV cache {} + scratch {}", format_bytes(dense), format_bytes(kv), format_bytes(scratch));
   if (!streaming) return s + fmt::format("; routed experts {} resident{}", format_bytes(experts_total), budget ? " (the whole model fits the budget)" : " (no --ram-budget)");
   const std::string classes = size_classes > 1 ? fmt::format(" in {} size classes", size_classes) : "";
+  if (dense_copied > 0) s += fmt::format(" (dense copied into process memory: {} in {:.1f} s)", format_bytes(dense_copied), dense_copy_s);
   return s + fmt::format(" + expert cache {} ({} slots{} for {} experts, {:.1f}% of {}) = {} of budget {}; I/O: {}", format_bytes(expert_cache), cache_slots,
                          classes, experts, experts_total ? 100.0 * static_cast<double>(expert_cache) / static_cast<double>(experts_total) : 0.0,
                          format_bytes(experts_total), format_bytes(dense + kv + scratch + expert_cache), budget ? format_bytes(budget) : "none", io);
@@ -125,10 +126,24 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, int n_batch, const TierO
   plan_.io = backend->describe() + (why.empty() ? "" : " (" + why + ")");
   cache_ = std::make_unique<ExpertCache>(*store_, std::move(backend), co);
   // The mapping serves only the dense weights now: no readahead (it would pull neighbouring
-  // expert bytes into the page cache, a second copy outside the budget), dense ranges prefetched.
+  // expert bytes into the page cache, a second copy outside the budget), and the dense ranges
+  // become process memory (same addresses): under the budget's pressure the kernel would
+  // otherwise drop their page-cache pages and fault them back 4 KiB at a time.
   for (const auto& part : model.gguf().parts()) part->map.advise(0, part->size, MADV_RANDOM);
+  const double t0 = clock_s();
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> ranges(model.gguf().parts().size());  // per part: [begin, end)
   for (const auto& t : model.gguf().tensors())
-    if (!is_routed_expert_tensor(t.name)) model.gguf().parts()[t.part]->map.advise(t.offset, t.nbytes, MADV_WILLNEED);
+    if (!is_routed_expert_tensor(t.name) && t.nbytes > 0) ranges[t.part].push_back({t.offset, t.offset + t.nbytes});
+  for (size_t p = 0; p < ranges.size(); ++p) {
+    auto& r = ranges[p];
+    std::sort(r.begin(), r.end());
+    for (size_t i = 0; i < r.size();) {
+      uint64_t b = r[i].first, e = r[i].second;
+      for (++i; i < r.size() && r[i].first <= e + (1u << 20); ++i) e = std::max(e, r[i].second);  // small gaps ride along
+      plan_.dense_copied += model.gguf().parts()[p]->map.make_anonymous(b, e - b);
+    }
+  }
+  plan_.dense_copy_s = clock_s() - t0;
   plan_.streaming = true;
   plan_.expert_cache = cache_->arena_bytes();
   plan_.cache_slots = cache_->n_slots();

@@ -34,6 +34,8 @@ struct MemoryPlan {
   int64_t experts = 0;
   bool streaming = false;
   double warm_s = 0;              // resident: seconds spent reading the file into the page cache at load
+  uint64_t dense_copied = 0;      // streaming: dense bytes moved from the file mapping into process memory
+  double dense_copy_s = 0;
   std::string io;                 // backend description
   std::string describe() const;
 };
