@@ -117,11 +117,15 @@ int run_cachesim(const CachesimOptions& o) {
     head += fmt::format("  {:>22}", fmt::format("{} ({})", b.label, cap));
   }
   fmt::print("\nhit rate (ratio to Belady)\n{}\n", head);
-  for (const auto& p : policies) {
+  std::vector<std::vector<SimResult>> results(policies.size());
+  bool any_prefetch = false;
+  for (size_t pi = 0; pi < policies.size(); ++pi) {
+    const auto& p = policies[pi];
     std::string row = fmt::format("{:<{}}", p, name_w);
     for (size_t i = 0; i < budgets.size(); ++i) {
       so.budget.bytes = budgets[i].bytes;
-      const SimResult r = simulate(trace, shape, so, p);
+      const SimResult& r = results[pi].emplace_back(simulate(trace, shape, so, p));
+      any_prefetch |= r.prefetches > 0;
       const double ratio = belady[i].hits ? double(r.hits) / double(belady[i].hits) : 1.0;
       row += fmt::format("  {:>22}", fmt::format("{:.3f} ({:5.1f}%)", r.hit_rate(), 100.0 * ratio));
     }
@@ -130,6 +134,24 @@ int run_cachesim(const CachesimOptions& o) {
   std::string row = fmt::format("{:<{}}", "belady", name_w);
   for (const auto& r : belady) row += fmt::format("  {:>22}", fmt::format("{:.3f} (100.0%)", r.hit_rate()));
   fmt::print("{}\n", row);
+
+  // The I/O side: a prefetching policy turns misses into hits by reading ahead, which costs reads
+  // that demand paging (and Belady, which is demand-only here) would not do.
+  fmt::print("\nreads per access: demand misses + prefetches{}\n{}\n",
+             any_prefetch ? " (prefetches per access, share of them used); Belady reads on demand only" : "", head);
+  for (size_t pi = 0; pi < policies.size(); ++pi) {
+    std::string r2 = fmt::format("{:<{}}", policies[pi], name_w);
+    for (const auto& r : results[pi]) {
+      const double pf = r.accesses ? double(r.prefetches) / double(r.accesses) : 0.0;
+      const double used = r.prefetches ? 100.0 * double(r.prefetches_used) / double(r.prefetches) : 0.0;
+      r2 += fmt::format("  {:>22}", r.prefetches ? fmt::format("{:.3f} ({:.3f}, {:.0f}%)", r.reads_per_access(), pf, used)
+                                                  : fmt::format("{:.3f}", r.reads_per_access()));
+    }
+    fmt::print("{}\n", r2);
+  }
+  std::string r3 = fmt::format("{:<{}}", "belady", name_w);
+  for (const auto& r : belady) r3 += fmt::format("  {:>22}", fmt::format("{:.3f}", r.reads_per_access()));
+  fmt::print("{}\n", r3);
   return 0;
 }
 
@@ -142,7 +164,8 @@ Command add_cachesim(CLI::App& app) {
   sub->add_option("--budget,-b", o->budgets, "cache sizes: a count of experts, a percentage of all experts (50%), or bytes with --expert-bytes")
       ->delimiter(',');
   sub->add_option("--policy,-p", o->policies,
-                  "lru, lfu, lfu-decay[:HALF_LIFE], admit-N[:WINDOW], pinned[:FRACTION], predict[:HALF_LIFE], default, all; "
+                  "lru, lfu, lfu-decay[:HALF_LIFE], admit-N[:WINDOW], pinned[:FRACTION], predict[:HALF_LIFE], "
+                  "predict-pf[:MARGIN] (prefetches), default, all; "
                   "belady:H = Belady seeing only H tokens ahead (an upper bound for H-token predictors)")
       ->delimiter(',');
   sub->add_flag("--per-layer", o->per_layer, "one pool per layer (each gets the same fraction of its experts) instead of one global pool");

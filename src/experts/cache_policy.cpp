@@ -252,14 +252,21 @@ std::unique_ptr<CachePolicy> make_policy(std::string_view spec) {
     o.half_life = num(o.half_life);
     return make_predictive(o);
   }
+  if (name == "predict-pf") {
+    PredictiveOptions o;
+    o.prefetch_margin = num(0.3);
+    STRATA_CHECK(o.prefetch_margin >= 0, "policy '{}': the prefetch margin must be >= 0", spec);
+    return make_predictive(o);
+  }
   if (name.starts_with("admit-")) {
     const int n = static_cast<int>(parse_number(spec, name.substr(6)));
     return make_admit_n(n, num(16));
   }
-  fail("unknown cache policy '{}' (known: lru, lfu, lfu-decay[:HALF_LIFE], admit-N[:WINDOW], pinned[:FRACTION], predict[:HALF_LIFE], default)",
+  fail("unknown cache policy '{}' (known: lru, lfu, lfu-decay[:HALF_LIFE], admit-N[:WINDOW], pinned[:FRACTION], predict[:HALF_LIFE], predict-pf[:MARGIN], "
+       "default)",
        spec);
 }
 
-std::vector<std::string> all_policy_names() { return {"lru", "lfu", "lfu-decay", "admit-2", "pinned", "predict"}; }
+std::vector<std::string> all_policy_names() { return {"lru", "lfu", "lfu-decay", "admit-2", "pinned", "predict", "predict-pf"}; }
 
 }  // namespace strata

@@ -18,6 +18,7 @@
 // Policies are single-threaded; the real cache calls them under its lock.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -89,6 +90,17 @@ class CachePolicy {
   virtual void hint_needed(int layer, std::span<const int32_t> experts, uint64_t now) { (void)layer, (void)experts, (void)now; }
   // Experts predicted for a later layer or token.
   virtual void hint_prefetch(int layer, std::span<const int32_t> experts, uint64_t now) { (void)layer, (void)experts, (void)now; }
+
+  // History-based prefetch (cachesim; an engine without a router lookahead could do the same):
+  // after `layer`'s experts were accessed, the experts the policy wants read ahead of demand,
+  // best first, appended to `out`. ExpertCacheState::prefetch loads each absent one into free
+  // space or, when its pool is full, in place of prefetch_victim's choice. Default: none.
+  virtual void prefetch_wanted(int layer, std::vector<ExpertKey>& out, uint64_t now) { (void)layer, (void)out, (void)now; }
+  // The resident to replace by the prefetch of k, or nullopt to skip it (only asked when k
+  // does not fit; `candidates` as for choose_victim).
+  virtual std::optional<ExpertKey> prefetch_victim(ExpertKey k, std::span<const ExpertKey> candidates, uint64_t now) {
+    return (void)k, (void)candidates, (void)now, std::nullopt;
+  }
 };
 
 // Index of the candidate with the smallest score; ties go to the first.
@@ -130,11 +142,16 @@ struct PredictiveOptions {
   double prior = 1.0;           // pseudo-count weight of popularity in the transition estimate
   bool bypass = true;           // do not keep a missed expert less likely to be needed than its victim
   double bypass_margin = 0.1;   // ... by more than this
+  // Cross-layer prefetch (predict-pf): also learn layer L-1 -> layer L transitions of the same
+  // token, and after layer L routes, read layer L+1's most likely absent expert in place of the
+  // least valuable resident when its value exceeds the victim's by more than this. < 0: off.
+  double prefetch_margin = -1;
 };
 std::unique_ptr<CachePolicy> make_predictive(const PredictiveOptions& o = {});
 
-// Names accepted by make_policy: lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict,
-// default (= the measured best). Throws strata::Error on an unknown name.
+// Names accepted by make_policy: lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict[:H],
+// predict-pf[:M] (predict plus cross-layer prefetch with margin M, default 0.3), default (= the
+// measured best demand-only policy). Throws strata::Error on an unknown name.
 std::unique_ptr<CachePolicy> make_policy(std::string_view spec);
 // The online policies `all` expands to, in report order.
 std::vector<std::string> all_policy_names();

@@ -1,5 +1,6 @@
 #include "experts/cache_sim.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.h"
@@ -118,28 +119,47 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
   res.layer_accesses.assign(shape.n_layer, 0);
   res.layer_hits.assign(shape.n_layer, 0);
   ExpertCacheState cache(shape, o.budget, std::move(policy));
+  std::vector<uint8_t> prefetched(shape.size(), 0);  // loaded ahead of demand, not used yet
+  std::vector<ExpertKey> wanted;
+  Admission adm;
+  uint64_t clock = 0;
   bool first_run = true;
   replay(
       t, o.phase,
       [&] {
         if (!first_run) cache.clear(o.keep_learned);
         first_run = false;
+        std::fill(prefetched.begin(), prefetched.end(), 0);
       },
-      [&](uint64_t clock) { cache.begin_token(clock); },
+      [&](uint64_t c) {
+        clock = c;
+        cache.begin_token(c);
+      },
       [&](int layer, std::span<const int32_t> ex) {
         cache.set_needed(layer, ex);
         for (int32_t e : ex) {
           const ExpertKey k{layer, e};
-          const bool hit = cache.access(k);
+          const bool hit = cache.access(k, &adm);
           ++res.accesses;
           ++res.layer_accesses[layer];
           res.bytes_accessed += shape.bytes(k);
           if (hit) {
             ++res.hits;
             ++res.layer_hits[layer];
+            if (prefetched[shape.index(k)]) ++res.prefetches_used, prefetched[shape.index(k)] = 0;
           } else {
             res.bytes_fetched += shape.bytes(k);
+            for (ExpertKey v : adm.evicted) prefetched[shape.index(v)] = 0;
           }
+        }
+        wanted.clear();
+        cache.policy().prefetch_wanted(layer, wanted, clock);
+        for (ExpertKey k : wanted) {
+          if (!cache.prefetch(k, &adm)) continue;
+          for (ExpertKey v : adm.evicted) prefetched[shape.index(v)] = 0;
+          prefetched[shape.index(k)] = 1;
+          ++res.prefetches;
+          res.bytes_prefetched += shape.bytes(k);
         }
         cache.clear_needed();
       });

@@ -3,7 +3,8 @@
 //
 // Replay semantics: every run starts with a cold cache; events in order (token by token, layer
 // by layer); each event first marks its experts as needed (they cannot be evicted while the
-// event runs), then accesses them in router order. The token clock advances whenever
+// event runs), then accesses them in router order, then loads what the policy wants prefetched
+// (a prefetched expert that is accessed later counts as a hit; its read counts in prefetches). The token clock advances whenever
 // (phase, token) changes. Events of other phases than `phase` are skipped entirely.
 //
 // Belady (MIN): on each eviction, drop the evictable resident whose next use is farthest in the
@@ -36,9 +37,14 @@ struct SimResult {
   uint64_t accesses = 0;
   uint64_t hits = 0;
   uint64_t bytes_accessed = 0;
-  uint64_t bytes_fetched = 0;
+  uint64_t bytes_fetched = 0;     // demand misses
+  uint64_t prefetches = 0;        // reads ahead of demand (policies with prefetch_wanted)
+  uint64_t prefetches_used = 0;   // ... accessed before being evicted
+  uint64_t bytes_prefetched = 0;
   std::vector<uint64_t> layer_accesses, layer_hits;  // [n_layer]
   double hit_rate() const { return accesses ? double(hits) / double(accesses) : 0.0; }
+  // All reads (demand misses + prefetches) per access: the I/O a policy costs.
+  double reads_per_access() const { return accesses ? double(accesses - hits + prefetches) / double(accesses) : 0.0; }
   double byte_hit_rate() const { return bytes_accessed ? 1.0 - double(bytes_fetched) / double(bytes_accessed) : 0.0; }
 };
 

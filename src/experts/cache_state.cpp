@@ -110,6 +110,37 @@ Admission ExpertCacheState::admit(ExpertKey k) {
   return out;
 }
 
+bool ExpertCacheState::prefetch(ExpertKey k, Admission* adm) {
+  if (adm) *adm = {};
+  const size_t i = shape_.index(k);
+  if (resident_[i]) return false;
+  const uint64_t need = shape_.bytes(k);
+  const uint64_t cap = pool_capacity(k.layer);
+  if (need > cap) return false;
+  const int l0 = budget_.per_layer ? k.layer : 0;
+  const int l1 = budget_.per_layer ? k.layer + 1 : shape_.n_layer;
+  while (pool_used(k.layer) + need > cap) {
+    candidates_.clear();
+    for (int l = l0; l < l1; ++l)
+      for (int e = 0; e < shape_.n_expert; ++e)
+        if (evictable(shape_.index({l, e}))) candidates_.push_back({l, e});
+    if (candidates_.empty()) return false;
+    const std::optional<ExpertKey> v = policy_->prefetch_victim(k, candidates_, now_);
+    if (!v) return false;
+    STRATA_CHECK(std::find(candidates_.begin(), candidates_.end(), *v) != candidates_.end(), "policy {} chose ({}, {}) for a prefetch, not a candidate",
+                 policy_->name(), v->layer, v->expert);
+    evict(*v);
+    if (adm) adm->evicted.push_back(*v);
+  }
+  resident_[i] = 1;
+  ++n_resident_;
+  used_total_ += need;
+  layer_used_[k.layer] += need;
+  policy_->on_insert(k, now_);
+  if (adm) adm->admitted = true;
+  return true;
+}
+
 void ExpertCacheState::evict(ExpertKey k) {
   const size_t i = shape_.index(k);
   resident_[i] = 0;

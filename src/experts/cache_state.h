@@ -51,6 +51,10 @@ class ExpertCacheState {
   bool access(ExpertKey k, Admission* adm = nullptr);
   // The miss path alone: on_miss, admission, eviction, insertion.
   Admission admit(ExpertKey k);
+  // A read ahead of demand (CachePolicy::prefetch_wanted): loads absent k into free space, or in
+  // place of the policy's prefetch_victim choices. Returns whether k was loaded; `adm`
+  // (optional) receives the victims. No on_miss/on_access: it is not a use.
+  bool prefetch(ExpertKey k, Admission* adm = nullptr);
 
   // Empties the cache (cold start for a new run). keep_learned: policy keeps its statistics.
   void clear(bool keep_learned);
