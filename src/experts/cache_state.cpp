@@ -117,13 +117,14 @@ bool ExpertCacheState::prefetch(ExpertKey k, Admission* adm) {
   const uint64_t need = shape_.bytes(k);
   const uint64_t cap = pool_capacity(k.layer);
   if (need > cap) return false;
-  const int l0 = budget_.per_layer ? k.layer : 0;
-  const int l1 = budget_.per_layer ? k.layer + 1 : shape_.n_layer;
+  const int pool = budget_.pool(k.layer);
   while (pool_used(k.layer) + need > cap) {
     candidates_.clear();
-    for (int l = l0; l < l1; ++l)
+    for (int l = 0; l < shape_.n_layer; ++l) {
+      if (budget_.pool(l) != pool) continue;
       for (int e = 0; e < shape_.n_expert; ++e)
         if (evictable(shape_.index({l, e}))) candidates_.push_back({l, e});
+    }
     if (candidates_.empty()) return false;
     const std::optional<ExpertKey> v = policy_->prefetch_victim(k, candidates_, now_);
     if (!v) return false;
@@ -135,7 +136,7 @@ bool ExpertCacheState::prefetch(ExpertKey k, Admission* adm) {
   resident_[i] = 1;
   ++n_resident_;
   used_total_ += need;
-  layer_used_[k.layer] += need;
+  pool_used_[budget_.pool(k.layer)] += need;
   policy_->on_insert(k, now_);
   if (adm) adm->admitted = true;
   return true;
