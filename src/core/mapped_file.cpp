@@ -67,6 +67,7 @@ uint64_t MappedFile::make_anonymous(uint64_t offset, uint64_t len) {
     ::close(fd);
     fail("{}: cannot map {} anonymous bytes for the copy at offset {}: {}", path_, span, a, std::strerror(err));
   }
+  ::madvise(dst, span, MADV_HUGEPAGE);  // where the kernel offers them (only fully covered 2 MiB pages)
   for (uint64_t done = 0; done < e - a;) {
     const uint64_t want = std::min<uint64_t>(span - done, 8u << 20);
     ssize_t n = -1;

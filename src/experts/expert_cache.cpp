@@ -75,6 +75,11 @@ ExpertCache::ExpertCache(const ExpertStore& store, std::unique_ptr<IoBackend> io
   if (opt.mlock && ::mlock(mem, arena_bytes_) != 0)
     fail("expert cache: --mlock of {} bytes failed: {} (raise RLIMIT_MEMLOCK or drop --mlock)", arena_bytes_, std::strerror(errno));
   arena_ = static_cast<uint8_t*>(mem);
+  // Huge pages where the kernel offers them (fewer faults, fewer TLB misses while kernels stream
+  // slots), then touched once so the first tokens do not pay the page faults.
+  ::madvise(arena_, arena_bytes_, MADV_HUGEPAGE);
+  if (!opt.mlock)
+    for (uint64_t off = 0; off < arena_bytes_; off += 4096) static_cast<volatile uint8_t*>(mem)[off] = 0;
   transient_ = arena_ + slot_mem_total;
   slots_.assign(slot_total, ExpertKey{-1, -1});
   slot_off_.resize(slot_total);
