@@ -43,6 +43,9 @@ struct KernelTable {
   float (*dot_f32_x8)(int64_t n, const float* a, const float* b) = nullptr;
   void (*axpy_f32)(int64_t n, float a, const float* x, float* y) = nullptr;  // y += a*x
   void (*scale_f32)(int64_t n, float a, float* y) = nullptr;                 // y *= a
+  // f16 rows (KV cache) against f32: converted in registers, no row buffer.
+  float (*dot_f16_f32)(int64_t n, const uint16_t* a, const float* b) = nullptr;
+  void (*axpy_f16)(int64_t n, float a, const uint16_t* x, float* y) = nullptr;  // y += a*x
 };
 
 // Table for an ISA, or nullptr when the ISA is not compiled in or not supported by this CPU.

@@ -41,8 +41,7 @@ struct HeadAttn {
   bool v_in_k;        // MLA: V is the first dv values of the K row
   float scale;
   const float* sink;  // nullptr or the head's sink logit
-  float (*dot)(int64_t, const float*, const float*);  // the kernel table's f32 dot
-  void (*axpy)(int64_t, float, const float*, float*);  // the kernel table's y += a*x
+  const KernelTable* k;  // f32 dot (ggml's association), y += a*x, their f16 forms
   // llama.cpp's CPU association (f32 caches): scores through ggml's f32 dot, its softmax,
   // then the value sum of a lone decode token through the same dot over the 256-padded view
   // (32 lanes), of a multi-token chunk through its tiled GEMM (8 lanes); lanes follow cell index.
@@ -54,8 +53,12 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
   float* scores = buf;                 // [n]
   float* row = buf + n;                // [k or v row width]
   float* lanes = row + std::max(kv.k_width(h.layer), std::max(kv.v_width(h.layer), h.dv));  // [dv * 32]
-  const bool kf32 = kv.type_k() == GgmlType::F32;
+  const bool kf32 = kv.type_k() == GgmlType::F32, kf16 = kv.type_k() == GgmlType::F16;
   for (int j = 0; j < n; ++j) {
+    if (kf16) {  // converted inside the dot
+      scores[j] = h.k->dot_f16_f32(h.dk, kv.k_f16(h.layer, h.seq, j0 + j) + h.k_off, h.q);
+      continue;
+    }
     const float* kr;
     if (kf32) {
       kr = kv.k_f32(h.layer, h.seq, j0 + j) + h.k_off;
@@ -63,17 +66,23 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
       kv.read_k_slice(h.layer, h.seq, j0 + j, h.k_off, h.dk, row);  // only this head's slice
       kr = row;
     }
-    scores[j] = h.dot(h.dk, h.q, kr);
+    scores[j] = h.k->dot_f32(h.dk, h.q, kr);
   }
   softmax_cells(scores, n, j0, h.scale, h.sink);
   const bool vf32 = h.v_in_k ? kf32 : kv.type_v() == GgmlType::F32;
   if (!vf32) {  // f16/q8_0 values: vectorized accumulation, one value row at a time
     std::fill(out, out + h.dv, 0.0f);
+    const bool vf16 = (h.v_in_k ? kv.type_k() : kv.type_v()) == GgmlType::F16;
     for (int j = 0; j < n; ++j) {
       if (scores[j] == 0.0f) continue;
+      if (vf16) {
+        const uint16_t* vr = h.v_in_k ? kv.k_f16(h.layer, h.seq, j0 + j) : kv.v_f16(h.layer, h.seq, j0 + j);
+        h.k->axpy_f16(h.dv, scores[j], vr + h.v_off, out);
+        continue;
+      }
       if (h.v_in_k) kv.read_k_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
       else kv.read_v_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
-      h.axpy(h.dv, scores[j], row, out);
+      h.k->axpy_f32(h.dv, scores[j], row, out);
     }
     return;
   }
@@ -153,8 +162,7 @@ void attention_gqa(FwdCtx& c, int layer) {
       ha.v_in_k = false;
       ha.scale = lc.kq_scale;
       ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
-      ha.dot = c.k.dot_f32;
-      ha.axpy = c.k.axpy_f32;
+      ha.k = &c.k;
       ha.solo = c.solo(i);
       const int pos = c.b.pos[i];
       attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + static_cast<size_t>(i) * dvo + h * lc.head_dim_v, buf);
@@ -230,8 +238,7 @@ void attention_mla(FwdCtx& c, int layer) {
       ha.v_in_k = true;
       ha.scale = lc.kq_scale;
       ha.sink = nullptr;
-      ha.dot = c.k.dot_f32;
-      ha.axpy = c.k.axpy_f32;
+      ha.k = &c.k;
       ha.solo = c.solo(i);
       const int pos = c.b.pos[i];
       attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + (static_cast<size_t>(i) * lc.n_head + h) * lc.kv_lora_rank, buf);

@@ -98,6 +98,18 @@ void KvCache::read_v(int l, int seq, int p0, int p1, float* out) const {
   read_rows(opt_.type_v, L.v.data() + idx * L.v_row, L.v_row, p1 - p0, L.v_width, out);
 }
 
+const uint16_t* KvCache::k_f16(int l, int seq, int pos) const {
+  if (opt_.type_k != GgmlType::F16) return nullptr;
+  const Layer& L = layers_[l];
+  return reinterpret_cast<const uint16_t*>(L.k.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.k_row);
+}
+
+const uint16_t* KvCache::v_f16(int l, int seq, int pos) const {
+  if (opt_.type_v != GgmlType::F16) return nullptr;
+  const Layer& L = layers_[l];
+  return reinterpret_cast<const uint16_t*>(L.v.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.v_row);
+}
+
 const float* KvCache::k_f32(int l, int seq, int pos) const {
   if (opt_.type_k != GgmlType::F32) return nullptr;
   const Layer& L = layers_[l];

@@ -52,6 +52,9 @@ class KvCache {
   // Direct f32 view when the cache type is f32 (nullptr otherwise).
   const float* k_f32(int l, int seq, int pos) const;
   const float* v_f32(int l, int seq, int pos) const;
+  // f16 caches: the row itself (nullptr for another type).
+  const uint16_t* k_f16(int l, int seq, int pos) const;
+  const uint16_t* v_f16(int l, int seq, int pos) const;
 
   // Forget a sequence (positions are simply overwritten later).
   void clear(int seq) { (void)seq; }

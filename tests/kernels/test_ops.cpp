@@ -2,6 +2,7 @@
 // attention value sum in llama.cpp's association.
 #include "kernels/ops.h"
 
+#include "core/fp16.h"
 #include "kernels/kernel_table.h"
 #include "model/attn_sum.h"
 
@@ -121,6 +122,41 @@ TEST(Ops, AttnValueSumFollowsTheDotAndTheTiledGemm) {
       for (int j = 0; j < n; ++j) col_v[first + j] = vals[static_cast<size_t>(j) * dv + d];
       const float want = L == 32 ? ref->dot_f32(len, col_v.data(), col_p.data()) : ref->dot_f32_x8(len, col_v.data(), col_p.data());
       EXPECT_EQ(out[d], want) << "L=" << L << " d=" << d;
+    }
+  }
+}
+
+// The f16 KV kernels: every ISA gives the scalar table's bits, within float rounding of the
+// f32 computation on the converted values.
+TEST(Ops, F16KvKernelsMatchScalarAndF32) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd;
+  const KernelTable* ref = kernel_table(Isa::Scalar);
+  for (int n : {1, 7, 8, 64, 128, 131}) {
+    std::vector<uint16_t> h(static_cast<size_t>(n));
+    std::vector<float> hf(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      h[i] = f32_to_f16(nd(rng));
+      hf[i] = f16_to_f32(h[i]);
+      b[i] = nd(rng);
+    }
+    const float want = ref->dot_f16_f32(n, h.data(), b.data());
+    double exact = 0, mag = 0;
+    for (int i = 0; i < n; ++i) {
+      exact += double(hf[i]) * b[i];
+      mag += std::fabs(double(hf[i]) * b[i]);
+    }
+    EXPECT_NEAR(want, exact, 1e-6 * mag + 1e-7) << n;
+    std::vector<float> y0(b), y1(b);
+    ref->axpy_f16(n, 0.37f, h.data(), y0.data());
+    for (int i = 0; i < n; ++i) EXPECT_EQ(y0[i], std::fma(0.37f, hf[i], b[i])) << n;
+    for (int isa = 1; isa < kIsaCount; ++isa) {
+      const KernelTable* k = kernel_table(static_cast<Isa>(isa));
+      if (!k) continue;
+      EXPECT_EQ(k->dot_f16_f32(n, h.data(), b.data()), want) << k->name << " n=" << n;
+      std::vector<float> y(b);
+      k->axpy_f16(n, 0.37f, h.data(), y.data());
+      EXPECT_EQ(y, y0) << k->name << " n=" << n;
     }
   }
 }

@@ -109,6 +109,26 @@ void axpy_f32(int64_t n, float a, const float* x, float* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// Same association as the scalar table's (8 fused lanes, then (0+4)+(2+6) + (1+5)+(3+7), tail fused).
+float dot_f16_f32(int64_t n, const uint16_t* x, const float* y) {
+  __m256 s = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) s = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), s);
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));  // lanes l + (l+4)
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));                                          // (0+2), (1+3)
+  t = _mm_add_ss(t, _mm_movehdup_ps(t));
+  float r = _mm_cvtss_f32(t);
+  for (; i < n; ++i) r = std::fma(f16_to_f32(x[i]), y[i], r);
+  return r;
+}
+
+void axpy_f16(int64_t n, float a, const uint16_t* x, float* y) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_f16x8(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = std::fma(a, f16_to_f32(x[i]), y[i]);
+}
+
 void scale_f32(int64_t n, float a, float* y) {
   const __m256 va = _mm256_set1_ps(a);
   int64_t i = 0;

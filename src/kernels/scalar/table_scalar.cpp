@@ -1,6 +1,7 @@
 // Scalar kernel table: the reference.
 #include <cmath>
 
+#include "core/fp16.h"
 #include "kernels/kernel_table.h"
 
 namespace strata {
@@ -40,6 +41,18 @@ static float dot_f32_x8_scalar(int64_t n, const float* a, const float* b) {
 static void axpy_f32_scalar(int64_t n, float a, const float* x, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
+static float dot_f16_f32_scalar(int64_t n, const uint16_t* a, const float* b) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(f16_to_f32(a[i + l]), b[i + l], acc[l]);
+  float s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s = std::fma(f16_to_f32(a[i]), b[i], s);
+  return s;
+}
+static void axpy_f16_scalar(int64_t n, float a, const uint16_t* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, f16_to_f32(x[i]), y[i]);
+}
 static void scale_f32_scalar(int64_t n, float a, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
@@ -61,6 +74,8 @@ void fill_scalar_table(KernelTable& t) {
   t.dot_f32_x8 = dot_f32_x8_scalar;
   t.axpy_f32 = axpy_f32_scalar;
   t.scale_f32 = scale_f32_scalar;
+  t.dot_f16_f32 = dot_f16_f32_scalar;
+  t.axpy_f16 = axpy_f16_scalar;
 }
 
 }  // namespace strata
