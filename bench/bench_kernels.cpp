@@ -253,9 +253,10 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
 // matmul of n tokens against one matrix, per path:
 //   old     vec_dot per token (n = 512 only: the baseline of the multi-token kernels)
 //   int8    what matmul does: activations quantized to Q8_0 / Q8_K, multi-token vec_dot_xn
-//   blas    weight tiles of STRATA_BLAS_TILE (default 128) rows dequantized into a reused f32
-//           buffer, then OpenBLAS cblas_sgemm against the f32 activations; at 2 threads our pool
-//           hands tiles to the threads and OpenBLAS runs single-threaded in each
+//   blas    matmul_blas (what `--gemm blas` runs for n >= 128): weight tiles of up to 128 rows
+//           dequantized into a reused f32 buffer, then OpenBLAS cblas_sgemm against the f32
+//           activations; at 2 threads our pool hands tiles to the threads and OpenBLAS runs
+//           single-threaded in each
 //   blasob  the same with OpenBLAS's own 2 threads (tiles dequantized by the calling thread)
 //   sgemm   cblas_sgemm alone on the matrix dequantized beforehand (1 thread; the ceiling of
 //           blas without the dequantization)
@@ -282,39 +283,6 @@ std::map<GemmKey, std::map<std::string, std::vector<double>>>& gemm_results() {
   static std::map<GemmKey, std::map<std::string, std::vector<double>>> r;
   return r;
 }
-
-int64_t blas_tile_rows() {
-  const char* e = std::getenv("STRATA_BLAS_TILE");
-  return e && std::atoll(e) > 0 ? std::atoll(e) : 128;
-}
-
-#ifdef STRATA_HAVE_OPENBLAS
-// y[t, r] = sum_c W[r, c] x[t, c] on dequantized tiles of `tile` rows. pool: tiles handed out
-// dynamically to its threads (OpenBLAS must then be single-threaded); nullptr: all on the caller.
-void blas_matmul(ThreadPool* tp, ToFloatFn deq, const QMatrix& m, const float* x, int64_t n, float* y, int64_t tile,
-                 std::vector<std::vector<float>>& bufs) {
-  const int nt = tp ? tp->size() : 1;
-  if (static_cast<int>(bufs.size()) < nt) bufs.resize(nt);
-  for (auto& b : bufs) b.resize(static_cast<size_t>(tile * m.cols));
-  const int64_t n_tiles = (m.rows + tile - 1) / tile;
-  auto do_tile = [&](int64_t i, int tid) {
-    const int64_t r0 = i * tile, nr = std::min(tile, m.rows - r0);
-    float* b = bufs[tid].data();
-    for (int64_t r = 0; r < nr; ++r) deq(m.row(r0 + r), b + r * m.cols, m.cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(nr),
-                static_cast<int>(m.cols), 1.0f, x, static_cast<int>(m.cols), b, static_cast<int>(m.cols), 0.0f,
-                y + r0, static_cast<int>(m.rows));
-  };
-  if (!tp || nt == 1) {
-    for (int64_t i = 0; i < n_tiles; ++i) do_tile(i, 0);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  tp->run([&](int tid) {
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_tiles;) do_tile(i, tid);
-  });
-}
-#endif
 
 void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n, GemmPath path) {
   const int threads = static_cast<int>(state.range(0));
@@ -348,8 +316,6 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, in
   for (auto& v : x) v = nd(xr);
   MatmulScratch s;
   ThreadPool* tp = threads == 1 ? nullptr : &pool(threads);
-  [[maybe_unused]] const int64_t tile = blas_tile_rows();
-  [[maybe_unused]] std::vector<std::vector<float>> bufs;
   [[maybe_unused]] std::vector<float> wf;
   if (path == GemmPath::Sgemm) {
     wf.resize(static_cast<size_t>(rows * cols));
@@ -362,11 +328,11 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, in
 #ifdef STRATA_HAVE_OPENBLAS
       case GemmPath::Blas:
         openblas_set_num_threads(1);
-        blas_matmul(tp, deq, m, x.data(), n, y.data(), tile, bufs);
+        matmul_blas(k, tp, m, x.data(), n, y.data(), s);
         break;
       case GemmPath::BlasOb:
         openblas_set_num_threads(threads);
-        blas_matmul(nullptr, deq, m, x.data(), n, y.data(), tile, bufs);
+        matmul_blas(k, nullptr, m, x.data(), n, y.data(), s);
         break;
       case GemmPath::Sgemm:
         openblas_set_num_threads(threads);
@@ -383,7 +349,8 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, in
     // Validation: the f32 product against the int8 one (they differ by the activations'
     // 8-bit rounding only: ~1e-2 relative).
     std::vector<float> y8(y.size());
-    matmul(k, nullptr, m, x.data(), n, y8.data(), s);
+    MatmulScratch s8;
+    matmul(k, nullptr, m, x.data(), n, y8.data(), s8);
     double d2 = 0, r2 = 0;
     for (size_t i = 0; i < y.size(); ++i) d2 += double(y[i] - y8[i]) * (y[i] - y8[i]), r2 += double(y8[i]) * y8[i];
     state.counters["rel_diff"] = std::sqrt(d2 / r2);
@@ -423,8 +390,7 @@ void print_gemm_summary() {
   auto& r = gemm_results();
   if (r.empty()) return;
 #ifdef STRATA_HAVE_OPENBLAS
-  std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels, OpenBLAS %s, blas tile %lld rows.\n",
-              openblas_get_config(), static_cast<long long>(blas_tile_rows()));
+  std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels, %s.\n", openblas_get_config());
 #else
   std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels; built without OpenBLAS: no blas columns.\n");
 #endif
