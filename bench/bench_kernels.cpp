@@ -1,15 +1,18 @@
 // Kernel lab benchmark: DRAM read bandwidth, then matmul n=1 (gemv) per weight format, thread
 // count and kernel table over a weight matrix much larger than L3, reported as weight bytes
 // streamed per second and as a fraction of the measured DRAM read bandwidth; then prompt-size
-// GEMM (512 tokens, `--benchmark_filter=gemm/`): tokens/s and GFLOP/s, per-token vec_dot path
-// vs the multi-token vec_dot_xn kernels.
+// GEMM (n = 8..512 tokens, `--benchmark_filter=gemm/`): tokens/s and GFLOP/s of the per-token
+// vec_dot path, the multi-token int8 vec_dot_xn kernels and OpenBLAS sgemm on dequantized tiles.
 // Plain run (`bench_kernels`) runs everything briefly and prints a summary table at the end;
 // Google Benchmark flags (--benchmark_filter=..., --benchmark_min_time=...) work as usual.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <cstdio>
@@ -17,12 +20,18 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#ifdef STRATA_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 #include "core/thread_pool.h"
 #include "gguf/ggml_type.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/quants.h"
 
 namespace strata {
 namespace {
@@ -240,30 +249,59 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
   results()[ggml_type_name(t)][std::string(isa_name(isa)) + " L2-hot 1T"] = {iters * bytes / secs / 1e9, 0};
 }
 
-// ---- prompt-size GEMM: matmul with many tokens, old path (vec_dot per token) vs new ------
-// (vec_dot_xn: one weight row against several tokens, each weight block unpacked once).
+// ---- prompt-size GEMM (`--benchmark_filter=gemm/`) -----------------------------------------
+// matmul of n tokens against one matrix, per path:
+//   old     vec_dot per token (n = 512 only: the baseline of the multi-token kernels)
+//   int8    what matmul does: activations quantized to Q8_0 / Q8_K, multi-token vec_dot_xn
+//   blas    matmul_blas (what `--gemm blas` runs for n >= 128): weight tiles of up to 128 rows
+//           dequantized into a reused f32 buffer, then OpenBLAS cblas_sgemm against the f32
+//           activations; at 2 threads our pool hands tiles to the threads and OpenBLAS runs
+//           single-threaded in each
+//   blasob  the same with OpenBLAS's own 2 threads (tiles dequantized by the calling thread)
+//   sgemm   cblas_sgemm alone on the matrix dequantized beforehand (1 thread; the ceiling of
+//           blas without the dequantization)
+// 1T figures are per second of the calling thread's CPU time (the machine may be shared), 2T
+// per second of wall time. The summary prints medians over --benchmark_repetitions.
 
-constexpr int64_t kGemmTokens = 512;
+constexpr int64_t kGemmTokens[] = {8, 32, 128, 512};
 
-struct GemmResult {
-  double tok_s = 0, gflops = 0;
-};
-// [type + shape][path + threads]
-std::map<std::string, std::map<std::string, GemmResult>>& gemm_results() {
-  static std::map<std::string, std::map<std::string, GemmResult>> r;
+enum class GemmPath { Old, Int8, Blas, BlasOb, Sgemm };
+const char* gemm_path_name(GemmPath p) {
+  switch (p) {
+    case GemmPath::Old: return "old";
+    case GemmPath::Int8: return "int8";
+    case GemmPath::Blas: return "blas";
+    case GemmPath::BlasOb: return "blasob";
+    case GemmPath::Sgemm: return "sgemm";
+  }
+  return "?";
+}
+
+// Summary key: format, rows, cols, tokens (ordered numerically); value: tokens/s per run.
+using GemmKey = std::tuple<std::string, int64_t, int64_t, int64_t>;
+std::map<GemmKey, std::map<std::string, std::vector<double>>>& gemm_results() {
+  static std::map<GemmKey, std::map<std::string, std::vector<double>>> r;
   return r;
 }
 
-void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bool use_xn) {
+void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n, GemmPath path) {
   const int threads = static_cast<int>(state.range(0));
   const KernelTable* base = kernel_table(Isa::Avx2);
   if (!base || !base->vec_dot[static_cast<uint32_t>(t)]) {
     state.SkipWithError("no AVX2 kernel for this format");
     return;
   }
+#ifndef STRATA_HAVE_OPENBLAS
+  if (path == GemmPath::Blas || path == GemmPath::BlasOb || path == GemmPath::Sgemm) {
+    state.SkipWithError("built without OpenBLAS (pkg-config openblas not found)");
+    return;
+  }
+#endif
   KernelTable k = *base;
-  if (!use_xn)
+  if (path == GemmPath::Old)
     for (auto& f : k.vec_dot_xn) f = nullptr;
+  const ToFloatFn deq = k.dequantize[static_cast<uint32_t>(t)] ? k.dequantize[static_cast<uint32_t>(t)]
+                                                                : quant_traits(t).to_float;
   const size_t row_bytes = ggml_row_size(t, cols);
   std::vector<uint8_t> wb(rows * row_bytes);
   std::mt19937_64 rng(static_cast<uint64_t>(t) * 31 + rows);
@@ -272,54 +310,124 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, bo
     std::memcpy(wb.data() + i, &r, 8);
   }
   const QMatrix m{t, rows, cols, wb.data(), row_bytes};
-  std::vector<float> x(kGemmTokens * cols), y(kGemmTokens * rows);
+  std::vector<float> x(n * cols), y(n * rows);
   std::mt19937 xr(9);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (auto& v : x) v = nd(xr);
   MatmulScratch s;
-  // One thread: run on the calling thread and count its CPU time (the machine may be shared:
-  // wall time would count time spent descheduled). Two threads: wall time.
   ThreadPool* tp = threads == 1 ? nullptr : &pool(threads);
-  matmul(k, tp, m, x.data(), kGemmTokens, y.data(), s);  // warm-up
+  [[maybe_unused]] std::vector<float> wf;
+  if (path == GemmPath::Sgemm) {
+    wf.resize(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) deq(m.row(r), wf.data() + r * cols, cols);
+  }
+  auto once = [&] {
+    switch (path) {
+      case GemmPath::Old:
+      case GemmPath::Int8: matmul(k, tp, m, x.data(), n, y.data(), s); break;
+#ifdef STRATA_HAVE_OPENBLAS
+      case GemmPath::Blas:
+        openblas_set_num_threads(1);
+        matmul_blas(k, tp, m, x.data(), n, y.data(), s);
+        break;
+      case GemmPath::BlasOb:
+        openblas_set_num_threads(threads);
+        matmul_blas(k, nullptr, m, x.data(), n, y.data(), s);
+        break;
+      case GemmPath::Sgemm:
+        openblas_set_num_threads(threads);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(rows),
+                    static_cast<int>(cols), 1.0f, x.data(), static_cast<int>(cols), wf.data(), static_cast<int>(cols),
+                    0.0f, y.data(), static_cast<int>(rows));
+        break;
+#endif
+      default: break;
+    }
+  };
+  once();  // warm-up (scratch, OpenBLAS buffers)
+  if (path != GemmPath::Old && path != GemmPath::Int8) {
+    // Validation: the f32 product against the int8 one (they differ by the activations'
+    // 8-bit rounding only: ~1e-2 relative).
+    std::vector<float> y8(y.size());
+    MatmulScratch s8;
+    matmul(k, nullptr, m, x.data(), n, y8.data(), s8);
+    double d2 = 0, r2 = 0;
+    for (size_t i = 0; i < y.size(); ++i) d2 += double(y[i] - y8[i]) * (y[i] - y8[i]), r2 += double(y8[i]) * y8[i];
+    state.counters["rel_diff"] = std::sqrt(d2 / r2);
+    if (!(d2 <= 1e-3 * r2)) {
+      state.SkipWithError("BLAS product differs from the int8 one");
+      return;
+    }
+  }
   double secs = 0;
   int64_t iters = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = thread_cpu_seconds();
-    matmul(k, tp, m, x.data(), kGemmTokens, y.data(), s);
-    secs += tp ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : thread_cpu_seconds() - c0;
+    once();
+    secs += threads > 1 ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                        : thread_cpu_seconds() - c0;
     ++iters;
     benchmark::DoNotOptimize(y.data());
   }
-  const double tok_s = iters * double(kGemmTokens) / secs;
-  const double gflops = tok_s * 2.0 * double(rows) * double(cols) / 1e9;
+#ifdef STRATA_HAVE_OPENBLAS
+  openblas_set_num_threads(1);
+#endif
+  const double tok_s = iters * double(n) / secs;
   state.counters["tok_s"] = tok_s;
-  state.counters["GFLOPs"] = gflops;
-  const std::string row = std::string(ggml_type_name(t)) + " " + std::to_string(rows) + "x" + std::to_string(cols);
-  gemm_results()[row][std::string(use_xn ? "new " : "old ") + std::to_string(threads) + "T"] = {tok_s, gflops};
+  state.counters["GFLOPs"] = tok_s * 2.0 * double(rows) * double(cols) / 1e9;
+  gemm_results()[{ggml_type_name(t), rows, cols, n}][std::string(gemm_path_name(path)) + " " + std::to_string(threads) + "T"]
+      .push_back(tok_s);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 void print_gemm_summary() {
   auto& r = gemm_results();
   if (r.empty()) return;
-  std::printf("\nmatmul n=%lld (prompt GEMM), AVX2: tokens/s (GFLOP/s); old = vec_dot per token, "
-              "new = vec_dot_xn; 1T per second of thread CPU time, 2T per second of wall time\n", static_cast<long long>(kGemmTokens));
-  const char* cols[] = {"old 1T", "new 1T", "old 2T", "new 2T"};
-  std::printf("%-18s", "weights (rows x K)");
-  for (const char* c : cols) std::printf(" %18s", c);
-  std::printf(" %8s %8s\n", "x 1T", "x 2T");
-  for (auto& [row, m] : r) {
-    std::printf("%-18s", row.c_str());
-    for (const char* c : cols) {
+#ifdef STRATA_HAVE_OPENBLAS
+  std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels, %s.\n", openblas_get_config());
+#else
+  std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels; built without OpenBLAS: no blas columns.\n");
+#endif
+  std::printf("Cells: median tokens/s (GFLOP/s) over the repetitions; 1T per second of thread CPU time, 2T\n"
+              "per second of wall time. blas/int8: best BLAS variant over int8 at that thread count.\n");
+  const char* cols[] = {"old 1T", "int8 1T", "blas 1T", "sgemm 1T", "old 2T", "int8 2T", "blas 2T", "blasob 2T"};
+  std::vector<const char*> shown;
+  for (const char* c : cols)
+    for (auto& [_, m] : r)
+      if (m.count(c)) {
+        shown.push_back(c);
+        break;
+      }
+  std::printf("%-22s", "weights (rows x K), n");
+  for (const char* c : shown) std::printf(" %17s", c);
+  std::printf(" %9s %9s\n", "blas/int8", "blas/int8");
+  std::printf("%-22s", "");
+  for (size_t i = 0; i < shown.size(); ++i) std::printf(" %17s", "");
+  std::printf(" %9s %9s\n", "1T", "2T");
+  for (auto& [key, m] : r) {
+    const auto& [type, rows, kc, n] = key;
+    char label[64];
+    std::snprintf(label, sizeof label, "%s %lldx%lld n=%lld", type.c_str(), static_cast<long long>(rows),
+                  static_cast<long long>(kc), static_cast<long long>(n));
+    std::printf("%-22s", label);
+    const double flop_per_tok = 2.0 * double(rows) * double(kc);
+    auto med = [&](const std::string& c) { auto it = m.find(c); return it == m.end() ? 0.0 : median(it->second); };
+    for (const char* c : shown) {
       char cell[64] = "-";
-      if (auto it = m.find(c); it != m.end())
-        std::snprintf(cell, sizeof cell, "%.0f (%.1f)", it->second.tok_s, it->second.gflops);
-      std::printf(" %18s", cell);
+      if (const double v = med(c); v > 0) std::snprintf(cell, sizeof cell, "%.0f (%.1f)", v, v * flop_per_tok / 1e9);
+      std::printf(" %17s", cell);
     }
     for (const char* th : {"1T", "2T"}) {
-      auto o = m.find(std::string("old ") + th), n = m.find(std::string("new ") + th);
-      if (o != m.end() && n != m.end() && o->second.tok_s > 0) std::printf(" %8.2f", n->second.tok_s / o->second.tok_s);
-      else std::printf(" %8s", "-");
+      const double i8 = med(std::string("int8 ") + th);
+      const double bl = std::max(med(std::string("blas ") + th), med(std::string("blasob ") + th));
+      if (i8 > 0 && bl > 0) std::printf(" %9.2f", bl / i8);
+      else std::printf(" %9s", "-");
     }
     std::printf("\n");
   }
@@ -365,18 +473,35 @@ void print_summary() {
 
 void register_all() {
   // Prompt GEMM: one Qwen3-30B-A3B expert (up/gate 768x2048, down 2048x768) and a dense
-  // 4096x2048 projection, 512 tokens.
+  // 4096x2048 projection; n = 8..512 tokens. The OpenBLAS-threaded cases run last (its
+  // threads keep spinning for a while after a call).
   const GgmlType gemm_formats[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_K,
                                    GgmlType::Q4_0, GgmlType::IQ4_XS, GgmlType::MXFP4};
   const int64_t shapes[][2] = {{768, 2048}, {2048, 768}, {4096, 2048}};
+  auto reg_gemm = [&](GgmlType t, const int64_t* sh, int64_t n, GemmPath p, std::initializer_list<int> threads) {
+    const std::string name = std::string("gemm/") + ggml_type_name(t) + "/" + std::to_string(sh[0]) + "x" +
+                             std::to_string(sh[1]) + "/n" + std::to_string(n) + "/" + gemm_path_name(p);
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, t, sh[0], sh[1], n, p);
+    for (int th : threads) b->Arg(th);
+    b->ArgName("threads")->MinTime(kMinTime)->UseRealTime();
+  };
+  // The BLAS comparison (all n) for the formats of the Qwen3 MoE fixtures; the others at
+  // n = 512, old vs int8 only.
+  auto full = [](GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K || t == GgmlType::Q8_0; };
   for (GgmlType t : gemm_formats)
     for (const auto& sh : shapes)
-      for (bool xn : {false, true}) {
-        const std::string name = std::string("gemm/") + ggml_type_name(t) + "/" + std::to_string(sh[0]) + "x" +
-                                 std::to_string(sh[1]) + (xn ? "/new" : "/old");
-        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, t, sh[0], sh[1], xn)
-            ->Arg(1)->Arg(2)->ArgName("threads")->MinTime(kMinTime)->UseRealTime();
+      for (int64_t n : kGemmTokens) {
+        if (n != 512 && !full(t)) continue;
+        if (n == 512) reg_gemm(t, sh, n, GemmPath::Old, {1, 2});
+        reg_gemm(t, sh, n, GemmPath::Int8, {1, 2});
+        if (!full(t)) continue;
+        reg_gemm(t, sh, n, GemmPath::Blas, {1, 2});
+        reg_gemm(t, sh, n, GemmPath::Sgemm, {1});
       }
+  for (GgmlType t : gemm_formats)
+    for (const auto& sh : shapes)
+      for (int64_t n : kGemmTokens)
+        if (full(t)) reg_gemm(t, sh, n, GemmPath::BlasOb, {2});
   benchmark::RegisterBenchmark("dram_read", BM_DramRead)->Arg(1)->Arg(2)->MinTime(kMinTime)->UseRealTime();
   const GgmlType formats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::F16, GgmlType::BF16};

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
 
 namespace strata::cli {
 
@@ -21,6 +22,9 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--cache-type-k", o.cache_type_k, "K cache type: f32, f16, q8_0");
   sub->add_option("--cache-type-v", o.cache_type_v, "V cache type: f32, f16, q8_0");
   sub->add_option("--isa", o.isa, "Kernel ISA: auto, scalar, avx2, avx512");
+  sub->add_option("--gemm", o.gemm,
+                  "Products of >= 128 tokens: int8 (default, llama.cpp's arithmetic) or blas (OpenBLAS sgemm on "
+                  "dequantized weights; not bit-identical to llama.cpp)");
   sub->add_option("--ram-budget", o.ram_budget, "Hard memory budget (e.g. 64G, 6G, 512M): dense weights, KV and scratch first, the rest caches experts");
   sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
   sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
@@ -51,6 +55,7 @@ static GgmlType cache_type(const std::string& s) {
 
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
+  select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
   install_interrupt_handler();
   Loaded l;
   auto model = Model::load(o.path);

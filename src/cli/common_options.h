@@ -19,6 +19,7 @@ struct ModelOptions {
   int n_seq = 1;  // KV sequence slots (serve sets it from --parallel; not a CLI option here)
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string isa = "auto";
+  std::string gemm = "int8";  // prompt-size products: int8 (llama.cpp's arithmetic) or blas
   // Expert tier
   std::string ram_budget;
   int64_t cache_experts = 0;

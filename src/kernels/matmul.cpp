@@ -57,6 +57,10 @@ GgmlType matmul_act_type(GgmlType w) {
 void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const float* x, int64_t n, float* y,
             MatmulScratch& s, const uint8_t* in_gemm) {
   if (n <= 0 || w.rows <= 0) return;
+  if (matmul_blas_applies(k, w, n)) {
+    matmul_blas(k, pool, w, x, n, y, s);
+    return;
+  }
   const GgmlType at = matmul_act_type(w.type);
   const VecDotFn dot = k.vec_dot[static_cast<uint32_t>(w.type)];
   // f32 weights: llama.cpp's CPU build takes its tiled f32 GEMM (tinyBLAS) for multi-token

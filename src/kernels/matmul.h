@@ -29,7 +29,31 @@ struct QMatrix {
 // reused (no allocation on the hot path). One per concurrent caller.
 struct MatmulScratch {
   std::vector<uint8_t> act;  // [n, ggml_row_size(act_type, cols)]
+  std::vector<float> tile;   // GemmBackend::Blas: [threads, tile rows, cols] dequantized weights
 };
+
+// How matmul computes prompt-size products (n >= kBlasMinTokens tokens):
+//   Int8 (default): activations quantized to the weight type's vec_dot_type, multi-token int8
+//     kernels; every token's result is llama.cpp's to the bit (the golden tests need this).
+//   Blas: weight tiles dequantized to f32, OpenBLAS sgemm against the f32 activations (no
+//     activation rounding, so results differ from llama.cpp's in the last bits). Opt-in
+//     (--gemm blas): faster for Q8_0 weights at >= 128 tokens, about even for K-quants,
+//     slower below ~128 tokens (bench_kernels gemm/ cases); smaller products keep the int8 path.
+enum class GemmBackend { Int8, Blas };
+inline constexpr int64_t kBlasMinTokens = 128;
+bool gemm_blas_available();  // built with OpenBLAS
+// Process-wide, like select_isa(); throws for Blas when gemm_blas_available() is false.
+void select_gemm_backend(GemmBackend b);
+GemmBackend gemm_backend();
+GemmBackend parse_gemm_backend(const char* name);  // "int8" | "blas"
+// True when matmul() takes matmul_blas() for this product (Blas selected, n >= kBlasMinTokens,
+// non-f32 weights the table can dequantize).
+bool matmul_blas_applies(const KernelTable& k, const QMatrix& w, int64_t n);
+// The Blas product: y [n, rows] = x [n, cols] * W^T. pool: tiles handed to its threads, each
+// calling a single-threaded sgemm; nullptr: all tiles on the caller (OpenBLAS then uses its
+// own thread count).
+void matmul_blas(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const float* x, int64_t n, float* y,
+                 MatmulScratch& s);
 
 // The activation format matmul feeds to vec_dot for weight type `w` (ggml's vec_dot_type).
 GgmlType matmul_act_type(GgmlType w);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -135,6 +136,69 @@ TEST(Matmul, RejectsBadShapes) {
   std::vector<float> x(100), y(2);
   MatmulScratch s;
   EXPECT_THROW(matmul(*k, nullptr, m, x.data(), 1, y.data(), s), Error);
+}
+
+// GemmBackend::Blas (opt-in --gemm blas): products of >= kBlasMinTokens tokens take OpenBLAS
+// sgemm on dequantized weights with the f32 activations themselves (no activation rounding);
+// smaller ones keep the int8 path bit for bit.
+struct GemmBackendGuard {
+  explicit GemmBackendGuard(GemmBackend b) { select_gemm_backend(b); }
+  ~GemmBackendGuard() { select_gemm_backend(GemmBackend::Int8); }
+};
+
+TEST(Matmul, BlasBackendMatchesDoubleReference) {
+  const KernelTable* k = kernel_table(Isa::Avx2);
+  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (!gemm_blas_available()) {
+    EXPECT_THROW(select_gemm_backend(GemmBackend::Blas), Error);
+    GTEST_SKIP() << "built without OpenBLAS (--gemm blas not available)";
+  }
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (BLAS matmul NOT checked) ***";
+  EXPECT_EQ(parse_gemm_backend("blas"), GemmBackend::Blas);
+  EXPECT_EQ(parse_gemm_backend("int8"), GemmBackend::Int8);
+  EXPECT_THROW(parse_gemm_backend("mkl"), Error);
+  std::mt19937 rng(11);
+  ThreadPool pool3(3);
+  const int64_t cols = 512;
+  for (const char* stem : {"q8_0", "q4_k", "q6_k", "q4_0"}) {
+    for (int64_t rows : {37, 300}) {
+      const TestMatrix t = make_matrix(stem, rows, cols, rows == 37 ? 6 : 0, rng);
+      for (int64_t n : {kBlasMinTokens - 1, kBlasMinTokens, kBlasMinTokens + 3}) {
+        SCOPED_TRACE(std::string(stem) + " rows=" + std::to_string(rows) + " n=" + std::to_string(n));
+        std::vector<float> x(n * cols);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (auto& v : x) v = nd(rng);
+        std::vector<float> y8(n * rows), yb(n * rows, std::nanf("")), y1(n * rows, std::nanf(""));
+        MatmulScratch s;
+        matmul(*k, &pool3, t.m, x.data(), n, y8.data(), s);  // int8 (default)
+        {
+          GemmBackendGuard blas(GemmBackend::Blas);
+          EXPECT_EQ(matmul_blas_applies(*k, t.m, n), n >= kBlasMinTokens);
+          matmul(*k, &pool3, t.m, x.data(), n, yb.data(), s);
+          matmul(*k, nullptr, t.m, x.data(), n, y1.data(), s);
+        }
+        if (n < kBlasMinTokens) {  // below the threshold: the int8 path, bit for bit
+          EXPECT_EQ(0, std::memcmp(y8.data(), yb.data(), y8.size() * 4));
+          continue;
+        }
+        for (int64_t tok = 0; tok < n; ++tok)
+          for (int64_t r = 0; r < rows; ++r) {
+            double ref = 0, mag = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              ref += double(t.deq[r * cols + c]) * x[tok * cols + c];
+              mag += std::fabs(double(t.deq[r * cols + c]) * x[tok * cols + c]);
+            }
+            ASSERT_NEAR(yb[tok * rows + r], ref, 1e-5 * mag + 1e-30) << "token " << tok << " row " << r;
+            ASSERT_NEAR(y1[tok * rows + r], ref, 1e-5 * mag + 1e-30) << "token " << tok << " row " << r << " (1 thread)";
+          }
+      }
+    }
+  }
+  // f32 weights never take the BLAS path (their multi-token association follows llama.cpp's).
+  GemmBackendGuard blas(GemmBackend::Blas);
+  QMatrix f{GgmlType::F32, 4, 64, nullptr, 256};
+  EXPECT_FALSE(matmul_blas_applies(*k, f, 512));
 }
 
 // matmul_many: every product equals matmul() on the same job, bit for bit (shared inputs,

@@ -107,6 +107,35 @@ static inline void unpack_k4_scales(const uint8_t* s, __m128i& scales8, __m128i&
   mins8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn_lo | (static_cast<uint64_t>(mn_hi) << 32)));
 }
 
+// Q4_K / Q5_K super-block scales for the int8 dots: `sc16` holds the 8 sub-block scales as
+// int16 in both lanes (bcast_i16(sc16, j) is sub-block j's), `mins` each min twice as int16
+// (madd with the activation's 16 bsums gives the per-16 min terms).
+struct K4Scales {
+  __m256i sc16, mins;
+};
+static inline K4Scales k4_scales(const uint8_t* scales) {
+  __m128i sc8, mn8;
+  unpack_k4_scales(scales, sc8, mn8);
+  return {_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8)), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8))};
+}
+// Codes of 32-byte chunk c (0..3) of a Q4_K / Q5_K super-block: `lo` = sub-block 2c (low
+// nibbles), `hi` = sub-block 2c + 1 (high nibbles). With kFifthBit (Q5_K), bits 2c / 2c + 1 of
+// each qh byte add 16.
+template <bool kFifthBit>
+static inline void k4_codes(const uint8_t* qs, __m256i qh, int c, __m256i& lo, __m256i& hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i q = load256(qs + 32 * c);
+  lo = _mm256_and_si256(q, m4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+  if constexpr (kFifthBit) {
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    const __m256i blo = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
+    const __m256i bhi = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, blo), blo), b4));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bhi), bhi), b4));
+  }
+}
+
 // Prefetch distance (bytes ahead of the current weight block) for streamed rows.
 #ifndef STRATA_AVX2_PF
 #define STRATA_AVX2_PF 512

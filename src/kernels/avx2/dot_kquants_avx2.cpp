@@ -99,78 +99,44 @@ float vec_dot_q3_K_q8_K(int64_t n, const void* vw, const void* va) {
   return hsum_ps(acc);
 }
 
-// Q4_K: 8 sub-blocks of 32 values, 6-bit scale and min each, 4-bit codes.
-float vec_dot_q4_K_q8_K(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const block_q4_K*>(vw);
+namespace {
+
+// Q4_K and Q5_K: 8 sub-blocks of 32 values, 6-bit scale and min each, 4-bit codes; Q5_K adds
+// one high bit per value (qh bit 2c for the low nibbles of chunk c, 2c+1 for the high nibbles).
+template <class Block, bool kFifthBit>
+float dot_k4(int64_t n, const void* vw, const void* va) {
+  const auto* w = static_cast<const Block*>(vw);
   const auto* a = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
   __m256 acc_m = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    prefetch_block(w + i, sizeof(block_q4_K));
+    prefetch_block(w + i, sizeof(Block));
     const float d = a[i].d * h2f(w[i].d);
     const float dmin = a[i].d * h2f(w[i].dmin);
-    __m128i sc8, mn8;
-    unpack_k4_scales(w[i].scales, sc8, mn8);
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));  // each min twice
-    const __m256i msum = _mm256_madd_epi16(mins, load256(a[i].bsums));
+    const K4Scales ks = k4_scales(w[i].scales);
+    const __m256i msum = _mm256_madd_epi16(ks.mins, load256(a[i].bsums));
     acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kFifthBit) qh = load256(w[i].qh);
     __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(w[i].qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(q, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      __m256i lo, hi;
+      k4_codes<kFifthBit>(w[i].qs, qh, c, lo, hi);
       const __m256i plo = _mm256_maddubs_epi16(lo, load256(a[i].qs + 64 * c));
       const __m256i phi = _mm256_maddubs_epi16(hi, load256(a[i].qs + 64 * c + 32));
-      sum0 = _mm256_add_epi32(sum0, _mm256_madd_epi16(plo, bcast_i16(sc16, 2 * c)));
-      sum1 = _mm256_add_epi32(sum1, _mm256_madd_epi16(phi, bcast_i16(sc16, 2 * c + 1)));
+      sum0 = _mm256_add_epi32(sum0, _mm256_madd_epi16(plo, bcast_i16(ks.sc16, 2 * c)));
+      sum1 = _mm256_add_epi32(sum1, _mm256_madd_epi16(phi, bcast_i16(ks.sc16, 2 * c + 1)));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
   }
   return hsum_ps(acc) - hsum_ps(acc_m);
 }
 
-// Q5_K: Q4_K plus one high bit per value (qh bit 2c for the low nibbles of chunk c, 2c+1 for
-// the high nibbles).
-float vec_dot_q5_K_q8_K(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const block_q5_K*>(vw);
-  const auto* a = static_cast<const block_q8_K*>(va);
-  const int64_t nb = n / QK_K;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i b4 = _mm256_set1_epi8(0x10);
-  __m256 acc = _mm256_setzero_ps();
-  __m256 acc_m = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    prefetch_block(w + i, sizeof(block_q5_K));
-    const float d = a[i].d * h2f(w[i].d);
-    const float dmin = a[i].d * h2f(w[i].dmin);
-    __m128i sc8, mn8;
-    unpack_k4_scales(w[i].scales, sc8, mn8);
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
-    const __m256i msum = _mm256_madd_epi16(mins, load256(a[i].bsums));
-    acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
-    const __m256i qh = load256(w[i].qh);
-    __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(w[i].qs + 32 * c);
-      const __m256i blo = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
-      const __m256i bhi = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
-      const __m256i hlo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, blo), blo), b4);
-      const __m256i hhi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bhi), bhi), b4);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
-      const __m256i plo = _mm256_maddubs_epi16(lo, load256(a[i].qs + 64 * c));
-      const __m256i phi = _mm256_maddubs_epi16(hi, load256(a[i].qs + 64 * c + 32));
-      sum0 = _mm256_add_epi32(sum0, _mm256_madd_epi16(plo, bcast_i16(sc16, 2 * c)));
-      sum1 = _mm256_add_epi32(sum1, _mm256_madd_epi16(phi, bcast_i16(sc16, 2 * c + 1)));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
-  }
-  return hsum_ps(acc) - hsum_ps(acc_m);
-}
+}  // namespace
+
+float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a) { return dot_k4<block_q4_K, false>(n, w, a); }
+float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a) { return dot_k4<block_q5_K, true>(n, w, a); }
 
 // Q6_K: 16 sub-blocks of 16 values, signed 8-bit scales, 6-bit codes with offset 32
 // (the offset is applied through the activation's bsums).

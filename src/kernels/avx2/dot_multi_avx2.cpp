@@ -21,28 +21,28 @@ inline const B* act_block(const uint8_t* act, size_t stride, int t, int64_t i) {
 
 // ---- 256-value super-blocks, Q8_K activations ---------------------------------------------
 
-struct Q4K {
+// Q4_K and Q5_K: 8 sub-blocks of 32 values with 6-bit scales and mins; Q5_K's codes take a
+// fifth bit from qh (k4_codes).
+template <class Block, bool kFifthBit>
+struct K4 {
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
-    const auto* w = static_cast<const block_q4_K*>(vw);
+    const auto* w = static_cast<const Block*>(vw);
     const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[N], acc_m[N];
     for (int t = 0; t < N; ++t) acc[t] = acc_m[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(block_q4_K));
+      prefetch_block(w + i, sizeof(Block));
       const float wd = h2f(w[i].d), wdmin = h2f(w[i].dmin);
-      __m128i sc8, mn8;
-      unpack_k4_scales(w[i].scales, sc8, mn8);
-      const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
-      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+      const K4Scales ks = k4_scales(w[i].scales);
+      __m256i qh = _mm256_setzero_si256();
+      if constexpr (kFifthBit) qh = load256(w[i].qh);
       __m256i sum[N];
       for (int t = 0; t < N; ++t) sum[t] = _mm256_setzero_si256();
       for (int c = 0; c < 4; ++c) {
-        const __m256i q = load256(w[i].qs + 32 * c);
-        const __m256i lo = _mm256_and_si256(q, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        const __m256i slo = bcast_i16(sc16, 2 * c), shi = bcast_i16(sc16, 2 * c + 1);
+        __m256i lo, hi;
+        k4_codes<kFifthBit>(w[i].qs, qh, c, lo, hi);
+        const __m256i slo = bcast_i16(ks.sc16, 2 * c), shi = bcast_i16(ks.sc16, 2 * c + 1);
         for (int t = 0; t < N; ++t) {
           const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 64 * c;
           const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(q8)), slo);
@@ -53,54 +53,7 @@ struct Q4K {
       for (int t = 0; t < N; ++t) {
         const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
         const float d = a->d * wd, dmin = a->d * wdmin;
-        const __m256i msum = _mm256_madd_epi16(mins, load256(a->bsums));
-        acc_m[t] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
-      }
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]) - hsum_ps(acc_m[t]);
-  }
-};
-
-struct Q5K {
-  template <int N>
-  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
-    const auto* w = static_cast<const block_q5_K*>(vw);
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i b4 = _mm256_set1_epi8(0x10);
-    __m256 acc[N], acc_m[N];
-    for (int t = 0; t < N; ++t) acc[t] = acc_m[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(block_q5_K));
-      const float wd = h2f(w[i].d), wdmin = h2f(w[i].dmin);
-      __m128i sc8, mn8;
-      unpack_k4_scales(w[i].scales, sc8, mn8);
-      const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
-      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
-      const __m256i qh = load256(w[i].qh);
-      __m256i sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        const __m256i q = load256(w[i].qs + 32 * c);
-        const __m256i blo = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
-        const __m256i bhi = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
-        const __m256i hlo = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, blo), blo), b4);
-        const __m256i hhi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bhi), bhi), b4);
-        const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
-        const __m256i slo = bcast_i16(sc16, 2 * c), shi = bcast_i16(sc16, 2 * c + 1);
-        for (int t = 0; t < N; ++t) {
-          const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 64 * c;
-          const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(q8)), slo);
-          const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(q8 + 32)), shi);
-          sum[t] = _mm256_add_epi32(sum[t], _mm256_add_epi32(plo, phi));
-        }
-      }
-      for (int t = 0; t < N; ++t) {
-        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
-        const float d = a->d * wd, dmin = a->d * wdmin;
-        const __m256i msum = _mm256_madd_epi16(mins, load256(a->bsums));
+        const __m256i msum = _mm256_madd_epi16(ks.mins, load256(a->bsums));
         acc_m[t] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m[t]);
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
       }
@@ -288,10 +241,10 @@ void vec_dot_xn(int64_t n, const void* w, const void* va, size_t as, int n_tok, 
 }  // namespace
 
 void vec_dot_xn_q4_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
-  vec_dot_xn<Q4K, 8>(n, w, a, as, nt, y, ys);
+  vec_dot_xn<K4<block_q4_K, false>, 8>(n, w, a, as, nt, y, ys);
 }
 void vec_dot_xn_q5_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
-  vec_dot_xn<Q5K, 4>(n, w, a, as, nt, y, ys);
+  vec_dot_xn<K4<block_q5_K, true>, 4>(n, w, a, as, nt, y, ys);
 }
 void vec_dot_xn_q6_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
   vec_dot_xn<Q6K, 4>(n, w, a, as, nt, y, ys);
