@@ -57,6 +57,8 @@ class Predictive : public CachePolicy {
     xtrans_.assign(cross() ? shape.size() * E : 0, 0.0f);
     xrows_.assign(cross() ? shape.size() : 0, 0.0f);
     last_.assign(shape.size(), 0);
+    memo_.assign(shape.size(), 0.0);
+    memo_gen_.assign(shape.size(), 0);
     tick_ = 0;
     base_ = 0;
     clear_resident(shape, budget);
@@ -66,6 +68,7 @@ class Predictive : public CachePolicy {
     prev_.assign(shape.n_layer, {});
     routed_.assign(shape.n_layer, 0);
     resident_.assign(shape.size(), 0);
+    ++gen_;
   }
   void on_token(uint64_t now) override {
     // Decay by growing the weight of new events; renormalize before it overflows a float.
@@ -77,6 +80,7 @@ class Predictive : public CachePolicy {
     }
     w_ = o_.half_life > 0 ? static_cast<float>(std::exp2(double(now - base_) / o_.half_life)) : 1.0f;
     now_ = now;
+    ++gen_;
   }
   void hint_needed(int layer, std::span<const int32_t> experts, uint64_t) override {
     const size_t E = shape_.n_expert;
@@ -96,6 +100,7 @@ class Predictive : public CachePolicy {
     tokens_[layer] += w_;
     prev_[layer].assign(experts.begin(), experts.end());
     cur_layer_ = layer;
+    ++gen_;
   }
   // Keep the newcomer only if it is at least as likely to be needed next as its victim would be
   // (it is needed now, so this is about the next visit). Worth ~0.5 % hit rate on Mixtral.
@@ -136,7 +141,15 @@ class Predictive : public CachePolicy {
 
   // Expected hits per layer step of holding k until its layer's next visit. Within one layer's
   // pool the distance is the same for every candidate, so this ranks by probability alone.
+  // Memoized until the statistics change (a router choice or a new token): a prompt chunk evicts
+  // hundreds of experts per layer, each choice scanning every resident candidate.
   double value(ExpertKey k) const {
+    const size_t i = shape_.index(k);
+    if (memo_gen_[i] == gen_) return memo_[i];
+    memo_gen_[i] = gen_;
+    return memo_[i] = value_uncached(k);
+  }
+  double value_uncached(ExpertKey k) const {
     const int L = shape_.n_layer;
     const int steps = k.layer > cur_layer_ ? k.layer - cur_layer_ : k.layer - cur_layer_ + L;
     return with_cross_layer(k) / double(steps);
@@ -190,6 +203,9 @@ class Predictive : public CachePolicy {
   std::vector<uint64_t> routed_;            // [n_layer] token of that choice
   std::vector<uint8_t> resident_;           // [n_layer * n_expert]
   std::vector<uint64_t> last_;              // [n_layer * n_expert] recency stamp
+  mutable std::vector<double> memo_;         // [n_layer * n_expert] value() of generation memo_gen_
+  mutable std::vector<uint64_t> memo_gen_;
+  uint64_t gen_ = 1;   // bumped whenever value() may change
   uint64_t tick_ = 0;
   uint64_t base_ = 0;  // token the stored counts are scaled to
   float w_ = 1.0f;     // weight of an event at the current token
