@@ -68,7 +68,7 @@ bool ExpertCacheState::access(ExpertKey k, Admission* adm) {
   return false;
 }
 
-Admission ExpertCacheState::admit(ExpertKey k) {
+Admission ExpertCacheState::admit(ExpertKey k, bool predicted) {
   Admission out;
   policy_->on_miss(k, now_);
   const uint64_t need = shape_.bytes(k);
@@ -90,7 +90,7 @@ Admission ExpertCacheState::admit(ExpertKey k) {
     }
     // Everything needed now or pinned stays: if that leaves too little room, read transiently.
     if (cap - used + freeable < need) return out;
-    if (!policy_->should_admit(k, candidates_, now_)) return out;
+    if (!predicted && !policy_->should_admit(k, candidates_, now_)) return out;
     while (pool_used(k.layer) + need > cap) {
       const ExpertKey v = policy_->choose_victim(candidates_, now_);
       auto it = std::find(candidates_.begin(), candidates_.end(), v);

@@ -50,7 +50,9 @@ class ExpertCacheState {
   // admit() and returns false; `adm` (optional) receives the admission.
   bool access(ExpertKey k, Admission* adm = nullptr);
   // The miss path alone: on_miss, admission, eviction, insertion.
-  Admission admit(ExpertKey k);
+  // predicted: the expert is read ahead because the next layers' routers chose it on the current
+  // hidden state, stronger evidence than the policy's history, so its admission rule is skipped.
+  Admission admit(ExpertKey k, bool predicted = false);
   // A read ahead of demand (CachePolicy::prefetch_wanted): loads absent k into free space, or in
   // place of the policy's prefetch_victim choices. Returns whether k was loaded; `adm`
   // (optional) receives the victims. No on_miss/on_access: it is not a use.

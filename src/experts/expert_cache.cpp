@@ -156,7 +156,10 @@ void ExpertCache::complete(ReadOp* op) {
   if (--en.ops_left > 0) return;
   en.st = en.error ? St::Failed : St::Ready;
   if (!en.transient) state_->unpin(en.key);
-  if (en.prefetched) prefetch_inflight_ -= std::min(prefetch_inflight_, layer_slot_bytes(en.key.layer));
+  if (en.prefetch_io) {  // counted until its read lands, even if demand used it meanwhile
+    en.prefetch_io = false;
+    prefetch_inflight_ -= std::min(prefetch_inflight_, layer_slot_bytes(en.key.layer));
+  }
 }
 
 void ExpertCache::reap(bool wait) {
@@ -243,13 +246,14 @@ void ExpertCache::prefetch(int layer, const int32_t* experts, int n) {
     const ExpertKey k{layer, experts[i]};
     Entry& en = entries_[idx(layer, experts[i])];
     if (state_->resident(k) || en.transient || en.st != St::Absent) continue;
-    Admission adm = state_->admit(k);
+    Admission adm = state_->admit(k, /*predicted=*/true);
     if (!adm.admitted) continue;
     for (const ExpertKey& v : adm.evicted) drop_slot(v);
     en.slot = take_slot(layer);
     slots_[en.slot] = k;
     en.transient = false;
     en.prefetched = true;
+    en.prefetch_io = true;
     prefetch_inflight_ += layer_slot_bytes(layer);
     c_.prefetch_issued++;
     submit_reads(layer, k.expert, en, slot_mem(en.slot));

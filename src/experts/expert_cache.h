@@ -77,6 +77,7 @@ class ExpertCache final : public ExpertProvider {
     int slot = -1;           // cache slot, or transient buffer index when transient
     bool transient = false;
     bool prefetched = false; // read ahead of demand, not yet used
+    bool prefetch_io = false; // its prefetch read is in flight (counts against the window)
     bool demanded = false;   // requested by the current layer
     int ops_left = 0;
     int64_t error = 0;

@@ -106,6 +106,20 @@ TEST(CacheState, PinnedExpertsAreNeverEvicted) {
 
 // admit-2: free space is always filled; once full, an expert is kept only on its second use
 // within the window.
+// An expert read ahead because the next layers' routers chose it skips the admission rule
+// (the policy's history is weaker evidence than the router on the current hidden state).
+TEST(CacheState, PredictedPrefetchSkipsTheAdmissionRule) {
+  ExpertCacheState c(CacheShape::unit(1, 3), {1, false}, make_admit_n(2, 4));
+  c.begin_token(1);
+  c.access({0, 0});
+  c.begin_token(2);
+  EXPECT_FALSE(c.admit({0, 1}).admitted);  // a first demand miss: not admitted
+  const Admission adm = c.admit({0, 2}, /*predicted=*/true);
+  EXPECT_TRUE(adm.admitted);
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_TRUE(c.resident({0, 2}));
+}
+
 TEST(CacheState, AdmitAfterNUses) {
   ExpertCacheState c(CacheShape::unit(1, 3), {1, false}, make_admit_n(2, 4));
   c.begin_token(1);

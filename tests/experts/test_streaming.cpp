@@ -4,10 +4,13 @@
 // answers the next request correctly.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "../model/golden_util.h"
 #include "core/error.h"
+#include "experts/expert_cache.h"
+#include "experts/expert_store.h"
 #include "runtime/engine.h"
 
 using namespace strata;
@@ -160,4 +163,70 @@ TEST(ExpertStreaming, PersistentFaultFailsCleanlyThenRecovers) {
   // The same engine answers the next request correctly (the device recovered).
   const auto got = trace_logits(*eng, prompt);
   EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0);
+}
+
+namespace {
+// A backend whose reads land only when the test says so (then read synchronously with pread).
+class HeldBackend final : public IoBackend {
+ public:
+  explicit HeldBackend(std::vector<std::string> files) : files_(std::move(files)) {}
+  std::string describe() const override { return "held (test)"; }
+  bool direct() const override { return false; }
+  void submit(ReadOp* op) override { held_.push_back(op); }
+  int reap(ReadOp** out, int max, bool wait) override {
+    if (wait && ready_.empty()) land_all();
+    int n = 0;
+    while (n < max && !ready_.empty()) {
+      out[n++] = ready_.back();
+      ready_.pop_back();
+    }
+    return n;
+  }
+  int in_flight() const override { return static_cast<int>(held_.size() + ready_.size()); }
+  void land_all() {
+    for (ReadOp* op : held_) {
+      FILE* f = std::fopen(files_[op->file].c_str(), "rb");
+      std::fseek(f, static_cast<long>(op->offset), SEEK_SET);
+      op->result = static_cast<int64_t>(std::fread(op->dst, 1, op->len, f));
+      std::fclose(f);
+      ready_.push_back(op);
+    }
+    held_.clear();
+  }
+
+ private:
+  std::vector<std::string> files_;
+  std::vector<ReadOp*> held_, ready_;
+};
+}  // namespace
+
+// A prefetched expert that demand takes over before its read lands still frees its share of
+// the prefetch window when the read lands (it used to stay counted, and prefetching stalled).
+TEST(ExpertStreaming, PrefetchWindowIsReturnedWhenDemandTakesOverARead) {
+  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: prefetch window test SKIPPED !!!";
+  auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
+  ExpertStore store(model->gguf(), model->config(), model->weights());
+  int layer = 0;
+  while (!store.is_moe(layer)) ++layer;
+  auto io = std::make_unique<HeldBackend>(store.files());
+  HeldBackend* held = io.get();
+  ExpertCacheOptions o;
+  o.cache_bytes = 64ull << 20;
+  o.max_experts = 6;
+  o.prefetch_window = align_up(store.layer(layer).slot_bytes, kIoAlign);  // room for one prefetch in flight
+  ExpertCache cache(store, std::move(io), o);
+  cache.begin_batch(1);
+  const int32_t a = 0, b = 1;
+  cache.prefetch(layer, &a, 1);
+  EXPECT_EQ(cache.counters().prefetch_issued, 1u);
+  cache.request(layer, &a, 1);  // demand takes the prefetched expert while its read is in flight
+  ExpertMats m;
+  EXPECT_FALSE(cache.try_acquire(layer, a, &m));
+  held->land_all();
+  cache.acquire(layer, a);
+  cache.release(layer, a);
+  cache.prefetch(layer, &b, 1);  // the window is free again
+  EXPECT_EQ(cache.counters().prefetch_issued, 2u);
+  held->land_all();
+  cache.on_abort();
 }
