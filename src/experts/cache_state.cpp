@@ -68,6 +68,22 @@ bool ExpertCacheState::access(ExpertKey k, Admission* adm) {
   return false;
 }
 
+uint64_t ExpertCacheState::collect_candidates(int layer) {
+  candidates_.clear();
+  uint64_t freeable = 0;
+  const int pool = budget_.pool(layer);
+  for (int l = 0; l < shape_.n_layer; ++l) {
+    if (budget_.pool(l) != pool) continue;
+    for (int e = 0; e < shape_.n_expert; ++e) {
+      const ExpertKey c{l, e};
+      if (!evictable(shape_.index(c))) continue;
+      candidates_.push_back(c);
+      freeable += shape_.bytes(c);
+    }
+  }
+  return freeable;
+}
+
 Admission ExpertCacheState::admit(ExpertKey k, bool predicted) {
   Admission out;
   policy_->on_miss(k, now_);
@@ -76,18 +92,7 @@ Admission ExpertCacheState::admit(ExpertKey k, bool predicted) {
   const uint64_t used = pool_used(k.layer);
   if (need > cap) return out;
   if (used + need > cap) {
-    candidates_.clear();
-    uint64_t freeable = 0;
-    const int pool = budget_.pool(k.layer);
-    for (int l = 0; l < shape_.n_layer; ++l) {
-      if (budget_.pool(l) != pool) continue;
-      for (int e = 0; e < shape_.n_expert; ++e) {
-        const ExpertKey c{l, e};
-        if (!evictable(shape_.index(c))) continue;
-        candidates_.push_back(c);
-        freeable += shape_.bytes(c);
-      }
-    }
+    const uint64_t freeable = collect_candidates(k.layer);
     // Everything needed now or pinned stays: if that leaves too little room, read transiently.
     if (cap - used + freeable < need) return out;
     if (!predicted && !policy_->should_admit(k, candidates_, now_)) return out;
@@ -117,15 +122,8 @@ bool ExpertCacheState::prefetch(ExpertKey k, Admission* adm) {
   const uint64_t need = shape_.bytes(k);
   const uint64_t cap = pool_capacity(k.layer);
   if (need > cap) return false;
-  const int pool = budget_.pool(k.layer);
   while (pool_used(k.layer) + need > cap) {
-    candidates_.clear();
-    for (int l = 0; l < shape_.n_layer; ++l) {
-      if (budget_.pool(l) != pool) continue;
-      for (int e = 0; e < shape_.n_expert; ++e)
-        if (evictable(shape_.index({l, e}))) candidates_.push_back({l, e});
-    }
-    if (candidates_.empty()) return false;
+    if (collect_candidates(k.layer) == 0) return false;
     const std::optional<ExpertKey> v = policy_->prefetch_victim(k, candidates_, now_);
     if (!v) return false;
     STRATA_CHECK(std::find(candidates_.begin(), candidates_.end(), *v) != candidates_.end(), "policy {} chose ({}, {}) for a prefetch, not a candidate",

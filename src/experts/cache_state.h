@@ -64,6 +64,8 @@ class ExpertCacheState {
  private:
   bool evictable(size_t idx) const { return resident_[idx] && pins_[idx] == 0 && !needed_[idx]; }
   void evict(ExpertKey k);
+  // Fills candidates_ with the evictable experts of `layer`'s pool; returns their bytes.
+  uint64_t collect_candidates(int layer);
 
   CacheShape shape_;
   CacheBudget budget_;

@@ -86,10 +86,13 @@ ExpertCache::ExpertCache(const ExpertStore& store, std::unique_ptr<IoBackend> io
   free_slots_.assign(static_cast<size_t>(n_class), {});
   uint64_t off = 0;
   int slot = 0;
-  for (int c = 0; c < n_class; ++c)
-    for (uint64_t i = 0; i < n_slots[c]; ++i, ++slot, off += class_size_[c]) slot_off_[slot] = off;
-  for (int c = n_class - 1, s = slot_total ? static_cast<int>(slot_total) - 1 : -1; c >= 0; --c)
-    for (uint64_t i = 0; i < n_slots[c]; ++i, --s) free_slots_[c].push_back(s);
+  for (int c = 0; c < n_class; ++c) {
+    for (uint64_t i = 0; i < n_slots[c]; ++i, ++slot, off += class_size_[c]) {
+      slot_off_[slot] = off;
+      free_slots_[c].push_back(slot);
+    }
+    std::reverse(free_slots_[c].begin(), free_slots_[c].end());  // lowest slot taken first
+  }
   for (int t = n_transient - 1; t >= 0; --t) free_transient_.push_back(t);
 
   CacheShape shape;

@@ -70,13 +70,11 @@ void KvCache::read_slice(GgmlType t, const uint8_t* row, int off, int width, flo
 }
 
 void KvCache::read_k_slice(int l, int seq, int pos, int off, int width, float* out) const {
-  const Layer& L = layers_[l];
-  read_slice(opt_.type_k, L.k.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.k_row, off, width, out);
+  read_slice(opt_.type_k, k_row(l, seq, pos), off, width, out);
 }
 
 void KvCache::read_v_slice(int l, int seq, int pos, int off, int width, float* out) const {
-  const Layer& L = layers_[l];
-  read_slice(opt_.type_v, L.v.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.v_row, off, width, out);
+  read_slice(opt_.type_v, v_row(l, seq, pos), off, width, out);
 }
 
 void KvCache::store(int l, int seq, int pos, const float* k, const float* v) {
@@ -98,28 +96,27 @@ void KvCache::read_v(int l, int seq, int p0, int p1, float* out) const {
   read_rows(opt_.type_v, L.v.data() + idx * L.v_row, L.v_row, p1 - p0, L.v_width, out);
 }
 
+const uint8_t* KvCache::k_row(int l, int seq, int pos) const {
+  const Layer& L = layers_[l];
+  return L.k.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.k_row;
+}
+
+const uint8_t* KvCache::v_row(int l, int seq, int pos) const {
+  const Layer& L = layers_[l];
+  return L.v.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.v_row;
+}
+
 const uint16_t* KvCache::k_f16(int l, int seq, int pos) const {
-  if (opt_.type_k != GgmlType::F16) return nullptr;
-  const Layer& L = layers_[l];
-  return reinterpret_cast<const uint16_t*>(L.k.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.k_row);
+  return opt_.type_k == GgmlType::F16 ? reinterpret_cast<const uint16_t*>(k_row(l, seq, pos)) : nullptr;
 }
-
 const uint16_t* KvCache::v_f16(int l, int seq, int pos) const {
-  if (opt_.type_v != GgmlType::F16) return nullptr;
-  const Layer& L = layers_[l];
-  return reinterpret_cast<const uint16_t*>(L.v.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.v_row);
+  return opt_.type_v == GgmlType::F16 ? reinterpret_cast<const uint16_t*>(v_row(l, seq, pos)) : nullptr;
 }
-
 const float* KvCache::k_f32(int l, int seq, int pos) const {
-  if (opt_.type_k != GgmlType::F32) return nullptr;
-  const Layer& L = layers_[l];
-  return reinterpret_cast<const float*>(L.k.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.k_row);
+  return opt_.type_k == GgmlType::F32 ? reinterpret_cast<const float*>(k_row(l, seq, pos)) : nullptr;
 }
-
 const float* KvCache::v_f32(int l, int seq, int pos) const {
-  if (opt_.type_v != GgmlType::F32) return nullptr;
-  const Layer& L = layers_[l];
-  return reinterpret_cast<const float*>(L.v.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.v_row);
+  return opt_.type_v == GgmlType::F32 ? reinterpret_cast<const float*>(v_row(l, seq, pos)) : nullptr;
 }
 
 }  // namespace strata

@@ -70,6 +70,8 @@ class KvCache {
   void store_row(GgmlType t, const float* src, uint8_t* dst, int n) const;
   void read_rows(GgmlType t, const uint8_t* src, size_t row, int n_rows, int width, float* out) const;
   void read_slice(GgmlType t, const uint8_t* row, int off, int width, float* out) const;
+  const uint8_t* k_row(int l, int seq, int pos) const;  // the stored row of (layer, sequence, position)
+  const uint8_t* v_row(int l, int seq, int pos) const;
   KvCacheOptions opt_;
   std::vector<Layer> layers_;
   uint64_t bytes_ = 0;

@@ -228,7 +228,13 @@ void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
       for (int j = 0; j < m; ++j) scores[j] = c.k.dot_f32(d, q, keys[j]);
       softmax_cells(scores, cells, m, lc.kq_scale, lw.sinks.data + h);
       float* out = st.attn.data() + static_cast<size_t>(i) * hd + h * d;
-      attn_value_sum(scores, m, d, [&](int j) { return cells[j]; }, [&](int j) { return keys[j]; }, out, lanes, attn_sum_lanes(c.solo(i), d));
+      if (kf32) {  // llama.cpp's association (f32 caches are what the goldens use)
+        attn_value_sum(scores, m, d, [&](int j) { return cells[j]; }, [&](int j) { return keys[j]; }, out, lanes, attn_sum_lanes(c.solo(i), d));
+      } else {  // f16/q8_0: no order to follow, vectorized
+        std::fill(out, out + d, 0.0f);
+        for (int j = 0; j < m; ++j)
+          if (scores[j] != 0.0f) c.k.axpy_f32(d, scores[j], keys[j], out);
+      }
       rope_cache(rp, static_cast<float>(pos), cs);
       rope_apply(rp, cs, out + d - r, /*inverse=*/true);
     }
