@@ -48,6 +48,7 @@ class IoBackend {
   // Returns completed ops (up to max); with wait, blocks until at least one completes
   // (returns 0 only when nothing is in flight).
   virtual int reap(ReadOp** out, int max, bool wait) = 0;
+  // Ops submitted and not yet returned by reap (finished reads waiting to be reaped included).
   virtual int in_flight() const = 0;
 };
 

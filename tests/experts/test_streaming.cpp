@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "../model/golden_util.h"
 #include "core/error.h"
 #include "experts/expert_cache.h"
 #include "experts/expert_store.h"
+#include "experts/io_backend.h"
 #include "runtime/engine.h"
 
 using namespace strata;
@@ -163,6 +166,38 @@ TEST(ExpertStreaming, PersistentFaultFailsCleanlyThenRecovers) {
   // The same engine answers the next request correctly (the device recovered).
   const auto got = trace_logits(*eng, prompt);
   EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0);
+}
+
+// A finished read counts as in flight until it is reaped: callers drain with
+// `while (in_flight()) reap(true)` and then reset the ops' owners, so an op left unreaped
+// would complete later into a reset entry (the pread pool used to stop counting it as soon as
+// its worker finished, and a server crashed after a failed request).
+TEST(ExpertIo, FinishedReadsCountUntilReaped) {
+  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: io backend test SKIPPED !!!";
+  const std::vector<std::string> files{fixtures_dir() + "/qwen3moe-q4_k_m/model.gguf"};
+  IoOptions opt;
+  std::vector<std::unique_ptr<IoBackend>> backends;
+  backends.push_back(make_pread_backend(files, opt, /*direct=*/false));
+  backends.push_back(make_faulty_backend(files, opt, FaultPlan{.eio_every = 0, .short_every = 2, .fail_first = 0}));
+  backends.push_back(make_io_backend(files, opt));
+  for (auto& io : backends) {
+    alignas(4096) static uint8_t buf[3][8192];
+    ReadOp ops[3];
+    for (int i = 0; i < 3; ++i) {
+      ops[i].offset = 4096u * static_cast<uint64_t>(i);
+      ops[i].len = ops[i].min_len = 8192;
+      ops[i].dst = buf[i];
+      io->submit(&ops[i]);
+    }
+    EXPECT_EQ(io->in_flight(), 3) << io->describe();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // every read has landed by now
+    EXPECT_EQ(io->in_flight(), 3) << io->describe() << ": finished but unreaped reads must still count";
+    int got = 0;
+    ReadOp* done[8];
+    while (io->in_flight() > 0) got += io->reap(done + got, 8 - got, true);
+    EXPECT_EQ(got, 3) << io->describe();
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(ops[i].result, 8192) << io->describe();
+  }
 }
 
 namespace {
