@@ -253,6 +253,8 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
 // matmul of n tokens against one matrix, per path:
 //   old     vec_dot per token (n = 512 only: the baseline of the multi-token kernels)
 //   int8    what matmul does: activations quantized to Q8_0 / Q8_K, multi-token vec_dot_xn
+//   i8-512  the same with the AVX-512 VNNI table (where the CPU has it; bit-identical results)
+//   i8-vnni the same with the 256-bit VNNI table (AVX-VNNI, or its EVEX form on AVX-512)
 //   blas    matmul_blas (what `--gemm blas` runs for n >= 128): weight tiles of up to 128 rows
 //           dequantized into a reused f32 buffer, then OpenBLAS cblas_sgemm against the f32
 //           activations; at 2 threads our pool hands tiles to the threads and OpenBLAS runs
@@ -265,11 +267,13 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
 
 constexpr int64_t kGemmTokens[] = {8, 32, 128, 512};
 
-enum class GemmPath { Old, Int8, Blas, BlasOb, Sgemm };
+enum class GemmPath { Old, Int8, Int8Avx512, Int8Vnni, Blas, BlasOb, Sgemm };
 const char* gemm_path_name(GemmPath p) {
   switch (p) {
     case GemmPath::Old: return "old";
     case GemmPath::Int8: return "int8";
+    case GemmPath::Int8Avx512: return "i8-512";
+    case GemmPath::Int8Vnni: return "i8-vnni";
     case GemmPath::Blas: return "blas";
     case GemmPath::BlasOb: return "blasob";
     case GemmPath::Sgemm: return "sgemm";
@@ -286,9 +290,11 @@ std::map<GemmKey, std::map<std::string, std::vector<double>>>& gemm_results() {
 
 void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n, GemmPath path) {
   const int threads = static_cast<int>(state.range(0));
-  const KernelTable* base = kernel_table(Isa::Avx2);
+  const KernelTable* base = kernel_table(path == GemmPath::Int8Avx512 ? Isa::Avx512
+                                         : path == GemmPath::Int8Vnni ? Isa::AvxVnni
+                                                                      : Isa::Avx2);
   if (!base || !base->vec_dot[static_cast<uint32_t>(t)]) {
-    state.SkipWithError("no AVX2 kernel for this format");
+    state.SkipWithError("no kernel table for this path on this CPU");
     return;
   }
 #ifndef STRATA_HAVE_OPENBLAS
@@ -324,7 +330,9 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, in
   auto once = [&] {
     switch (path) {
       case GemmPath::Old:
-      case GemmPath::Int8: matmul(k, tp, m, x.data(), n, y.data(), s); break;
+      case GemmPath::Int8:
+      case GemmPath::Int8Avx512:
+      case GemmPath::Int8Vnni: matmul(k, tp, m, x.data(), n, y.data(), s); break;
 #ifdef STRATA_HAVE_OPENBLAS
       case GemmPath::Blas:
         openblas_set_num_threads(1);
@@ -345,7 +353,7 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, in
     }
   };
   once();  // warm-up (scratch, OpenBLAS buffers)
-  if (path != GemmPath::Old && path != GemmPath::Int8) {
+  if (path != GemmPath::Old && path != GemmPath::Int8 && path != GemmPath::Int8Avx512 && path != GemmPath::Int8Vnni) {
     // Validation: the f32 product against the int8 one (they differ by the activations'
     // 8-bit rounding only: ~1e-2 relative).
     std::vector<float> y8(y.size());
@@ -390,13 +398,14 @@ void print_gemm_summary() {
   auto& r = gemm_results();
   if (r.empty()) return;
 #ifdef STRATA_HAVE_OPENBLAS
-  std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels, %s.\n", openblas_get_config());
+  std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels (i8-512: AVX-512 VNNI), %s.\n", openblas_get_config());
 #else
-  std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels; built without OpenBLAS: no blas columns.\n");
+  std::printf("\nmatmul with n tokens (prompt GEMM), AVX2 kernels (i8-512: AVX-512 VNNI); built without OpenBLAS: no blas columns.\n");
 #endif
   std::printf("Cells: median tokens/s (GFLOP/s) over the repetitions; 1T per second of thread CPU time, 2T\n"
               "per second of wall time. blas/int8: best BLAS variant over int8 at that thread count.\n");
-  const char* cols[] = {"old 1T", "int8 1T", "blas 1T", "sgemm 1T", "old 2T", "int8 2T", "blas 2T", "blasob 2T"};
+  const char* cols[] = {"old 1T", "int8 1T", "i8-vnni 1T", "i8-512 1T", "blas 1T",   "sgemm 1T",
+                        "old 2T", "int8 2T", "i8-vnni 2T", "i8-512 2T", "blas 2T", "blasob 2T"};
   std::vector<const char*> shown;
   for (const char* c : cols)
     for (auto& [_, m] : r)
@@ -445,7 +454,7 @@ void print_summary() {
               "(x.xx) = fraction of the DRAM read bandwidth measured right before/after at the same thread count\n",
               kWeightBytes >> 20, static_cast<long long>(kCols));
   std::vector<std::string> cols;
-  for (const char* isa : {"scalar", "avx2", "avx512"})
+  for (const char* isa : {"scalar", "avx2", "avxvnni", "avx512"})
     for (const char* c : {" 1T", " 2T", " L2-hot 1T"}) {
       const std::string name = std::string(isa) + c;
       for (auto& [_, m] : r)
@@ -494,6 +503,8 @@ void register_all() {
         if (n != 512 && !full(t)) continue;
         if (n == 512) reg_gemm(t, sh, n, GemmPath::Old, {1, 2});
         reg_gemm(t, sh, n, GemmPath::Int8, {1, 2});
+        if (kernel_table(Isa::AvxVnni)) reg_gemm(t, sh, n, GemmPath::Int8Vnni, {1, 2});
+        if (kernel_table(Isa::Avx512)) reg_gemm(t, sh, n, GemmPath::Int8Avx512, {1, 2});
         if (!full(t)) continue;
         reg_gemm(t, sh, n, GemmPath::Blas, {1, 2});
         reg_gemm(t, sh, n, GemmPath::Sgemm, {1});
@@ -506,14 +517,16 @@ void register_all() {
   const GgmlType formats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::F16, GgmlType::BF16};
   for (GgmlType t : formats)
-    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
       const std::string name = std::string("gemv/") + ggml_type_name(t) + "/" + isa_name(isa);
       benchmark::RegisterBenchmark(name.c_str(), BM_Gemv, isa, t)->Arg(1)->Arg(2)->ArgName("threads")->MinTime(kMinTime)->UseRealTime();
     }
-  for (GgmlType t : formats) {
-    const std::string name = std::string("gemv_l2hot/") + ggml_type_name(t) + "/avx2";
-    benchmark::RegisterBenchmark(name.c_str(), BM_GemvHot, Isa::Avx2, t)->MinTime(0.1)->UseRealTime();
-  }
+  for (GgmlType t : formats)
+    for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+      if (!kernel_table(isa)) continue;
+      const std::string name = std::string("gemv_l2hot/") + ggml_type_name(t) + "/" + isa_name(isa);
+      benchmark::RegisterBenchmark(name.c_str(), BM_GemvHot, isa, t)->MinTime(0.1)->UseRealTime();
+    }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ const char* isa_name(Isa isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
+    case Isa::AvxVnni: return "avxvnni";
   }
   return "?";
 }
@@ -26,6 +27,7 @@ bool isa_supported(Isa isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return f.has_avx2_set();
     case Isa::Avx512: return f.has_avx512_set();
+    case Isa::AvxVnni: return f.has_avx2_set() && (f.avxvnni || f.has_avx512_set());
   }
   return false;
 }
@@ -34,17 +36,19 @@ struct Tables {
   std::array<KernelTable, kIsaCount> t;
   Tables() {
     fill_scalar_table(t[0]);
-    // Higher tables start as copies of the scalar one and override what they specialize.
-    t[1] = t[0];
-    fill_avx2_table(t[1]);
-    t[2] = t[1];
-    fill_avx512_table(t[2]);
-    // A multi-token kernel mirrors one single-token kernel bit for bit: where a higher table
-    // replaced vec_dot but kept the inherited vec_dot_xn, drop it (matmul loops vec_dot).
-    for (int h = 1; h < kIsaCount; ++h)
+    // Every other table starts as a copy of its parent (AVX2's is scalar, the VNNI ones' is
+    // AVX2) and overrides what it specializes.
+    constexpr int parent[kIsaCount] = {0, 0, 1, 1};
+    void (*const fill[kIsaCount])(KernelTable&) = {nullptr, fill_avx2_table, fill_avx512_table, fill_avxvnni_table};
+    for (int h : {1, 2, 3}) {
+      t[h] = t[parent[h]];
+      fill[h](t[h]);
+      // A multi-token kernel mirrors one single-token kernel bit for bit: where a table
+      // replaced vec_dot but kept the inherited vec_dot_xn, drop it (matmul loops vec_dot).
       for (uint32_t i = 0; i < kGgmlTypeCount; ++i)
-        if (t[h].vec_dot[i] != t[h - 1].vec_dot[i] && t[h].vec_dot_xn[i] == t[h - 1].vec_dot_xn[i])
+        if (t[h].vec_dot[i] != t[parent[h]].vec_dot[i] && t[h].vec_dot_xn[i] == t[parent[h]].vec_dot_xn[i])
           t[h].vec_dot_xn[i] = nullptr;
+    }
   }
 };
 
@@ -65,7 +69,7 @@ const KernelTable* kernel_table(Isa isa) {
 const KernelTable& kernels() {
   const KernelTable* k = g_selected.load(std::memory_order_acquire);
   if (k) return *k;
-  for (Isa isa : {Isa::Avx512, Isa::Avx2, Isa::Scalar}) {
+  for (Isa isa : {Isa::Avx512, Isa::AvxVnni, Isa::Avx2, Isa::Scalar}) {
     if (const KernelTable* t = kernel_table(isa)) {
       g_selected.store(t, std::memory_order_release);
       return *t;
@@ -84,8 +88,9 @@ Isa parse_isa(const char* name) {
   if (!std::strcmp(name, "scalar")) return Isa::Scalar;
   if (!std::strcmp(name, "avx2")) return Isa::Avx2;
   if (!std::strcmp(name, "avx512")) return Isa::Avx512;
+  if (!std::strcmp(name, "avxvnni")) return Isa::AvxVnni;
   if (!std::strcmp(name, "auto")) return kernels().isa;
-  fail("unknown ISA '{}' (expected scalar, avx2, avx512 or auto)", name);
+  fail("unknown ISA '{}' (expected scalar, avx2, avxvnni, avx512 or auto)", name);
 }
 
 }  // namespace strata

@@ -17,8 +17,10 @@ namespace strata {
 using VecDotXnFn = void (*)(int64_t n, const void* w, const void* a, size_t a_stride, int n_tok, float* y,
                             int64_t y_stride);
 
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
-inline constexpr int kIsaCount = 3;
+// AvxVnni: 256-bit VNNI kernels, VEX-encoded on AVX-VNNI CPUs and EVEX-encoded on AVX-512
+// VNNI ones. Auto-selection prefers Avx512, then AvxVnni, then Avx2.
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, AvxVnni = 3 };
+inline constexpr int kIsaCount = 4;
 const char* isa_name(Isa isa);
 
 struct KernelTable {
@@ -54,12 +56,13 @@ const KernelTable* kernel_table(Isa isa);
 const KernelTable& kernels();
 // Forces an ISA (--isa); throws if unavailable on this CPU.
 void select_isa(Isa isa);
-// Parses "scalar" | "avx2" | "avx512" | "auto".
+// Parses "scalar" | "avx2" | "avxvnni" | "avx512" | "auto".
 Isa parse_isa(const char* name);
 
 // Per-ISA constructors (each defined in its own translation unit).
 void fill_scalar_table(KernelTable& t);
 void fill_avx2_table(KernelTable& t);
 void fill_avx512_table(KernelTable& t);
+void fill_avxvnni_table(KernelTable& t);
 
 }  // namespace strata

@@ -112,7 +112,9 @@ TEST(ExpertStreaming, SizeClassesForMixedQuantLayers) {
     uint64_t slot_bytes = 0;
     for (int c = 0; c < nc; ++c) {
       EXPECT_GT(cache->class_slots(c), 0) << set << " class " << c;
-      if (c > 0) EXPECT_GT(cache->class_slot_bytes(c), cache->class_slot_bytes(c - 1)) << set;
+      if (c > 0) {
+        EXPECT_GT(cache->class_slot_bytes(c), cache->class_slot_bytes(c - 1)) << set;
+      }
       slots += cache->class_slots(c);
       slot_bytes += static_cast<uint64_t>(cache->class_slots(c)) * cache->class_slot_bytes(c);
     }

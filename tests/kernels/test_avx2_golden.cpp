@@ -64,11 +64,20 @@ TEST(Avx2Golden, VecDotMatchesLlamaCpp) {
   check_vec_dot_golden(k);
 }
 
-// The AVX-512 VNNI kernels (Q8_0, Q4_0, Q4_K, Q6_K; the rest of that table is AVX2) only run
+// The AVX-512 VNNI kernels (the formats MoE models use; the rest of that table is AVX2) only run
 // where the CPU has AVX-512 VNNI.
 TEST(Avx512Golden, VecDotMatchesLlamaCpp) {
   const KernelTable* k = kernel_table(Isa::Avx512);
   if (!k) GTEST_SKIP() << "*** no AVX-512 VNNI on this CPU: the AVX-512 kernels are NOT tested here ***";
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***";
+  check_vec_dot_golden(k);
+}
+
+// The 256-bit VNNI kernels run where the CPU has AVX-VNNI (VEX) or AVX-512 VNNI (EVEX).
+TEST(AvxVnniGolden, VecDotMatchesLlamaCpp) {
+  const KernelTable* k = kernel_table(Isa::AvxVnni);
+  if (!k) GTEST_SKIP() << "*** no AVX-VNNI or AVX-512 VNNI on this CPU: the VNNI kernels are NOT tested here ***";
   if (!fs::exists(kDir / "README.md"))
     GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***";
   check_vec_dot_golden(k);
@@ -288,7 +297,7 @@ TEST(KernelAssociation, F32x8MatchesOneAccumulatorOrderOnEveryTable) {
     float acc[8] = {};
     for (int64_t i = 0; i < n; ++i) acc[i % 8] = std::fma(x[i], y[i], acc[i % 8]);
     const float want = hsum8(acc);
-    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
       const KernelTable* k = kernel_table(isa);
       if (!k) continue;
       ASSERT_NE(k->dot_f32_x8, nullptr) << k->name;

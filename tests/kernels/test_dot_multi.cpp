@@ -62,7 +62,7 @@ std::vector<uint8_t> random_act(const KernelTable& k, GgmlType at, int64_t cols,
 
 std::vector<const KernelTable*> simd_tables() {
   std::vector<const KernelTable*> v;
-  for (Isa isa : {Isa::Avx2, Isa::Avx512})
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni})
     if (const KernelTable* k = kernel_table(isa)) v.push_back(k);
   return v;
 }
@@ -112,18 +112,73 @@ TEST(DotMulti, BitIdenticalToSingleToken) {
   EXPECT_GT(checked, 0);
 }
 
+// Every SIMD table above AVX2 (AVX-512, AVX-VNNI) gives, for one token and for several, exactly the AVX2
+// kernel's float: the same logits on every machine, and llama.cpp's wherever AVX2's are. Checked
+// on every golden row (zeros, subnormals, near-max, outliers) and on random rows and batches.
+TEST(DotMulti, WiderTablesBitIdenticalToAvx2) {
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (wider SIMD tables NOT checked) ***";
+  const KernelTable* a2 = kernel_table(Isa::Avx2);
+  std::vector<const KernelTable*> wide;
+  for (Isa isa : {Isa::Avx512, Isa::AvxVnni})
+    if (const KernelTable* k = kernel_table(isa)) wide.push_back(k);
+  if (!a2 || wide.empty())
+    GTEST_SKIP() << "*** no AVX-512 VNNI or AVX-VNNI on this CPU: the VNNI kernels are NOT checked here ***";
+  std::mt19937 rng(23);
+  for (const KernelTable* a5 : wide) {
+  int overridden = 0;
+  for (const char* stem : kXnTypes) {
+    const Golden g = load_golden(stem);
+    const auto ti = static_cast<uint32_t>(g.type);
+    const VecDotFn ref = a2->vec_dot[ti], dot = a5->vec_dot[ti];
+    const VecDotXnFn xn = a5->vec_dot_xn[ti];
+    if (dot == ref) continue;
+    ++overridden;
+    ASSERT_NE(xn, nullptr) << a5->name << " " << stem << ": a vec_dot without its multi-token kernel";
+    for (int64_t r = 0; r < g.rows; ++r) {
+      const uint8_t* w = g.blocks.data() + r * g.row_bytes;
+      const float want = ref(g.cols, w, g.act_blocks.data());
+      const float got = dot(g.cols, w, g.act_blocks.data());
+      if (std::isnan(want) && std::isnan(got)) continue;
+      ASSERT_EQ(bits(got), bits(want)) << a5->name << " " << stem << " golden row " << r << ": " << got << " vs AVX2 " << want;
+    }
+    const GgmlType at = matmul_act_type(g.type);
+    const int64_t bs = ggml_info(g.type).block_size;
+    for (int64_t cols : bs == 256 ? std::vector<int64_t>{256, 768, 2304} : std::vector<int64_t>{32, 64, 96, 4096}) {
+      const auto w = random_rows(g, 1, cols, rng);
+      for (int n_tok : {1, 2, 5, 8, 9, 19}) {
+        SCOPED_TRACE(std::string(a5->name) + " " + stem + " cols=" + std::to_string(cols) + " n_tok=" + std::to_string(n_tok));
+        const size_t stride = ggml_row_size(at, cols) + 32 * (n_tok % 2);
+        const auto act = random_act(*a2, at, cols, n_tok, stride, rng);
+        std::vector<float> y(n_tok, -1.0f);
+        xn(cols, w.data(), act.data(), stride, n_tok, y.data(), 1);
+        for (int t = 0; t < n_tok; ++t) {
+          const float want = ref(cols, w.data(), act.data() + t * stride);
+          ASSERT_EQ(bits(dot(cols, w.data(), act.data() + t * stride)), bits(want)) << "token " << t;
+          ASSERT_EQ(bits(y[t]), bits(want)) << "token " << t << " (multi-token)";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(overridden, 8) << a5->name << " covers q4_k q5_k q6_k iq4_xs q8_0 q4_0 iq4_nl mxfp4";
+  }
+}
+
 // The scalar table has no multi-token kernels; a table whose vec_dot differs from the one a
-// multi-token kernel mirrors (AVX-512 overrides) must not keep that kernel.
+// multi-token kernel mirrors must not keep that kernel.
 TEST(DotMulti, TablesPairWithTheirSingleTokenKernel) {
   const KernelTable* s = kernel_table(Isa::Scalar);
   ASSERT_NE(s, nullptr);
   for (uint32_t i = 0; i < kGgmlTypeCount; ++i) EXPECT_EQ(s->vec_dot_xn[i], nullptr) << i;
   const KernelTable* a2 = kernel_table(Isa::Avx2);
-  const KernelTable* a5 = kernel_table(Isa::Avx512);
-  if (!a2 || !a5) GTEST_SKIP() << "needs both AVX2 and AVX-512 tables";
-  for (uint32_t i = 0; i < kGgmlTypeCount; ++i) {
-    if (a5->vec_dot[i] != a2->vec_dot[i]) {
-      EXPECT_NE(a5->vec_dot_xn[i], a2->vec_dot_xn[i]) << i;
+  if (!a2) GTEST_SKIP() << "needs the AVX2 table";
+  for (Isa isa : {Isa::Avx512, Isa::AvxVnni}) {
+    const KernelTable* w = kernel_table(isa);
+    if (!w) continue;
+    for (uint32_t i = 0; i < kGgmlTypeCount; ++i) {
+      if (w->vec_dot[i] != a2->vec_dot[i]) {
+        EXPECT_NE(w->vec_dot_xn[i], a2->vec_dot_xn[i]) << w->name << " type " << i;
+      }
     }
   }
 }

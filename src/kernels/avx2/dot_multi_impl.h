@@ -1,0 +1,256 @@
+#pragma once
+// Multi-token dot products over 256-bit integer vectors, shared by the AVX2 table
+// (dot_multi_avx2.cpp) and the AVX-VNNI table (kernels/avxvnni): templates over `Ops`, which
+// supplies the two integer accumulation steps --
+//   Ops::madd_acc(acc, p16, s16)  acc + madd(p16, s16)   (AVX2: vpmaddwd + vpaddd; VNNI: vpdpwssd)
+//   Ops::dot_u8i8(u, s)           8 int32 sums of 4 u8 x s8 products (AVX2: vpmaddubsw +
+//                                 vpmaddwd with ones; VNNI: vpdpbusd)
+// Both give the same integers, so every table built on these gives the same floats.
+// One weight row against up to N activation rows: each weight block is unpacked once (codes,
+// scales, sign masks) and reused for every token; per token the integer products and the float
+// accumulation are exactly those of the AVX2 single-token kernels in dot_kquants_avx2.cpp /
+// dot_legacy_avx2.cpp: the same int32 value in every lane before the conversion (int32 adds are
+// exact, so grouping them differently changes nothing), the same block scale product, the same
+// fused multiply-add per block in block order, the same horizontal sums. Result: bit-identical
+// to vec_dot for every token, whatever the batch (tests/kernels/test_dot_multi.cpp).
+// Include only from translation units compiled with at least -mavx2 -mfma -mf16c; everything
+// here has internal linkage, so each table's copy keeps its own instructions.
+#include "kernels/avx2/avx2_common.h"
+
+namespace strata::avx2 {
+namespace {
+
+// Activation block i of token t.
+template <class B>
+inline const B* act_block(const uint8_t* act, size_t stride, int t, int64_t i) {
+  return reinterpret_cast<const B*>(act + static_cast<size_t>(t) * stride) + i;
+}
+
+// ---- 256-value super-blocks, Q8_K activations ---------------------------------------------
+
+// Q4_K and Q5_K: 8 sub-blocks of 32 values with 6-bit scales and mins; Q5_K's codes take a
+// fifth bit from qh (k4_codes).
+template <class Block, bool kFifthBit, class Ops>
+struct K4 {
+  template <int N>
+  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
+    const auto* w = static_cast<const Block*>(vw);
+    const int64_t nb = n / QK_K;
+    __m256 acc[N], acc_m[N];
+    for (int t = 0; t < N; ++t) acc[t] = acc_m[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      prefetch_block(w + i, sizeof(Block));
+      const float wd = h2f(w[i].d), wdmin = h2f(w[i].dmin);
+      const K4Scales ks = k4_scales(w[i].scales);
+      __m256i qh = _mm256_setzero_si256();
+      if constexpr (kFifthBit) qh = load256(w[i].qh);
+      __m256i sum[N];
+      for (int t = 0; t < N; ++t) sum[t] = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        __m256i lo, hi;
+        k4_codes<kFifthBit>(w[i].qs, qh, c, lo, hi);
+        const __m256i slo = bcast_i16(ks.sc16, 2 * c), shi = bcast_i16(ks.sc16, 2 * c + 1);
+        for (int t = 0; t < N; ++t) {
+          const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 64 * c;
+          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(lo, load256(q8)), slo);
+          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(hi, load256(q8 + 32)), shi);
+        }
+      }
+      for (int t = 0; t < N; ++t) {
+        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
+        const float d = a->d * wd, dmin = a->d * wdmin;
+        const __m256i msum = _mm256_madd_epi16(ks.mins, load256(a->bsums));
+        acc_m[t] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]) - hsum_ps(acc_m[t]);
+  }
+};
+
+template <class Ops>
+struct Q6K {
+  template <int N>
+  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
+    const auto* w = static_cast<const block_q6_K*>(vw);
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      prefetch_block(w + i, sizeof(block_q6_K));
+      const float wd = h2f(w[i].d);
+      const __m128i sc8 = load128(w[i].scales);
+      const __m256i sc_all = _mm256_cvtepi8_epi16(sc8);
+      __m256i sum[N];
+      for (int t = 0; t < N; ++t) sum[t] = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = load256(w[i].ql + 64 * h);
+        const __m256i ql1 = load256(w[i].ql + 64 * h + 32);
+        const __m256i qh = load256(w[i].qh + 32 * h);
+        const __m256i sch = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8, 8) : sc8));
+        const __m256i v0 = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        const __m256i v1 = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        const __m256i v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+        const __m256i v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        const __m256i s0 = scale_pair16(sch, 0), s1 = scale_pair16(sch, 1);
+        const __m256i s2 = scale_pair16(sch, 2), s3 = scale_pair16(sch, 3);
+        for (int t = 0; t < N; ++t) {
+          const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 128 * h;
+          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(v0, load256(q8)), s0);
+          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(v1, load256(q8 + 32)), s1);
+          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(v2, load256(q8 + 64)), s2);
+          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(v3, load256(q8 + 96)), s3);
+        }
+      }
+      for (int t = 0; t < N; ++t) {
+        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc_all, load256(a->bsums)), 5);
+        const float d = a->d * wd;
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sum[t], off)), acc[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);
+  }
+};
+
+template <class Ops>
+struct IQ4XS {
+  template <int N>
+  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
+    const auto* w = static_cast<const block_iq4_xs*>(vw);
+    const int64_t nb = n / QK_K;
+    const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues));
+    __m256 acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      prefetch_block(w + i, sizeof(block_iq4_xs));
+      const float wd = h2f(w[i].d);
+      const __m256i sc16 = _mm256_broadcastsi128_si256(unpack_iq4xs_scales(w[i].scales_l, w[i].scales_h));
+      __m256i sum[N];
+      for (int t = 0; t < N; ++t) sum[t] = _mm256_setzero_si256();
+      for (int ib = 0; ib < 8; ib += 2) {
+        const __m256i q0 = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs + 16 * ib));
+        const __m256i q1 = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs + 16 * ib + 16));
+        const __m256i u0 = _mm256_sign_epi8(q0, q0), u1 = _mm256_sign_epi8(q1, q1);
+        const __m256i s0 = bcast_i16(sc16, ib), s1 = bcast_i16(sc16, ib + 1);
+        for (int t = 0; t < N; ++t) {
+          const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 32 * ib;
+          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(u0, _mm256_sign_epi8(load256(q8), q0)), s0);
+          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(u1, _mm256_sign_epi8(load256(q8 + 32), q1)), s1);
+        }
+      }
+      for (int t = 0; t < N; ++t) {
+        const float d = act_block<block_q8_K>(act, as, t, i)->d * wd;
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);
+  }
+};
+
+// ---- 32-value blocks with signed codes, Q8_0 activations ----------------------------------
+// Every format below reduces to: signed codes q (no -128) and a float weight scale per block;
+// the single-token kernels compute fmadd(set1(wscale * h2f(a.d)), cvt(dot_i8i8(q, a.qs)), acc).
+// Decode(block) -> {q, wscale} is the only per-format part.
+
+template <class Decode, class Ops>
+struct Legacy {
+  template <int N>
+  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
+    using W = typename Decode::Block;
+    const auto* w = static_cast<const W*>(vw);
+    const int64_t nb = n / 32;
+    const Decode dec;
+    __m256 acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      Decode::prefetch(w, i);
+      float ws;
+      const __m256i q = dec.codes(w[i], ws);
+      const __m256i u = _mm256_sign_epi8(q, q);
+      for (int t = 0; t < N; ++t) {
+        const block_q8_0* a = act_block<block_q8_0>(act, as, t, i);
+        const __m256 d = _mm256_set1_ps(ws * h2f(a->d));
+        const __m256i p = Ops::dot_u8i8(u, _mm256_sign_epi8(load256(a->qs), q));
+        acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);
+  }
+};
+
+struct DecQ8_0 {
+  using Block = block_q8_0;
+  static void prefetch(const Block* w, int64_t i) {
+    if ((i & 1) == 0) {
+      avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
+      avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead + 64);
+    }
+  }
+  __m256i codes(const Block& b, float& ws) const {
+    ws = h2f(b.d);
+    return load256(b.qs);
+  }
+};
+
+struct DecQ4_0 {
+  using Block = block_q4_0;
+  const __m256i eight = _mm256_set1_epi8(8);
+  static void prefetch(const Block* w, int64_t i) { avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead); }
+  __m256i codes(const Block& b, float& ws) const {
+    ws = h2f(b.d);
+    return _mm256_sub_epi8(nibbles_split16(b.qs), eight);
+  }
+};
+
+struct DecIq4nl {
+  using Block = block_iq4_nl;
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues));
+  static void prefetch(const Block* w, int64_t i) { avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead); }
+  __m256i codes(const Block& b, float& ws) const {
+    ws = h2f(b.d);
+    return _mm256_shuffle_epi8(table, nibbles_split16(b.qs));
+  }
+};
+
+struct DecMxfp4 {
+  using Block = block_mxfp4;
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4Values));
+  static void prefetch(const Block* w, int64_t i) { avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead); }
+  __m256i codes(const Block& b, float& ws) const {
+    ws = e8m0_half(b.e);
+    return _mm256_shuffle_epi8(table, nibbles_split16(b.qs));
+  }
+};
+
+// ---- dispatch: groups of NMax tokens, then one call for the remainder ----------------------
+
+template <class K, int M>
+inline void run_tail(int m, int64_t n, const void* w, const uint8_t* a, size_t as, float* y, int64_t ys) {
+  if constexpr (M >= 1) {
+    if (m == M) K::template run<M>(n, w, a, as, y, ys);
+    else run_tail<K, M - 1>(m, n, w, a, as, y, ys);
+  }
+}
+
+template <class K, int NMax>
+void xn(int64_t n, const void* w, const void* va, size_t as, int n_tok, float* y, int64_t ys) {
+  const auto* a = static_cast<const uint8_t*>(va);
+  for (; n_tok >= NMax; n_tok -= NMax, a += NMax * as, y += NMax * ys) K::template run<NMax>(n, w, a, as, y, ys);
+  if (n_tok > 0) run_tail<K, NMax - 1>(n_tok, n, w, a, as, y, ys);
+}
+
+
+// One token through a multi-token kernel: the single-token vec_dot of a table built on these.
+template <class K>
+float one(int64_t n, const void* w, const void* a) {
+  float y;
+  K::template run<1>(n, w, static_cast<const uint8_t*>(a), 0, &y, 1);
+  return y;
+}
+
+}  // namespace
+}  // namespace strata::avx2
