@@ -30,6 +30,24 @@ inline const B* act_block(const uint8_t* act, size_t stride, int t, int64_t i) {
 
 // Q4_K and Q5_K: 8 sub-blocks of 32 values with 6-bit scales and mins; Q5_K's codes take a
 // fifth bit from qh (k4_codes).
+// Per-token int32 accumulators. A lone token (gemv) would be bound by the latency of the chain
+// through its accumulator (VNNI adds into it), so it gets two chains, taken in turn; integer
+// sums are exact, so the split changes no result.
+template <int N>
+struct Sums {
+  static constexpr int kChains = N == 1 ? 2 : 1;
+  __m256i s[N][kChains];
+  Sums() {
+    for (auto& t : s)
+      for (auto& c : t) c = _mm256_setzero_si256();
+  }
+  __m256i& operator()(int t, int chain) { return s[t][chain % kChains]; }
+  __m256i total(int t) const {
+    if constexpr (kChains == 2) return _mm256_add_epi32(s[t][0], s[t][1]);
+    else return s[t][0];
+  }
+};
+
 template <class Block, bool kFifthBit, class Ops>
 struct K4 {
   template <int N>
@@ -44,16 +62,15 @@ struct K4 {
       const K4Scales ks = k4_scales(w[i].scales);
       __m256i qh = _mm256_setzero_si256();
       if constexpr (kFifthBit) qh = load256(w[i].qh);
-      __m256i sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = _mm256_setzero_si256();
+      Sums<N> sum;
       for (int c = 0; c < 4; ++c) {
         __m256i lo, hi;
         k4_codes<kFifthBit>(w[i].qs, qh, c, lo, hi);
         const __m256i slo = bcast_i16(ks.sc16, 2 * c), shi = bcast_i16(ks.sc16, 2 * c + 1);
         for (int t = 0; t < N; ++t) {
           const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 64 * c;
-          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(lo, load256(q8)), slo);
-          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(hi, load256(q8 + 32)), shi);
+          sum(t, 0) = Ops::madd_acc(sum(t, 0), _mm256_maddubs_epi16(lo, load256(q8)), slo);
+          sum(t, 1) = Ops::madd_acc(sum(t, 1), _mm256_maddubs_epi16(hi, load256(q8 + 32)), shi);
         }
       }
       for (int t = 0; t < N; ++t) {
@@ -61,7 +78,7 @@ struct K4 {
         const float d = a->d * wd, dmin = a->d * wdmin;
         const __m256i msum = _mm256_madd_epi16(ks.mins, load256(a->bsums));
         acc_m[t] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum.total(t)), acc[t]);
       }
     }
     for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]) - hsum_ps(acc_m[t]);
@@ -83,8 +100,7 @@ struct Q6K {
       const float wd = h2f(w[i].d);
       const __m128i sc8 = load128(w[i].scales);
       const __m256i sc_all = _mm256_cvtepi8_epi16(sc8);
-      __m256i sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = _mm256_setzero_si256();
+      Sums<N> sum;
       for (int h = 0; h < 2; ++h) {
         const __m256i ql0 = load256(w[i].ql + 64 * h);
         const __m256i ql1 = load256(w[i].ql + 64 * h + 32);
@@ -99,17 +115,17 @@ struct Q6K {
         const __m256i s2 = scale_pair16(sch, 2), s3 = scale_pair16(sch, 3);
         for (int t = 0; t < N; ++t) {
           const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 128 * h;
-          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(v0, load256(q8)), s0);
-          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(v1, load256(q8 + 32)), s1);
-          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(v2, load256(q8 + 64)), s2);
-          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(v3, load256(q8 + 96)), s3);
+          sum(t, 0) = Ops::madd_acc(sum(t, 0), _mm256_maddubs_epi16(v0, load256(q8)), s0);
+          sum(t, 1) = Ops::madd_acc(sum(t, 1), _mm256_maddubs_epi16(v1, load256(q8 + 32)), s1);
+          sum(t, 0) = Ops::madd_acc(sum(t, 0), _mm256_maddubs_epi16(v2, load256(q8 + 64)), s2);
+          sum(t, 1) = Ops::madd_acc(sum(t, 1), _mm256_maddubs_epi16(v3, load256(q8 + 96)), s3);
         }
       }
       for (int t = 0; t < N; ++t) {
         const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
         const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc_all, load256(a->bsums)), 5);
         const float d = a->d * wd;
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sum[t], off)), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sum.total(t), off)), acc[t]);
       }
     }
     for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);
@@ -129,8 +145,7 @@ struct IQ4XS {
       prefetch_block(w + i, sizeof(block_iq4_xs));
       const float wd = h2f(w[i].d);
       const __m256i sc16 = _mm256_broadcastsi128_si256(unpack_iq4xs_scales(w[i].scales_l, w[i].scales_h));
-      __m256i sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = _mm256_setzero_si256();
+      Sums<N> sum;
       for (int ib = 0; ib < 8; ib += 2) {
         const __m256i q0 = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs + 16 * ib));
         const __m256i q1 = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs + 16 * ib + 16));
@@ -138,13 +153,13 @@ struct IQ4XS {
         const __m256i s0 = bcast_i16(sc16, ib), s1 = bcast_i16(sc16, ib + 1);
         for (int t = 0; t < N; ++t) {
           const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 32 * ib;
-          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(u0, _mm256_sign_epi8(load256(q8), q0)), s0);
-          sum[t] = Ops::madd_acc(sum[t], _mm256_maddubs_epi16(u1, _mm256_sign_epi8(load256(q8 + 32), q1)), s1);
+          sum(t, 0) = Ops::madd_acc(sum(t, 0), _mm256_maddubs_epi16(u0, _mm256_sign_epi8(load256(q8), q0)), s0);
+          sum(t, 1) = Ops::madd_acc(sum(t, 1), _mm256_maddubs_epi16(u1, _mm256_sign_epi8(load256(q8 + 32), q1)), s1);
         }
       }
       for (int t = 0; t < N; ++t) {
         const float d = act_block<block_q8_K>(act, as, t, i)->d * wd;
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum[t]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum.total(t)), acc[t]);
       }
     }
     for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);

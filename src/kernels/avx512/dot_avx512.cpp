@@ -1,12 +1,19 @@
-// AVX-512 (F/BW/VL/DQ + VNNI) dot products of the formats MoE models are made of, one token
+// AVX-512 (F/BW/VL/DQ + VNNI) dot products of the 256-value super-block formats, one token
 // (vec_dot = run<1>) or several (vec_dot_xn). The integer work runs on 512-bit registers: two
-// 32-value pieces side by side (the two nibble halves of a K-quant chunk, two sub-blocks, two
-// legacy blocks), vpdpwssd folding the per-16 scale product into the accumulation and vpdpbusd
-// the u8 x s8 products. Every int32 lane ends up holding exactly the integer the AVX2 kernel
+// 32-value pieces side by side (the two nibble halves of a K-quant chunk, two sub-blocks),
+// vpdpwssd folding the per-16 scale product into the accumulation. (The 32-value block formats
+// take the 256-bit VNNI kernels: there the float part per block dominates, and pairing blocks
+// in 512-bit registers measured no faster.) Every int32 lane ends up holding exactly the integer the AVX2 kernel
 // holds (integer sums are exact, only their grouping changes), and the float part -- the
 // conversion, the block scale product, one fused multiply-add per block in block order on
 // 8 lanes, the horizontal sums -- is the AVX2 one. So each result is bit-identical to the AVX2
 // table's, hence to llama.cpp's CPU kernels, on every machine (tests/kernels/test_avx512.cpp).
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own undefined-value placeholders in
+// inserts, extracts and broadcasts (GCC bug 105593, fixed in 13): silence it for this file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "kernels/avx2/dot_multi_impl.h"  // act_block, xn, one
 #include "kernels/avx512/kernels_avx512.h"
 
@@ -18,6 +25,21 @@ using namespace strata::avx2;  // h2f, hsum_ps, load256/128, unpack_*_scales, pr
 namespace {
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+// Sums (dot_multi_impl.h) on 512-bit registers: two chains for a lone token.
+template <int N>
+struct SumsW {
+  static constexpr int kChains = N == 1 ? 2 : 1;
+  __m512i s[N][kChains];
+  SumsW() {
+    for (auto& t : s)
+      for (auto& c : t) c = _mm512_setzero_si512();
+  }
+  __m512i& operator()(int t, int chain) { return s[t][chain % kChains]; }
+  __m512i total(int t) const {
+    if constexpr (kChains == 2) return _mm512_add_epi32(s[t][0], s[t][1]);
+    else return s[t][0];
+  }
+};
 // a in the low 256 bits, b in the high 256 bits.
 inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 // The 8 lane-wise sums of the two halves: the AVX2 kernel's register for the same work.
@@ -72,8 +94,7 @@ struct K4W {
       const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
       __m512i qh = _mm512_setzero_si512();
       if constexpr (kFifthBit) qh = _mm512_broadcast_i64x4(load256(w[i].qh));
-      __m512i sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = _mm512_setzero_si512();
+      SumsW<N> sum;
       for (int c = 0; c < 4; ++c) {
         const __m512i q = _mm512_broadcast_i64x4(load256(w[i].qs + 32 * c));
         __m512i codes = _mm512_and_si512(_mm512_srlv_epi16(q, shift), m4);
@@ -82,7 +103,7 @@ struct K4W {
         const __m512i scale = _mm512_permutexvar_epi16(sidx[c], sc16);
         for (int t = 0; t < N; ++t) {
           const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 64 * c;
-          sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(codes, load512(q8)), scale);
+          sum(t, c) = _mm512_dpwssd_epi32(sum(t, c), _mm512_maddubs_epi16(codes, load512(q8)), scale);
         }
       }
       for (int t = 0; t < N; ++t) {
@@ -90,7 +111,7 @@ struct K4W {
         const float d = a->d * wd, dmin = a->d * wdmin;
         const __m256i msum = _mm256_madd_epi16(mins, load256(a->bsums));
         acc_m[t] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(fold(sum[t])), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(fold(sum.total(t))), acc[t]);
       }
     }
     for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]) - hsum_ps(acc_m[t]);
@@ -115,8 +136,7 @@ struct Q6KW {
       const float wd = h2f(w[i].d);
       const __m256i sc_all = _mm256_cvtepi8_epi16(load128(w[i].scales));  // 16 int16
       const __m512i sc512 = _mm512_castsi256_si512(sc_all);
-      __m512i sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = _mm512_setzero_si512();
+      SumsW<N> sum;
       for (int h = 0; h < 2; ++h) {
         const __m512i ql = load512(w[i].ql + 64 * h);
         const __m512i qh = _mm512_broadcast_i64x4(load256(w[i].qh + 32 * h));
@@ -128,15 +148,15 @@ struct Q6KW {
         const __m512i s23 = _mm512_permutexvar_epi16(sidx[2 * h + 1], sc512);
         for (int t = 0; t < N; ++t) {
           const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 128 * h;
-          sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(v01, load512(q8)), s01);
-          sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(v23, load512(q8 + 64)), s23);
+          sum(t, 0) = _mm512_dpwssd_epi32(sum(t, 0), _mm512_maddubs_epi16(v01, load512(q8)), s01);
+          sum(t, 1) = _mm512_dpwssd_epi32(sum(t, 1), _mm512_maddubs_epi16(v23, load512(q8 + 64)), s23);
         }
       }
       for (int t = 0; t < N; ++t) {
         const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
         const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc_all, load256(a->bsums)), 5);
         const float d = a->d * wd;
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(fold(sum[t]), off)), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(fold(sum.total(t)), off)), acc[t]);
       }
     }
     for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);
@@ -157,8 +177,7 @@ struct IQ4XSW {
       prefetch_block(w + i, sizeof(block_iq4_xs));
       const float wd = h2f(w[i].d);
       const __m512i sc = _mm512_castsi128_si512(unpack_iq4xs_scales(w[i].scales_l, w[i].scales_h));
-      __m512i sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = _mm512_setzero_si512();
+      SumsW<N> sum;
       for (int p = 0; p < 4; ++p) {  // sub-blocks 2p and 2p + 1
         const __m512i q = _mm512_shuffle_epi8(table, nibbles_split32(load256(w[i].qs + 32 * p)));
         const __m512i u = _mm512_abs_epi8(q);
@@ -166,122 +185,20 @@ struct IQ4XSW {
         const __m512i scale = _mm512_permutexvar_epi16(sidx[p], sc);
         for (int t = 0; t < N; ++t) {
           const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 64 * p;
-          sum[t] = _mm512_dpwssd_epi32(sum[t], _mm512_maddubs_epi16(u, apply_sign(load512(q8), neg)), scale);
+          sum(t, p) = _mm512_dpwssd_epi32(sum(t, p), _mm512_maddubs_epi16(u, apply_sign(load512(q8), neg)), scale);
         }
       }
       for (int t = 0; t < N; ++t) {
         const float d = act_block<block_q8_K>(act, as, t, i)->d * wd;
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(fold(sum[t])), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(fold(sum.total(t))), acc[t]);
       }
     }
     for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);
   }
-};
-
-// ---- 32-value blocks with signed codes, Q8_0 activations ----------------------------------
-// Two blocks per register for the integer products (vpdpbusd on |code| and the signed
-// activation); the float part stays per block: fmadd(set1(wscale * h2f(a.d)), cvt(p), acc).
-
-template <class Decode>
-struct LegacyW {
-  template <int N>
-  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
-    using W = typename Decode::Block;
-    const auto* w = static_cast<const W*>(vw);
-    const int64_t nb = n / 32;
-    const Decode dec{};
-    __m256 acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-      Decode::prefetch(w, i);
-      Decode::prefetch(w, i + 1);
-      float ws0, ws1;
-      const __m512i q = dec.codes2(w[i], w[i + 1], ws0, ws1);
-      const __m512i u = _mm512_abs_epi8(q);
-      const __mmask64 neg = _mm512_movepi8_mask(q);
-      for (int t = 0; t < N; ++t) {
-        const block_q8_0* a0 = act_block<block_q8_0>(act, as, t, i);
-        const __m512i av = apply_sign(join(load256(a0[0].qs), load256(a0[1].qs)), neg);
-        const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, av));
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(ws0 * h2f(a0[0].d)), _mm512_castps512_ps256(p), acc[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(ws1 * h2f(a0[1].d)), _mm512_extractf32x8_ps(p, 1), acc[t]);
-      }
-    }
-    if (i < nb) {  // an odd last block
-      Decode::prefetch(w, i);
-      float ws;
-      const __m256i q = dec.codes1(w[i], ws);
-      const __m256i u = _mm256_abs_epi8(q);
-      for (int t = 0; t < N; ++t) {
-        const block_q8_0* a = act_block<block_q8_0>(act, as, t, i);
-        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, _mm256_sign_epi8(load256(a->qs), q));
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(ws * h2f(a->d)), _mm256_cvtepi32_ps(p), acc[t]);
-      }
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);
-  }
-};
-
-struct DecQ8_0Pair {
-  using Block = block_q8_0;
-  static void prefetch(const Block* w, int64_t i) {
-    if ((i & 1) == 0) {
-      avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
-      avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead + 64);
-    }
-  }
-  __m512i codes2(const Block& b0, const Block& b1, float& ws0, float& ws1) const {
-    ws0 = h2f(b0.d), ws1 = h2f(b1.d);
-    return join(load256(b0.qs), load256(b1.qs));
-  }
-  __m256i codes1(const Block& b, float& ws) const {
-    ws = h2f(b.d);
-    return load256(b.qs);
-  }
-};
-
-// The 4-bit formats: 16 bytes of nibbles per block, then a per-format code map.
-template <class B, class Map>
-struct DecNibblePair {
-  using Block = B;
-  const Map map{};
-  static void prefetch(const Block* w, int64_t i) { avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead); }
-  __m512i codes2(const Block& b0, const Block& b1, float& ws0, float& ws1) const {
-    ws0 = Map::scale(b0), ws1 = Map::scale(b1);
-    return map.map512(nibbles_split32(_mm256_set_m128i(load128(b1.qs), load128(b0.qs))));
-  }
-  __m256i codes1(const Block& b, float& ws) const {
-    ws = Map::scale(b);
-    return map.map256(nibbles_split16(b.qs));
-  }
-};
-
-struct MapQ4_0 {
-  static float scale(const block_q4_0& b) { return h2f(b.d); }
-  __m512i map512(__m512i c) const { return _mm512_sub_epi8(c, _mm512_set1_epi8(8)); }
-  __m256i map256(__m256i c) const { return _mm256_sub_epi8(c, _mm256_set1_epi8(8)); }
-};
-
-template <const int8_t* kValues>
-struct MapTable {
-  const __m512i t512 = _mm512_broadcast_i32x4(load128(kValues));
-  __m512i map512(__m512i c) const { return _mm512_shuffle_epi8(t512, c); }
-  __m256i map256(__m256i c) const { return _mm256_shuffle_epi8(_mm512_castsi512_si256(t512), c); }
-};
-struct MapIq4nl : MapTable<kIq4nlValues> {
-  static float scale(const block_iq4_nl& b) { return h2f(b.d); }
-};
-struct MapMxfp4 : MapTable<kMxfp4Values> {
-  static float scale(const block_mxfp4& b) { return e8m0_half(b.e); }
 };
 
 using Q4K = K4W<block_q4_K, false>;
 using Q5K = K4W<block_q5_K, true>;
-using LQ8_0 = LegacyW<DecQ8_0Pair>;
-using LQ4_0 = LegacyW<DecNibblePair<block_q4_0, MapQ4_0>>;
-using LIq4nl = LegacyW<DecNibblePair<block_iq4_nl, MapIq4nl>>;
-using LMxfp4 = LegacyW<DecNibblePair<block_mxfp4, MapMxfp4>>;
 
 }  // namespace
 
@@ -289,10 +206,6 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a) { return one<Q4
 float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a) { return one<Q5K>(n, w, a); }
 float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a) { return one<Q6KW>(n, w, a); }
 float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a) { return one<IQ4XSW>(n, w, a); }
-float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a) { return one<LQ8_0>(n, w, a); }
-float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a) { return one<LQ4_0>(n, w, a); }
-float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a) { return one<LIq4nl>(n, w, a); }
-float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a) { return one<LMxfp4>(n, w, a); }
 
 void vec_dot_xn_q4_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
   xn<Q4K, 8>(n, w, a, as, nt, y, ys);
@@ -305,18 +218,6 @@ void vec_dot_xn_q6_K_q8_K(int64_t n, const void* w, const void* a, size_t as, in
 }
 void vec_dot_xn_iq4_xs_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
   xn<IQ4XSW, 8>(n, w, a, as, nt, y, ys);
-}
-void vec_dot_xn_q8_0_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
-  xn<LQ8_0, 8>(n, w, a, as, nt, y, ys);
-}
-void vec_dot_xn_q4_0_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
-  xn<LQ4_0, 8>(n, w, a, as, nt, y, ys);
-}
-void vec_dot_xn_iq4_nl_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
-  xn<LIq4nl, 8>(n, w, a, as, nt, y, ys);
-}
-void vec_dot_xn_mxfp4_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys) {
-  xn<LMxfp4, 8>(n, w, a, as, nt, y, ys);
 }
 
 }  // namespace strata::avx512

@@ -10,18 +10,10 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
-float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a);
-float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a);
 
 void vec_dot_xn_q4_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
 void vec_dot_xn_q5_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
 void vec_dot_xn_q6_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
 void vec_dot_xn_iq4_xs_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
-void vec_dot_xn_q8_0_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
-void vec_dot_xn_q4_0_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
-void vec_dot_xn_iq4_nl_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
-void vec_dot_xn_mxfp4_q8_0(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
 
 }  // namespace strata::avx512
