@@ -5,7 +5,7 @@ BUILD_FUZZ?= build-fuzz
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-sanitize fuzz bench clean
+.PHONY: all deps build demo test test-release test-sanitize fuzz bench clean npm-client
 
 all: build
 
@@ -23,7 +23,12 @@ demo: build
 # Release tests, the same tests under ASan+UBSan, and a bounded fuzz run.
 test: deps test-release test-sanitize fuzz
 
-test-release: build
+# The official openai npm client for the server's end-to-end test (from the npm registry);
+# without it that one test skips loudly.
+npm-client: deps
+	@./scripts/setup-npm.sh >/dev/null || echo "strata: WARNING: npm install failed: the openai client e2e test will SKIP"
+
+test-release: build npm-client
 	@ctest --test-dir $(BUILD) --output-on-failure -j2
 
 test-sanitize: deps

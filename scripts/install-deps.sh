@@ -5,7 +5,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev liburing-dev libpcre2-dev
-  libcpp-httplib-dev libopenblas-dev libutf8proc-dev
+  libcpp-httplib-dev libopenblas-dev libutf8proc-dev nodejs
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -16,5 +16,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+# npm (for the official openai client of the server's end-to-end test): Debian packages it
+# apart from nodejs; other nodejs builds bring their own.
+if ! command -v npm >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq npm
 fi
 echo "strata: dependencies present"

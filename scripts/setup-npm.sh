@@ -4,4 +4,4 @@
 set -eu
 cd "$(dirname "$0")/../tests/server/openai_e2e"
 command -v npm >/dev/null 2>&1 || { echo "setup-npm.sh: npm is not installed (apt-get install nodejs npm)" >&2; exit 1; }
-npm install --no-audit --no-fund
+timeout 300 npm install --no-audit --no-fund
