@@ -103,29 +103,34 @@ void check_matmul(const KernelTable& k, ThreadPool* pool, const std::string& ste
   }
 }
 
+// Every SIMD table this CPU has (AVX2, AVX-VNNI, AVX-512), odd shapes, with and without threads.
 TEST(Matmul, MatchesDoubleReference) {
-  const KernelTable* k = kernel_table(Isa::Avx2);
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (!kernel_table(Isa::Avx2)) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
   if (!fs::exists(kDir / "README.md"))
     GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (matmul NOT checked) ***";
   std::mt19937 rng(42);
   ThreadPool pool3(3);
-  for (const char* stem : {"q4_0", "q4_1", "q8_0", "q5_k", "q4_k", "q6_k", "iq4_xs", "mxfp4", "f16", "bf16", "f32"}) {
-    const int64_t bs = stem == std::string("f32") ? 32 : ggml_info(load_golden(stem).type).block_size;
-    const int64_t cols = bs == 256 ? 512 : 32 * 5;
-    for (int64_t rows : {1, 7, 37}) {
-      for (int64_t n : {1, 3, 17}) {
-        check_matmul(*k, &pool3, stem, rows, cols, n, n == 3 ? 6 : 0, rng);
-        if (HasFatalFailure()) return;
-      }
-    }
-    check_matmul(*k, nullptr, stem, 5, cols, 2, 0, rng);
-    if (HasFatalFailure()) return;
-  }
-  // n > 16 with more weight rows than one row tile (256 KiB): row tiles x token tiles.
-  check_matmul(*k, &pool3, "q4_k", 1000, 512, 19, 0, rng);
   ThreadPool pool2(2);
-  check_matmul(*k, &pool2, "q8_0", 333, 256, 1, 0, rng);
+  for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+    const KernelTable* k = kernel_table(isa);
+    if (!k) continue;
+    SCOPED_TRACE(k->name);
+    for (const char* stem : {"q4_0", "q4_1", "q8_0", "q5_k", "q4_k", "q6_k", "iq4_xs", "mxfp4", "f16", "bf16", "f32"}) {
+      const int64_t bs = stem == std::string("f32") ? 32 : ggml_info(load_golden(stem).type).block_size;
+      const int64_t cols = bs == 256 ? 512 : 32 * 5;
+      for (int64_t rows : {1, 7, 37}) {
+        for (int64_t n : {1, 3, 17}) {
+          check_matmul(*k, &pool3, stem, rows, cols, n, n == 3 ? 6 : 0, rng);
+          if (HasFatalFailure()) return;
+        }
+      }
+      check_matmul(*k, nullptr, stem, 5, cols, 2, 0, rng);
+      if (HasFatalFailure()) return;
+    }
+    // n > 16 with more weight rows than one row tile (256 KiB): row tiles x token tiles.
+    check_matmul(*k, &pool3, "q4_k", 1000, 512, 19, 0, rng);
+    check_matmul(*k, &pool2, "q8_0", 333, 256, 1, 0, rng);
+  }
 }
 
 TEST(Matmul, RejectsBadShapes) {
