@@ -23,6 +23,10 @@ struct BenchOptions {
   int n_gen = 128;
   bool json = false;
   uint64_t disk_probe = 1ull << 30;  // bytes read to measure the disk
+  // tg input: random token ids (llama-bench's tg; varied routing, as real text gives) or the
+  // greedy continuation (on random-weight models it tends to repeat a few tokens, whose experts
+  // then always hit the cache: flattering figures).
+  std::string tg_input = "random";
 };
 
 // Reads `bytes` of the model's expert region in 4 MiB requests at the tier's queue depth.
@@ -104,12 +108,13 @@ int bench(const BenchOptions& o) {
     c0 = c1;
   }
   if (o.n_gen > 0) {
+    const bool greedy = o.tg_input == "greedy";
     int pos = o.n_prompt;
     int32_t t = prompt.empty() ? 1 : prompt.back();
     const double t0 = clock_s();
     for (int s = 0; s < o.n_gen; ++s) {
       eng.eval(0, &t, 1, pos++, false, logits);
-      t = Sampler::argmax(logits.data(), nv);
+      t = greedy ? Sampler::argmax(logits.data(), nv) : static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
     }
     const double dt = clock_s() - t0;
     ExpertCacheCounters c1 = cache ? cache->counters() : ExpertCacheCounters{};
@@ -119,6 +124,7 @@ int bench(const BenchOptions& o) {
   nlohmann::json j;
   j["model"] = o.model.path;
   j["threads"] = eng.options().n_threads;
+  j["tg_input"] = o.tg_input;
   j["plan"] = eng.tier().plan().describe();
   j["peak_rss"] = process_peak_rss();
   j["disk_bw"] = disk;
@@ -158,6 +164,10 @@ Command add_bench(CLI::App& app) {
   sub->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens (pp)");
   sub->add_option("-n,--n-gen", o->n_gen, "Generated tokens (tg)");
   sub->add_option("--disk-probe", o->disk_probe, "Bytes read to measure disk bandwidth (0: skip)");
+  sub->add_option("--tg-input", o->tg_input,
+                  "Tokens fed during tg: random (like llama-bench; varied expert routing) or greedy (the model's own "
+                  "argmax continuation; repeats on random-weight models, flattering the cache)")
+      ->check(CLI::IsMember({"random", "greedy"}));
   sub->add_flag("--json", o->json, "Also print one JSON line");
   return {sub, [o]() { return bench(*o); }};
 }
