@@ -8,7 +8,8 @@
 #
 # Env: STRATA (binary), OUT (folder for the model), LIMITS (cgroup limits, default "6G 20G"),
 # PP / TG (prompt / generated tokens), PEER_PP / PEER_TG (for llama.cpp under a limit, where it
-# crawls), SKIP_PEER=1, SKIP_RAM=1.
+# crawls), SKIP_PEER=1, SKIP_RAM=1, TG_INPUT (strata bench --tg-input: greedy by default, the
+# same work as the peer's llbench; random gives varied routing, as real text does).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$here/build/bin/strata}
@@ -17,6 +18,7 @@ MODEL=$OUT/qwen3-30b-a3b-synth-q4_K.gguf
 LIMITS=${LIMITS:-"6G 20G"}
 PP=${PP:-512}; TG=${TG:-128}
 PEER_PP=${PEER_PP:-32}; PEER_TG=${PEER_TG:-8}
+TG_INPUT=${TG_INPUT:-greedy}
 SHARED=${SHARED:-$here/../shared}
 PEER_DIR=${PEER_DIR:-${TMPDIR:-/tmp}/strata-peer}
 CG="$SHARED/peer/cgroup-run.sh"
@@ -60,7 +62,7 @@ run() {  # name, command...
 }
 
 strata_bench() {  # limit-or-empty
-  local args=(bench -m "$MODEL" -t 2 -c $((PP + TG + 16)) -p "$PP" -n "$TG" --json)
+  local args=(bench -m "$MODEL" -t 2 -c $((PP + TG + 16)) -p "$PP" -n "$TG" --tg-input "$TG_INPUT" --json)
   if [ -n "$1" ]; then args+=(--ram-budget "$(budget_for "$1")"); fi
   echo "${args[@]}"
 }
