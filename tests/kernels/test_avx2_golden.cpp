@@ -64,24 +64,19 @@ TEST(Avx2Golden, VecDotMatchesLlamaCpp) {
   check_vec_dot_golden(k);
 }
 
-// The AVX-512 VNNI kernels (the formats MoE models use; the rest of that table is AVX2) only run
-// where the CPU has AVX-512 VNNI.
-TEST(Avx512Golden, VecDotMatchesLlamaCpp) {
-  const KernelTable* k = kernel_table(Isa::Avx512);
-  if (!k) GTEST_SKIP() << "*** no AVX-512 VNNI on this CPU: the AVX-512 kernels are NOT tested here ***";
+// The VNNI tables only run where the CPU has them: AVX-512 VNNI (512-bit for the super-block
+// formats, the rest VNNI-256 or AVX2), and the 256-bit VNNI kernels (AVX-VNNI, or their EVEX
+// form on AVX-512 VNNI CPUs).
+static void check_table_golden(Isa isa, const char* cpu_lacks) {
+  const KernelTable* k = kernel_table(isa);
+  if (!k) GTEST_SKIP() << "*** no " << cpu_lacks << " on this CPU: the " << isa_name(isa) << " kernels are NOT tested here ***";
   if (!fs::exists(kDir / "README.md"))
     GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***";
   check_vec_dot_golden(k);
 }
 
-// The 256-bit VNNI kernels run where the CPU has AVX-VNNI (VEX) or AVX-512 VNNI (EVEX).
-TEST(AvxVnniGolden, VecDotMatchesLlamaCpp) {
-  const KernelTable* k = kernel_table(Isa::AvxVnni);
-  if (!k) GTEST_SKIP() << "*** no AVX-VNNI or AVX-512 VNNI on this CPU: the VNNI kernels are NOT tested here ***";
-  if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***";
-  check_vec_dot_golden(k);
-}
+TEST(Avx512Golden, VecDotMatchesLlamaCpp) { check_table_golden(Isa::Avx512, "AVX-512 VNNI"); }
+TEST(AvxVnniGolden, VecDotMatchesLlamaCpp) { check_table_golden(Isa::AvxVnni, "AVX-VNNI or AVX-512 VNNI"); }
 
 TEST(Avx2Golden, ActivationQuantizationBytes) {
   REQUIRE_AVX2_AND_FIXTURES(k);

@@ -33,17 +33,24 @@ inline const B* act_block(const uint8_t* act, size_t stride, int t, int64_t i) {
 // Per-token int32 accumulators. A lone token (gemv) would be bound by the latency of the chain
 // through its accumulator (VNNI adds into it), so it gets two chains, taken in turn; integer
 // sums are exact, so the split changes no result.
-template <int N>
+// The int32 vector the sums live in: 8 lanes here, 16 in the AVX-512 kernels (I32x16).
+struct I32x8 {
+  using V = __m256i;
+  static V zero() { return _mm256_setzero_si256(); }
+  static V add(V a, V b) { return _mm256_add_epi32(a, b); }
+};
+template <int N, class I = I32x8>
 struct Sums {
+  using V = typename I::V;
   static constexpr int kChains = N == 1 ? 2 : 1;
-  __m256i s[N][kChains];
+  V s[N][kChains];
   Sums() {
     for (auto& t : s)
-      for (auto& c : t) c = _mm256_setzero_si256();
+      for (auto& c : t) c = I::zero();
   }
-  __m256i& operator()(int t, int chain) { return s[t][chain % kChains]; }
-  __m256i total(int t) const {
-    if constexpr (kChains == 2) return _mm256_add_epi32(s[t][0], s[t][1]);
+  V& operator()(int t, int chain) { return s[t][chain % kChains]; }
+  V total(int t) const {
+    if constexpr (kChains == 2) return I::add(s[t][0], s[t][1]);
     else return s[t][0];
   }
 };
@@ -221,25 +228,21 @@ struct DecQ4_0 {
   }
 };
 
-struct DecIq4nl {
-  using Block = block_iq4_nl;
-  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues));
+// IQ4_NL and MXFP4: nibbles through a 16-entry signed codebook, one scale per block.
+inline float block_scale(const block_iq4_nl& b) { return h2f(b.d); }
+inline float block_scale(const block_mxfp4& b) { return e8m0_half(b.e); }
+template <class B, const int8_t* kValues>
+struct DecTable {
+  using Block = B;
+  const __m256i table = _mm256_broadcastsi128_si256(load128(kValues));
   static void prefetch(const Block* w, int64_t i) { avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead); }
   __m256i codes(const Block& b, float& ws) const {
-    ws = h2f(b.d);
+    ws = block_scale(b);
     return _mm256_shuffle_epi8(table, nibbles_split16(b.qs));
   }
 };
-
-struct DecMxfp4 {
-  using Block = block_mxfp4;
-  const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4Values));
-  static void prefetch(const Block* w, int64_t i) { avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead); }
-  __m256i codes(const Block& b, float& ws) const {
-    ws = e8m0_half(b.e);
-    return _mm256_shuffle_epi8(table, nibbles_split16(b.qs));
-  }
-};
+using DecIq4nl = DecTable<block_iq4_nl, kIq4nlValues>;
+using DecMxfp4 = DecTable<block_mxfp4, kMxfp4Values>;
 
 // ---- dispatch: groups of NMax tokens, then one call for the remainder ----------------------
 

@@ -26,20 +26,13 @@ namespace {
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 // Sums (dot_multi_impl.h) on 512-bit registers: two chains for a lone token.
-template <int N>
-struct SumsW {
-  static constexpr int kChains = N == 1 ? 2 : 1;
-  __m512i s[N][kChains];
-  SumsW() {
-    for (auto& t : s)
-      for (auto& c : t) c = _mm512_setzero_si512();
-  }
-  __m512i& operator()(int t, int chain) { return s[t][chain % kChains]; }
-  __m512i total(int t) const {
-    if constexpr (kChains == 2) return _mm512_add_epi32(s[t][0], s[t][1]);
-    else return s[t][0];
-  }
+struct I32x16 {
+  using V = __m512i;
+  static V zero() { return _mm512_setzero_si512(); }
+  static V add(V a, V b) { return _mm512_add_epi32(a, b); }
 };
+template <int N>
+using SumsW = Sums<N, I32x16>;
 // a in the low 256 bits, b in the high 256 bits.
 inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 // The 8 lane-wise sums of the two halves: the AVX2 kernel's register for the same work.
