@@ -23,6 +23,7 @@ struct CachesimOptions {
   std::string synthetic;
   std::string expert_bytes;
   bool keep_learned = false;
+  bool pretrain = false;
   std::string write;
 };
 
@@ -77,12 +78,13 @@ int run_cachesim(const CachesimOptions& o) {
     }
   }
   for (const auto& p : policies)  // unknown names fail before any output
-    if (!p.starts_with("belady")) (void)make_policy(p);
+    check_policy_spec(p);
 
   SimOptions so;
   so.phase = parse_phase_filter(o.phase);
   so.budget.per_layer = o.per_layer;
   so.keep_learned = o.keep_learned;
+  so.pretrain = o.pretrain;
 
   uint64_t accesses = 0, tokens = 0;
   for (const auto& r : trace.runs) {
@@ -96,8 +98,9 @@ int run_cachesim(const CachesimOptions& o) {
   fmt::print("trace    {}: {} runs, {} layers x {} experts, top-{}; phase {}: {} tokens, {} accesses\n",
              o.synthetic.empty() ? o.trace : "synthetic " + o.synthetic, trace.runs.size(), trace.n_layer, trace.n_expert, trace.top_k, o.phase,
              tokens, accesses);
-  fmt::print("cache    {} pool{}, {} per expert, cold start per run{}\n", o.per_layer ? "per-layer" : "one global", o.per_layer ? "s" : "",
-             bytes_mode ? format_bytes(shape.expert_bytes[0]) : std::string("1 slot"), o.keep_learned ? " (policies keep what they learned)" : "");
+  fmt::print("cache    {} pool{}, {} per expert, cold start per run{}{}\n", o.per_layer ? "per-layer" : "one global", o.per_layer ? "s" : "",
+             bytes_mode ? format_bytes(shape.expert_bytes[0]) : std::string("1 slot"), o.keep_learned ? " (policies keep what they learned)" : "",
+             o.pretrain ? " (policies pretrained on the whole trace: an upper bound, not an online result)" : "");
   if (accesses == 0) fail("cachesim: no accesses in phase {}", o.phase);
 
   std::vector<Budget> budgets;
@@ -166,7 +169,7 @@ Command add_cachesim(CLI::App& app) {
   sub->add_option("--policy,-p", o->policies,
                   "lru, lfu, lfu-decay[:HALF_LIFE], admit-N[:WINDOW], pinned[:FRACTION], predict[:HALF_LIFE], "
                   "predict-pf[:MARGIN] (prefetches), default, all; "
-                  "belady:H = Belady seeing only H tokens ahead (an upper bound for H-token predictors)")
+                  "belady:H = Belady seeing only H tokens ahead; belady-bypass[:H] = the optimum when a miss may be served without being kept")
       ->delimiter(',');
   sub->add_flag("--per-layer", o->per_layer, "one pool per layer (each gets the same fraction of its experts) instead of one global pool");
   sub->add_option("--phase", o->phase, "decode (default), prefill or all")->check(CLI::IsMember({"decode", "prefill", "all"}));
@@ -174,6 +177,9 @@ Command add_cachesim(CLI::App& app) {
                   "generate the trace: layers=24,experts=64,k=6,tokens=1000,runs=2,zipf=1.0,reuse=0.3,shift=0,seed=1 (any subset)");
   sub->add_option("--expert-bytes", o->expert_bytes, "bytes per expert (e.g. 12M): budgets without % are then bytes");
   sub->add_flag("--keep-learned", o->keep_learned, "policies keep their statistics from one run to the next (the cache still starts empty)");
+  sub->add_flag("--pretrain", o->pretrain,
+                "policies first learn from one uncounted replay of the whole trace (with predict:0, a Markov predictor fitted in-sample: an upper bound on "
+                "what online statistics can reach)");
   sub->add_option("--write-trace", o->write, "also write the trace in Strata's format");
   return {sub, [o] { return run_cachesim(*o); }};
 }

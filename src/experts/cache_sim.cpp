@@ -38,8 +38,11 @@ void replay(const RoutingTrace& t, PhaseFilter f, OnRun&& on_run, OnToken&& on_t
 
 class Belady : public CachePolicy {
  public:
-  Belady(FutureUses f, int horizon) : future_(std::move(f)), horizon_(horizon) {}
-  std::string name() const override { return horizon_ > 0 ? fmt::format("belady:{}", horizon_) : "belady"; }
+  Belady(FutureUses f, int horizon, bool bypass) : future_(std::move(f)), horizon_(horizon), bypass_(bypass) {}
+  std::string name() const override {
+    const char* base = bypass_ ? "belady-bypass" : "belady";
+    return horizon_ > 0 ? fmt::format("{}:{}", base, horizon_) : base;
+  }
   void reset(const CacheShape& shape, const CacheBudget&) override {
     shape_ = shape;
     next_.assign(shape.size(), kNever);
@@ -49,18 +52,27 @@ class Belady : public CachePolicy {
   void on_miss(ExpertKey k, uint64_t) override { advance(k); }
   void on_insert(ExpertKey, uint64_t) override {}
   void on_evict(ExpertKey) override {}
+  // With bypass, a missed expert whose next use is not sooner than every candidate's is served
+  // without being kept (the predictive policy bypasses too).
+  bool should_admit(ExpertKey k, std::span<const ExpertKey> c, uint64_t now) override {
+    if (!bypass_) return true;
+    const ExpertKey v = choose_victim(c, now);
+    return next_use(shape_.index(k)) < next_use(shape_.index(v));
+  }
   ExpertKey choose_victim(std::span<const ExpertKey> c, uint64_t) override {
     // Farthest next use (seen within the horizon) first, then least recent.
     return min_score(c, [&](ExpertKey k) {
       const size_t i = shape_.index(k);
-      uint64_t n = next_[i];
-      if (horizon_ > 0 && n != kNever && future_.token[n] - now_token_ > uint64_t(horizon_)) n = kNever;
-      return std::pair(~n, last_[i]);
+      return std::pair(~next_use(i), last_[i]);
     });
   }
 
  private:
   static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+  uint64_t next_use(size_t i) const {
+    const uint64_t n = next_[i];
+    return horizon_ > 0 && n != kNever && future_.token[n] - now_token_ > uint64_t(horizon_) ? kNever : n;
+  }
   void advance(ExpertKey k) {
     STRATA_CHECK(cursor_ < future_.next.size(), "belady: more accesses than the trace it was built for");
     const size_t i = shape_.index(k);
@@ -70,6 +82,7 @@ class Belady : public CachePolicy {
   }
   FutureUses future_;
   int horizon_;
+  bool bypass_;
   size_t cursor_ = 0;
   uint64_t now_token_ = 0;
   CacheShape shape_;
@@ -79,8 +92,8 @@ class Belady : public CachePolicy {
 
 }  // namespace
 
-std::unique_ptr<CachePolicy> make_belady(FutureUses future, int horizon_tokens) {
-  return std::make_unique<Belady>(std::move(future), horizon_tokens);
+std::unique_ptr<CachePolicy> make_belady(FutureUses future, int horizon_tokens, bool bypass) {
+  return std::make_unique<Belady>(std::move(future), horizon_tokens, bypass);
 }
 
 FutureUses next_uses(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o) {
@@ -122,8 +135,20 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
   std::vector<uint8_t> prefetched(shape.size(), 0);  // loaded ahead of demand, not used yet
   std::vector<ExpertKey> wanted;
   Admission adm;
-  uint64_t clock = 0;
+  uint64_t clock = 0, clock_base = 0;
   bool first_run = true;
+  if (o.pretrain) {
+    // A learning pass over the whole trace; its hits are not counted.
+    replay(
+        t, o.phase, [&] {}, [&](uint64_t c) { cache.begin_token(clock = c); },
+        [&](int layer, std::span<const int32_t> ex) {
+          cache.set_needed(layer, ex);
+          for (int32_t e : ex) cache.access({layer, e}, nullptr);
+          cache.clear_needed();
+        });
+    cache.clear(true);
+    clock_base = clock;
+  }
   replay(
       t, o.phase,
       [&] {
@@ -132,8 +157,8 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
         std::fill(prefetched.begin(), prefetched.end(), 0);
       },
       [&](uint64_t c) {
-        clock = c;
-        cache.begin_token(c);
+        clock = clock_base + c;
+        cache.begin_token(clock);
       },
       [&](int layer, std::span<const int32_t> ex) {
         cache.set_needed(layer, ex);
@@ -166,25 +191,39 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
   return res;
 }
 
-SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::string_view policy_spec) {
-  if (policy_spec == "belady") return simulate_belady(t, shape, o);
-  if (policy_spec.starts_with("belady:")) {
-    const std::string h(policy_spec.substr(7));
-    size_t used = 0;
-    int horizon = 0;
-    try {
-      horizon = std::stoi(h, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    STRATA_CHECK(used == h.size() && horizon > 0, "policy '{}': the horizon must be a positive token count", policy_spec);
-    return simulate(t, shape, o, make_belady(next_uses(t, shape, o), horizon));
+bool parse_belady_spec(std::string_view spec, int* horizon, bool* bypass) {
+  std::string_view base = spec, arg;
+  if (auto c = spec.find(':'); c != std::string_view::npos) base = spec.substr(0, c), arg = spec.substr(c + 1);
+  if (base != "belady" && base != "belady-bypass") return false;
+  *bypass = base == "belady-bypass";
+  *horizon = 0;
+  if (arg.empty()) return true;
+  const std::string h(arg);
+  size_t used = 0;
+  try {
+    *horizon = std::stoi(h, &used);
+  } catch (const std::exception&) {
+    used = 0;
   }
-  return simulate(t, shape, o, make_policy(policy_spec));
+  STRATA_CHECK(used == h.size() && *horizon > 0, "policy '{}': the horizon must be a positive token count", spec);
+  return true;
 }
 
-SimResult simulate_belady(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o) {
-  return simulate(t, shape, o, make_belady(next_uses(t, shape, o)));
+void check_policy_spec(std::string_view spec) {
+  int horizon = 0;
+  bool bypass = false;
+  if (!parse_belady_spec(spec, &horizon, &bypass)) (void)make_policy(spec);
 }
+
+SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::string_view policy_spec) {
+  int horizon = 0;
+  bool bypass = false;
+  if (!parse_belady_spec(policy_spec, &horizon, &bypass)) return simulate(t, shape, o, make_policy(policy_spec));
+  SimOptions ob = o;
+  ob.pretrain = false;  // the future is known; there is nothing to learn
+  return simulate(t, shape, ob, make_belady(next_uses(t, shape, ob), horizon, bypass));
+}
+
+SimResult simulate_belady(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o) { return simulate(t, shape, o, "belady"); }
 
 }  // namespace strata

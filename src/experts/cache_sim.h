@@ -8,9 +8,11 @@
 // (phase, token) changes. Events of other phases than `phase` are skipped entirely.
 //
 // Belady (MIN): on each eviction, drop the evictable resident whose next use is farthest in the
-// future (never used again first). Every miss is inserted (demand paging, no bypass), as the
-// online policies do when they admit. With unit sizes and one pool this is the optimal hit count
-// for a cache that must hold what it serves. With different sizes it is only a heuristic (the
+// future (never used again first). Every miss is inserted (demand paging, no bypass). With unit
+// sizes and one pool this is the optimal hit count for a cache that must hold what it serves.
+// "belady-bypass" may also serve a miss without keeping it (when its next use is not sooner than
+// the victim's): the optimum for a cache that may bypass, as the predictive policy does, and
+// higher than MIN. With different sizes it is only a heuristic (the
 // offline problem with sizes is NP-hard): it maximizes neither hits nor bytes saved, because
 // evicting one large expert may free what two small ones would. It remains a strong reference,
 // computed here with the same rule on bytes: evict farthest-next-use until the new expert fits.
@@ -30,6 +32,11 @@ struct SimOptions {
   // Runs start with an empty cache either way; true keeps what the policy learned (a long-lived
   // engine serving several prompts), false resets it too.
   bool keep_learned = false;
+  // Policies first learn from one uncounted replay of the whole trace, then the counted replay
+  // starts with an empty cache: statistics that already know the trace's future, an upper bound
+  // on what the same policy can learn online (policy "predict:0", without decay, is then a
+  // Markov predictor fitted in-sample). Belady ignores it.
+  bool pretrain = false;
 };
 
 struct SimResult {
@@ -52,9 +59,11 @@ struct SimResult {
 CacheShape trace_shape(const RoutingTrace& t, uint64_t expert_bytes = 0);
 
 SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::unique_ptr<CachePolicy> policy);
-// policy_spec: a make_policy name, or belady / belady:HORIZON_TOKENS (built from the trace).
+// policy_spec: a make_policy name, or belady[-bypass][:HORIZON_TOKENS] (built from the trace).
 SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o, std::string_view policy_spec);
 SimResult simulate_belady(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o);
+// Throws strata::Error naming the spec when simulate would not accept it.
+void check_policy_spec(std::string_view spec);
 
 // Belady as a CachePolicy, from the future of one replay (next_uses). It must see exactly one
 // on_access or on_miss per access, in replay order. horizon_tokens > 0 limits its foresight to
@@ -64,7 +73,7 @@ struct FutureUses {
   std::vector<uint64_t> next;   // [access] position of the next access to the same expert, UINT64_MAX: never
   std::vector<uint64_t> token;  // [access] token clock of the access
 };
-std::unique_ptr<CachePolicy> make_belady(FutureUses future, int horizon_tokens = 0);
+std::unique_ptr<CachePolicy> make_belady(FutureUses future, int horizon_tokens = 0, bool bypass = false);
 // The future of the replay of `t` under `o` (runs are independent: no next use crosses a run).
 FutureUses next_uses(const RoutingTrace& t, const CacheShape& shape, const SimOptions& o);
 

@@ -48,6 +48,17 @@ TEST(CachePolicy, HandComputedSingleSequence) {
   // Enough room for everything: only the 4 compulsory misses.
   for (const char* p : {"lru", "lfu", "lfu-decay", "admit-2", "pinned", "predict"}) EXPECT_EQ(simulate(t, s, slots(4), p).hits, 4u) << p;
   EXPECT_EQ(simulate_belady(t, s, slots(4)).hits, 4u);
+  // With bypass: 2 (never used again before 1 and 0) and 3 (never used again) are served
+  // without being kept -> 4 hits.
+  EXPECT_EQ(simulate(t, s, slots(2), "belady-bypass").hits, 4u);
+  // 0 1 0 with one slot: MIN must keep 1, so 0 misses again; bypassing 1 keeps 0 -> 1 hit.
+  const RoutingTrace u = sequence({0, 1, 0}, 2);
+  EXPECT_EQ(simulate_belady(u, trace_shape(u), slots(1)).hits, 0u);
+  EXPECT_EQ(simulate(u, trace_shape(u), slots(1), "belady-bypass").hits, 1u);
+  EXPECT_EQ(simulate(u, trace_shape(u), slots(1), "belady-bypass:1").hits, 1u);
+  EXPECT_THROW(check_policy_spec("belady-bypass:x"), Error);
+  EXPECT_THROW(check_policy_spec("belady-nope"), Error);
+  EXPECT_NO_THROW(check_policy_spec("belady:3"));
 }
 
 // Belady is optimal with unit sizes: no online policy beats it on a longer sequence.
@@ -57,14 +68,34 @@ TEST(CachePolicy, BeladyIsAnUpperBound) {
   for (bool per_layer : {false, true})
     for (uint64_t cap : {9u, 18u, 30u}) {
       const uint64_t best = simulate_belady(t, s, slots(cap, per_layer)).hits;
+      // Bypass only adds options: never below MIN.
+      const uint64_t best_bypass = simulate(t, s, slots(cap, per_layer), "belady-bypass").hits;
+      EXPECT_GE(best_bypass, best) << "cap " << cap;
       for (const auto& p : all_policy_names()) {
         const SimResult r = simulate(t, s, slots(cap, per_layer), p);
         // A prefetching policy reads ahead of demand and is not bound by demand-only Belady.
         if (r.prefetches == 0) {
           EXPECT_LE(r.hits, best) << p << " cap " << cap;
+          EXPECT_LE(r.hits, best_bypass) << p << " cap " << cap;
         }
       }
     }
+}
+
+// --pretrain: one uncounted learning pass, then the counted replay from an empty cache. Without
+// decay (predict:0) the learned statistics then cover the whole trace, so the cold start costs
+// less; the counted accesses are the trace's, once.
+TEST(CachePolicy, PretrainCountsOnePassAndHelpsTheColdStart) {
+  const RoutingTrace t = make_synthetic(parse_synthetic("layers=3,experts=16,k=3,tokens=200,runs=3,zipf=1.0,reuse=0.3,seed=3"));
+  const CacheShape s = trace_shape(t);
+  SimOptions o = slots(12, true);
+  const SimResult online = simulate(t, s, o, "predict:0");
+  o.pretrain = true;
+  const SimResult warm = simulate(t, s, o, "predict:0");
+  EXPECT_EQ(warm.accesses, online.accesses);
+  EXPECT_GE(warm.hits, online.hits);
+  // Belady knows the future already: the option changes nothing.
+  EXPECT_EQ(simulate(t, s, o, "belady").hits, simulate_belady(t, s, slots(12, true)).hits);
 }
 
 // The experts a token needs are never evicted: with {0,1} then {2,0} in two slots, LRU would
