@@ -174,7 +174,9 @@ struct HttpServer::Impl {
     http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
       send_error(res, ApiError(500, "internal error", "server_error"));
     });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) { counters.add(endpoint_label(req.path), res.status); });
+    // Counted before the response is written (the logger runs after it, so a client could read
+    // /metrics before its own request was counted).
+    http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) { counters.add(endpoint_label(req.path), res.status); });
     http.set_payload_max_length(opt.max_body);
     const int threads = opt.http_threads > 0 ? opt.http_threads : opt.max_queue + 64;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };

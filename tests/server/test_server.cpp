@@ -86,13 +86,21 @@ TEST_F(Server, HealthModelsMetrics) {
   EXPECT_EQ(mj["data"][0]["id"], "tiny-qwen3moe-seed11");
   EXPECT_EQ(mj["data"][0]["object"], "model");
   post_json("/v1/completions", json{{"prompt", "Hello"}, {"max_tokens", 2}});
+  // Errors are counted too, and every request is counted before its response is sent.
+  auto nf = c->Get("/nope");
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nf->status, 404);
+  auto bad = c->Post("/v1/completions", "{not json", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
   auto mt = c->Get("/metrics");
   ASSERT_TRUE(mt);
   EXPECT_EQ(mt->status, 200);
   for (const char* name : {"strata_requests_total{endpoint=\"/v1/completions\",status=\"200\"}", "strata_prompt_tokens_total",
                            "strata_completion_tokens_total", "strata_generation_tokens_per_second", "strata_queue_length", "strata_slots_busy",
                            "strata_expert_cache_hit_ratio", "strata_expert_bytes_read_total", "strata_expert_fetch_wait_seconds_total",
-                           "# TYPE strata_prompt_tokens_total counter"})
+                           "# TYPE strata_prompt_tokens_total counter", "strata_requests_total{endpoint=\"other\",status=\"404\"}",
+                           "strata_requests_total{endpoint=\"/v1/completions\",status=\"400\"}"})
     EXPECT_NE(mt->body.find(name), std::string::npos) << name;
 }
 
