@@ -24,6 +24,7 @@ struct CachesimOptions {
   std::string expert_bytes;
   bool keep_learned = false;
   bool pretrain = false;
+  bool replay_predictions = false;
   std::string write;
 };
 
@@ -85,12 +86,15 @@ int run_cachesim(const CachesimOptions& o) {
   so.budget.per_layer = o.per_layer;
   so.keep_learned = o.keep_learned;
   so.pretrain = o.pretrain;
+  so.replay_predictions = o.replay_predictions;
+  STRATA_CHECK(!o.replay_predictions || trace.n_predictions() > 0,
+               "cachesim: --replay-predictions, but the trace has no prediction rows (record one with strata run --trace-experts and --lookahead >= 1)");
 
   uint64_t accesses = 0, tokens = 0;
   for (const auto& r : trace.runs) {
     uint32_t last = UINT32_MAX;
     for (const auto& e : r.events) {
-      if (!phase_selected(e.phase, so.phase)) continue;
+      if (e.predicted || !phase_selected(e.phase, so.phase)) continue;
       accesses += e.n;
       if (e.token != last) ++tokens, last = e.token;
     }
@@ -98,6 +102,9 @@ int run_cachesim(const CachesimOptions& o) {
   fmt::print("trace    {}: {} runs, {} layers x {} experts, top-{}; phase {}: {} tokens, {} accesses\n",
              o.synthetic.empty() ? o.trace : "synthetic " + o.synthetic, trace.runs.size(), trace.n_layer, trace.n_expert, trace.top_k, o.phase,
              tokens, accesses);
+  if (trace.n_predictions() > 0)
+    fmt::print("         {} lookahead prediction rows: {}\n", trace.n_predictions(),
+               o.replay_predictions ? "replayed as the engine's prefetches (every policy; Belady stays demand-only)" : "ignored (--replay-predictions replays them)");
   fmt::print("cache    {} pool{}, {} per expert, cold start per run{}{}\n", o.per_layer ? "per-layer" : "one global", o.per_layer ? "s" : "",
              bytes_mode ? format_bytes(shape.expert_bytes[0]) : std::string("1 slot"), o.keep_learned ? " (policies keep what they learned)" : "",
              o.pretrain ? " (policies pretrained on the whole trace: an upper bound, not an online result)" : "");
@@ -177,6 +184,9 @@ Command add_cachesim(CLI::App& app) {
                   "generate the trace: layers=24,experts=64,k=6,tokens=1000,runs=2,zipf=1.0,reuse=0.3,shift=0,seed=1 (any subset)");
   sub->add_option("--expert-bytes", o->expert_bytes, "bytes per expert (e.g. 12M): budgets without % are then bytes");
   sub->add_flag("--keep-learned", o->keep_learned, "policies keep their statistics from one run to the next (the cache still starts empty)");
+  sub->add_flag("--replay-predictions", o->replay_predictions,
+                "replay the router-lookahead predictions the trace recorded (strata run --trace-experts with --lookahead) as the engine's "
+                "prefetches, for every policy (Belady stays demand-only)");
   sub->add_flag("--pretrain", o->pretrain,
                 "policies first learn from one uncounted replay of the whole trace (with predict:0, a Markov predictor fitted in-sample: an upper bound on "
                 "what online statistics can reach)");

@@ -14,7 +14,8 @@ CacheShape trace_shape(const RoutingTrace& t, uint64_t expert_bytes) {
 
 namespace {
 
-// Calls on_token(clock) at every token change and on_event(layer, experts) per selected event.
+// Calls on_token(clock) at every token change and on_event(layer, experts, predicted) per
+// selected event. Prediction rows never advance the clock.
 template <typename OnRun, typename OnToken, typename OnEvent>
 void replay(const RoutingTrace& t, PhaseFilter f, OnRun&& on_run, OnToken&& on_token, OnEvent&& on_event) {
   uint64_t clock = 0;
@@ -25,13 +26,13 @@ void replay(const RoutingTrace& t, PhaseFilter f, OnRun&& on_run, OnToken&& on_t
     Phase ph = Phase::decode;
     for (const auto& e : r.events) {
       if (!phase_selected(e.phase, f)) continue;
-      if (first || e.token != tok || e.phase != ph) {
+      if (!e.predicted && (first || e.token != tok || e.phase != ph)) {
         first = false;
         tok = e.token;
         ph = e.phase;
         on_token(++clock);
       }
-      on_event(e.layer, r.experts_of(e));
+      on_event(e.layer, r.experts_of(e), e.predicted);
     }
   }
 }
@@ -103,7 +104,8 @@ FutureUses next_uses(const RoutingTrace& t, const CacheShape& shape, const SimOp
   uint64_t clock = 0;
   replay(
       t, o.phase, [&] { run_end.push_back(keys.size()); }, [&](uint64_t c) { clock = c; },
-      [&](int layer, std::span<const int32_t> ex) {
+      [&](int layer, std::span<const int32_t> ex, bool predicted) {
+        if (predicted) return;
         for (int32_t e : ex) {
           keys.push_back(shape.index({layer, e}));
           f.token.push_back(clock);
@@ -141,7 +143,8 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
     // A learning pass over the whole trace; its hits are not counted.
     replay(
         t, o.phase, [&] {}, [&](uint64_t c) { cache.begin_token(clock = c); },
-        [&](int layer, std::span<const int32_t> ex) {
+        [&](int layer, std::span<const int32_t> ex, bool predicted) {
+          if (predicted) return;
           cache.set_needed(layer, ex);
           for (int32_t e : ex) cache.access({layer, e}, nullptr);
           cache.clear_needed();
@@ -160,7 +163,21 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
         clock = clock_base + c;
         cache.begin_token(clock);
       },
-      [&](int layer, std::span<const int32_t> ex) {
+      [&](int layer, std::span<const int32_t> ex, bool predicted) {
+        if (predicted) {
+          // The engine's lookahead: each predicted expert not resident is read ahead, in place of
+          // the policy's victim when its pool is full (the layer that predicted stays protected).
+          if (!o.replay_predictions) return;
+          for (int32_t e : ex) {
+            const ExpertKey k{layer, e};
+            if (!cache.prefetch_predicted(k, &adm)) continue;
+            for (ExpertKey v : adm.evicted) prefetched[shape.index(v)] = 0;
+            prefetched[shape.index(k)] = 1;
+            ++res.prefetches;
+            res.bytes_prefetched += shape.bytes(k);
+          }
+          return;
+        }
         cache.set_needed(layer, ex);
         for (int32_t e : ex) {
           const ExpertKey k{layer, e};
@@ -186,8 +203,10 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
           ++res.prefetches;
           res.bytes_prefetched += shape.bytes(k);
         }
-        cache.clear_needed();
+        // The layer's experts stay needed through its predictions (the engine computes on
+        // them while the lookahead reads arrive); the next route event replaces them.
       });
+  cache.clear_needed();
   return res;
 }
 
@@ -221,6 +240,7 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
   if (!parse_belady_spec(policy_spec, &horizon, &bypass)) return simulate(t, shape, o, make_policy(policy_spec));
   SimOptions ob = o;
   ob.pretrain = false;  // the future is known; there is nothing to learn
+  ob.replay_predictions = false;
   return simulate(t, shape, ob, make_belady(next_uses(t, shape, ob), horizon, bypass));
 }
 

@@ -37,6 +37,10 @@ struct SimOptions {
   // on what the same policy can learn online (policy "predict:0", without decay, is then a
   // Markov predictor fitted in-sample). Belady ignores it.
   bool pretrain = false;
+  // Replay the trace's lookahead predictions (kind=predict rows) as the engine does: each
+  // absent predicted expert is read ahead, evicting the policy's victims. They count in
+  // prefetches; Belady ignores them (it stays the demand-only optimum).
+  bool replay_predictions = false;
 };
 
 struct SimResult {

@@ -140,6 +140,15 @@ bool ExpertCacheState::prefetch(ExpertKey k, Admission* adm) {
   return true;
 }
 
+bool ExpertCacheState::prefetch_predicted(ExpertKey k, Admission* adm) {
+  if (adm) *adm = {};
+  if (resident_[shape_.index(k)]) return false;
+  Admission a = admit(k, /*predicted=*/true);
+  const bool loaded = a.admitted;
+  if (adm) *adm = std::move(a);
+  return loaded;
+}
+
 void ExpertCacheState::evict(ExpertKey k) {
   const size_t i = shape_.index(k);
   resident_[i] = 0;

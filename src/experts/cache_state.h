@@ -57,6 +57,9 @@ class ExpertCacheState {
   // place of the policy's prefetch_victim choices. Returns whether k was loaded; `adm`
   // (optional) receives the victims. No on_miss/on_access: it is not a use.
   bool prefetch(ExpertKey k, Admission* adm = nullptr);
+  // The engine's lookahead read (ExpertCache::prefetch): absent k is admitted as predicted,
+  // evicting the policy's victims when its pool is full. Returns whether k was loaded.
+  bool prefetch_predicted(ExpertKey k, Admission* adm = nullptr);
 
   // Empties the cache (cold start for a new run). keep_learned: policy keeps its statistics.
   void clear(bool keep_learned);

@@ -24,8 +24,10 @@ bool phase_selected(Phase p, PhaseFilter f) {
   return f == PhaseFilter::all || (f == PhaseFilter::prefill && p == Phase::prefill) || (f == PhaseFilter::decode && p == Phase::decode);
 }
 
-void RoutingRun::add(uint32_t token, int32_t layer, Phase phase, std::span<const int32_t> ex) {
+void RoutingRun::add(uint32_t token, int32_t layer, Phase phase, std::span<const int32_t> ex, bool predicted) {
+  STRATA_CHECK(ex.size() <= UINT16_MAX, "routing event with {} experts", ex.size());
   RoutingEvent e;
+  e.predicted = predicted;
   e.token = token;
   e.layer = layer;
   e.phase = phase;
@@ -41,11 +43,18 @@ size_t RoutingTrace::n_events() const {
   return n;
 }
 
+size_t RoutingTrace::n_predictions() const {
+  size_t n = 0;
+  for (const auto& r : runs)
+    for (const auto& e : r.events) n += e.predicted;
+  return n;
+}
+
 void RoutingTrace::infer_shape() {
   for (const auto& r : runs) {
     for (const auto& e : r.events) {
       n_layer = std::max(n_layer, e.layer + 1);
-      top_k = std::max(top_k, int(e.n));
+      if (!e.predicted) top_k = std::max(top_k, int(e.n));
     }
     for (int32_t x : r.experts) n_expert = std::max(n_expert, x + 1);
   }
@@ -84,7 +93,7 @@ T to_num(std::string_view s, const std::string& what, size_t line) {
 RoutingTrace parse_trace(std::istream& in, const std::string& what) {
   RoutingTrace t;
   std::map<std::string, size_t, std::less<>> run_index;
-  int col_run = -1, col_phase = -1, col_token = -1, col_layer = -1, col_experts = -1;
+  int col_run = -1, col_phase = -1, col_token = -1, col_layer = -1, col_experts = -1, col_kind = -1;
   std::vector<int> col_expert_k;  // expert_0, expert_1, ...
   bool have_header = false;
   std::string line;
@@ -119,6 +128,7 @@ RoutingTrace parse_trace(std::istream& in, const std::string& what) {
       col_token = col({"token", "token_index"});
       col_layer = col({"layer"});
       col_experts = col({"experts"});
+      col_kind = col({"kind"});
       for (int k = 0;; ++k) {
         int c = col({fmt::format("expert_{}", k)});
         if (c < 0) break;
@@ -141,6 +151,12 @@ RoutingTrace parse_trace(std::istream& in, const std::string& what) {
       else
         STRATA_CHECK(p == "decode", "{}:{}: phase '{}' is neither prefill nor decode", what, lineno, p);
     }
+    bool predicted = false;
+    if (col_kind >= 0) {
+      auto k = field(col_kind);
+      predicted = k == "predict";
+      STRATA_CHECK(predicted || k == "route", "{}:{}: kind '{}' is neither route nor predict", what, lineno, k);
+    }
     const auto token = to_num<uint32_t>(field(col_token), what, lineno);
     const auto layer = to_num<int32_t>(field(col_layer), what, lineno);
     ex.clear();
@@ -157,7 +173,7 @@ RoutingTrace parse_trace(std::istream& in, const std::string& what) {
       it = run_index.emplace(std::string(run), t.runs.size()).first;
       t.runs.emplace_back().name = std::string(run);
     }
-    t.runs[it->second].add(token, layer, phase, ex);
+    t.runs[it->second].add(token, layer, phase, ex, predicted);
   }
   STRATA_CHECK(have_header, "{}: empty trace", what);
   t.infer_shape();
@@ -173,12 +189,14 @@ RoutingTrace read_trace(const std::string& path) {
 void write_trace(const RoutingTrace& t, std::ostream& out) {
   out << "# strata expert trace v1\n";
   out << fmt::format("# n_layer={} n_expert={}\n", t.n_layer, t.n_expert);
-  out << "run,phase,token,layer,experts\n";
+  const bool kinds = t.n_predictions() > 0;
+  out << (kinds ? "run,phase,token,layer,experts,kind\n" : "run,phase,token,layer,experts\n");
   for (const auto& r : t.runs)
     for (const auto& e : r.events) {
       out << r.name << ',' << (e.phase == Phase::prefill ? "prefill" : "decode") << ',' << e.token << ',' << e.layer << ',';
       auto ex = r.experts_of(e);
       for (size_t i = 0; i < ex.size(); ++i) out << (i ? " " : "") << ex[i];
+      if (kinds) out << (e.predicted ? ",predict" : ",route");
       out << '\n';
     }
 }

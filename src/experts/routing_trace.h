@@ -10,6 +10,13 @@
 // names an independent sequence (a prompt; each starts with a cold cache), `phase` is prefill
 // or decode, `token` the prompt position or decode step.
 //
+// With the router lookahead on (--lookahead D), the engine also predicts the experts of the next
+// D MoE layers from the current hidden state and prefetches them. Such traces have a sixth column,
+// `kind`: `route` for the rows above, `predict` for a prediction, written right after the route
+// rows of the layer that made it: `layer` is the layer predicted for, `experts` the predicted
+// set (for a prompt chunk, the union over its tokens), `token` the first token of its batch.
+// `strata cachesim --replay-predictions` replays them as the engine's prefetches.
+//
 // The reader also takes any CSV with the columns run, phase, token_index (or token), layer and
 // expert_0..expert_{k-1}, such as the Mixtral trace in shared/traces (extra columns ignored).
 #include <cstdint>
@@ -32,6 +39,7 @@ struct RoutingEvent {
   Phase phase = Phase::decode;
   uint32_t offset = 0;  // into RoutingRun::experts
   uint16_t n = 0;       // experts chosen
+  bool predicted = false;  // a lookahead prediction for `layer`, not a router choice
 };
 
 struct RoutingRun {
@@ -40,7 +48,7 @@ struct RoutingRun {
   std::vector<int32_t> experts;      // all events' experts, concatenated
 
   std::span<const int32_t> experts_of(const RoutingEvent& e) const { return {experts.data() + e.offset, e.n}; }
-  void add(uint32_t token, int32_t layer, Phase phase, std::span<const int32_t> ex);
+  void add(uint32_t token, int32_t layer, Phase phase, std::span<const int32_t> ex, bool predicted = false);
 };
 
 struct RoutingTrace {
@@ -50,6 +58,7 @@ struct RoutingTrace {
   std::vector<RoutingRun> runs;
 
   size_t n_events() const;
+  size_t n_predictions() const;  // events with predicted set
   // Sets n_layer / n_expert / top_k from the events when they are smaller than the data needs.
   void infer_shape();
 };

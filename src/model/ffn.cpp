@@ -156,6 +156,7 @@ void ffn_moe(FwdCtx& c, int layer) {
     int m = 0;
     for (int e = 0; e < nc.n_expert; ++e)
       if (want[e]) list[m++] = e;
+    if (c.observer) c.observer->on_predict(la, list, m);
     c.experts->prefetch(la, list, m);
   }
   // 3. One GEMM per expert over its tokens, hits first, then misses as they land. Experts

@@ -30,6 +30,10 @@ struct RoutingObserver {
   virtual ~RoutingObserver() = default;
   // token i of the batch selected experts ids[0..k)
   virtual void on_route(int layer, int token, const int32_t* ids, int k) = 0;
+  // The router lookahead predicted ids[0..n) for `layer` (a later MoE layer) from the batch's
+  // current hidden state, and asked the expert provider to prefetch them; called after the
+  // on_route calls of the layer that predicted.
+  virtual void on_predict(int layer, const int32_t* ids, int n) { (void)layer, (void)ids, (void)n; }
 };
 
 class Model;

@@ -27,6 +27,10 @@ void RoutingRecorder::on_route(int layer, int token, const int32_t* ids, int k) 
     if (ids[j] >= 0 && ids[j] < n_expert_) counts_[static_cast<size_t>(layer) * n_expert_ + ids[j]]++;
 }
 
+void RoutingRecorder::on_predict(int layer, const int32_t* ids, int n) {
+  trace_.runs.back().add(pos0_, layer, phase_, std::span<const int32_t>(ids, static_cast<size_t>(n)), /*predicted=*/true);
+}
+
 void RoutingRecorder::write_trace(const std::string& path) const { strata::write_trace(trace_, path); }
 
 void RoutingRecorder::write_heatmap(const std::string& svg_path) const {

@@ -19,6 +19,7 @@ class RoutingRecorder final : public RoutingObserver {
     phase_ = phase;
   }
   void on_route(int layer, int token, const int32_t* ids, int k) override;
+  void on_predict(int layer, const int32_t* ids, int n) override;
 
   const RoutingTrace& trace() const { return trace_; }
   uint64_t count(int layer, int expert) const { return counts_[static_cast<size_t>(layer) * n_expert_ + expert]; }

@@ -301,6 +301,72 @@ TEST(RoutingTrace, StrataFormatRoundTrip) {
   EXPECT_THROW(parse_trace(bad, "bad"), Error);
 }
 
+// Lookahead predictions: a sixth column `kind`; route rows keep their meaning and the token clock.
+TEST(RoutingTrace, PredictionRowsRoundTrip) {
+  RoutingTrace t;
+  auto& r = t.runs.emplace_back();
+  r.name = "p";
+  const int32_t a[] = {0, 1}, b[] = {2, 3}, pb[] = {2, 4, 5};
+  r.add(0, 0, Phase::decode, a);
+  r.add(0, 1, Phase::decode, pb, /*predicted=*/true);
+  r.add(0, 1, Phase::decode, b);
+  t.infer_shape();
+  EXPECT_EQ(t.top_k, 2);  // predictions may be wider (a prompt chunk's union): not a top-k
+  EXPECT_EQ(t.n_predictions(), 1u);
+  std::stringstream ss;
+  write_trace(t, ss);
+  EXPECT_NE(ss.str().find("run,phase,token,layer,experts,kind\n"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find("p,decode,0,1,2 4 5,predict\n"), std::string::npos) << ss.str();
+  const RoutingTrace u = parse_trace(ss, "round trip");
+  ASSERT_EQ(u.runs.size(), 1u);
+  ASSERT_EQ(u.runs[0].events.size(), 3u);
+  EXPECT_FALSE(u.runs[0].events[0].predicted);
+  EXPECT_TRUE(u.runs[0].events[1].predicted);
+  EXPECT_EQ(u.runs[0].experts, r.experts);
+  EXPECT_EQ(u.top_k, 2);
+  // Without predictions the old five-column format is written.
+  std::stringstream plain;
+  write_trace(make_synthetic(parse_synthetic("layers=1,experts=4,k=1,tokens=2,runs=1")), plain);
+  EXPECT_NE(plain.str().find("run,phase,token,layer,experts\n"), std::string::npos);
+  std::stringstream bad("run,phase,token,layer,experts,kind\np,decode,0,0,1 2,guess\n");
+  EXPECT_THROW(parse_trace(bad, "bad"), Error);
+}
+
+// Replaying predictions, by hand. Two layers, one global pool of 2 slots, top-1.
+//   token 1: L0 {0} miss; predict L1 {1}: read ahead into the free slot; L1 {1} hit (prefetched)
+//   token 2: L0 {0} hit;  predict L1 {2}: pool full, evicts the victim (not L0's 0, which is
+//            needed: the layer that predicted stays protected) = 1; L1 {2} hit
+// Without replay: 0 miss, 1 miss, 0 hit, 2 miss -> 1 hit. Belady ignores predictions.
+TEST(CacheSim, ReplaysLookaheadPredictions) {
+  RoutingTrace t;
+  t.n_layer = 2, t.n_expert = 3, t.top_k = 1;
+  auto& r = t.runs.emplace_back();
+  r.name = "p";
+  const int32_t e0 = 0, e1 = 1, e2 = 2;
+  r.add(0, 0, Phase::decode, std::span(&e0, 1));
+  r.add(0, 1, Phase::decode, std::span(&e1, 1), true);
+  r.add(0, 1, Phase::decode, std::span(&e1, 1));
+  r.add(1, 0, Phase::decode, std::span(&e0, 1));
+  r.add(1, 1, Phase::decode, std::span(&e2, 1), true);
+  r.add(1, 1, Phase::decode, std::span(&e2, 1));
+  const CacheShape s = trace_shape(t);
+  SimOptions o = slots(2);
+  const SimResult plain = simulate(t, s, o, "lru");
+  EXPECT_EQ(plain.accesses, 4u);
+  EXPECT_EQ(plain.hits, 1u);
+  EXPECT_EQ(plain.prefetches, 0u);
+  o.replay_predictions = true;
+  for (const char* p : {"lru", "predict"}) {
+    const SimResult rp = simulate(t, s, o, p);
+    EXPECT_EQ(rp.accesses, 4u) << p;
+    EXPECT_EQ(rp.hits, 3u) << p;
+    EXPECT_EQ(rp.prefetches, 2u) << p;
+    EXPECT_EQ(rp.prefetches_used, 2u) << p;
+    EXPECT_DOUBLE_EQ(rp.reads_per_access(), 3.0 / 4) << p;
+  }
+  EXPECT_EQ(simulate(t, s, o, "belady").hits, simulate_belady(t, s, slots(2)).hits);
+}
+
 TEST(RoutingTrace, SyntheticIsDeterministicAndLocal) {
   const auto o = parse_synthetic("layers=4,experts=32,k=4,tokens=400,runs=1,zipf=1.2,reuse=0.5,seed=11");
   const RoutingTrace a = make_synthetic(o), b = make_synthetic(o);

@@ -140,3 +140,28 @@ TEST(CachesimCli, SyntheticTable) {
   for (const char* s : {"per-layer pools", "50% (8 experts)", "\nlru ", "\ndefault ", "\nbelady ", "(100.0%)"})
     EXPECT_NE(out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << out;
 }
+
+// --replay-predictions on a trace without prediction rows is a clear error, not a silent no-op;
+// --pretrain and belady-bypass rows are labelled.
+TEST(CachesimCli, ReplayPredictionsNeedsPredictionsAndPretrainIsLabelled) {
+  auto run = [](const std::string& args, int* rc) {
+    const std::string cmd = std::string(STRATA_BINARY) + " cachesim --synthetic layers=2,experts=8,k=2,tokens=50,runs=1 --budget 50% " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    *rc = pclose(p);
+    return out;
+  };
+  int rc = 0;
+  std::string out = run("--replay-predictions", &rc);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("no prediction rows"), std::string::npos) << out;
+  out = run("--pretrain --policy predict:0,belady-bypass", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  for (const char* s : {"pretrained on the whole trace", "\npredict:0 ", "\nbelady-bypass ", "\nbelady "})
+    EXPECT_NE(out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << out;
+  out = run("--policy belady-bypass:zero", &rc);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("horizon"), std::string::npos) << out;
+}

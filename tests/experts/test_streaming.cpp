@@ -4,6 +4,7 @@
 // answers the next request correctly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <chrono>
 #include <cstring>
@@ -14,7 +15,9 @@
 #include "experts/expert_cache.h"
 #include "experts/expert_store.h"
 #include "experts/io_backend.h"
+#include "experts/cache_sim.h"
 #include "runtime/engine.h"
+#include "runtime/routing_recorder.h"
 
 using namespace strata;
 using namespace strata::test;
@@ -266,4 +269,65 @@ TEST(ExpertStreaming, PrefetchWindowIsReturnedWhenDemandTakesOverARead) {
   EXPECT_EQ(cache.counters().prefetch_issued, 2u);
   held->land_all();
   cache.on_abort();
+}
+
+// --trace-experts with the router lookahead on: every MoE layer but the last is followed by the
+// prediction it made for the next MoE layer (a decode token's prediction has top-k experts),
+// and replaying those predictions in cachesim reads ahead what the engine read ahead.
+TEST(ExpertStreaming, TraceRecordsLookaheadPredictions) {
+  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: lookahead trace test SKIPPED !!!";
+  TierOptions tier;
+  tier.cache_experts = 4;
+  tier.lookahead = 1;
+  auto eng = engine(fixtures_dir() + "/qwen3moe-q8_0/model.gguf", tier);
+  const ModelConfig& cfg = eng->config();
+  std::vector<int> moe;
+  int ne = 0, k = 0;
+  for (int l = 0; l < cfg.n_layer; ++l)
+    if (cfg.layers[l].ffn == FfnKind::Moe) moe.push_back(l), ne = std::max(ne, cfg.layers[l].n_expert), k = cfg.layers[l].n_expert_used;
+  ASSERT_GE(moe.size(), 2u);
+  RoutingRecorder rec(cfg.n_layer, ne, "p0");
+  eng->model().set_routing_observer(&rec);
+  const std::vector<int32_t> prompt = golden_prompt("qwen3moe-q8_0");
+  std::vector<float> lg;
+  rec.begin(0, Phase::prefill);
+  eng->eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, lg);
+  const int steps = 6;
+  for (int s = 0; s < steps; ++s) {
+    rec.begin(static_cast<uint32_t>(s), Phase::decode);
+    const int32_t tok = 100 + 7 * s;
+    eng->eval(0, &tok, 1, static_cast<int>(prompt.size()) + s, false, lg);
+  }
+  eng->model().set_routing_observer(nullptr);
+  const RoutingTrace& t = rec.trace();
+  ASSERT_EQ(t.runs.size(), 1u);
+  size_t decode_predictions = 0;
+  const auto& ev = t.runs[0].events;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    if (!ev[i].predicted) continue;
+    // Right after the route rows of the MoE layer before the predicted one.
+    ASSERT_GT(i, 0u);
+    ASSERT_FALSE(ev[i - 1].predicted);
+    const auto at = std::find(moe.begin(), moe.end(), ev[i].layer);
+    ASSERT_NE(at, moe.end());
+    ASSERT_NE(at, moe.begin());
+    EXPECT_EQ(ev[i - 1].layer, *(at - 1));
+    if (ev[i].phase == Phase::decode) {
+      ++decode_predictions;
+      EXPECT_EQ(ev[i].n, k);
+    } else {
+      EXPECT_GE(ev[i].n, k);
+    }
+  }
+  EXPECT_EQ(decode_predictions, size_t(steps) * (moe.size() - 1));
+  // Replayed at the engine's cache size, the predictions are read ahead and mostly used.
+  SimOptions o;
+  o.budget.bytes = 4;
+  o.replay_predictions = true;
+  const SimResult with = simulate(t, trace_shape(t), o, "default");
+  o.replay_predictions = false;
+  const SimResult without = simulate(t, trace_shape(t), o, "default");
+  EXPECT_GT(with.prefetches, 0u);
+  EXPECT_EQ(with.accesses, without.accesses);
+  EXPECT_EQ(with.accesses, size_t(steps) * moe.size() * size_t(k));
 }
