@@ -168,6 +168,7 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
           // The engine's lookahead: each predicted expert not resident is read ahead, in place of
           // the policy's victim when its pool is full (the layer that predicted stays protected).
           if (!o.replay_predictions) return;
+          cache.hint_predicted(layer, ex);
           for (int32_t e : ex) {
             const ExpertKey k{layer, e};
             if (!cache.prefetch_predicted(k, &adm)) continue;

@@ -20,6 +20,8 @@ ExpertCacheState::ExpertCacheState(CacheShape shape, CacheBudget budget, std::un
   resident_.assign(shape_.size(), 0);
   needed_.assign(shape_.size(), 0);
   pins_.assign(shape_.size(), 0);
+  predicted_at_.assign(shape_.size(), 0);
+  routed_at_.assign(static_cast<size_t>(shape_.n_layer), 0);
   policy_->reset(shape_, budget_);
 }
 
@@ -40,7 +42,17 @@ void ExpertCacheState::set_needed(int layer, std::span<const int32_t> experts) {
     needed_[shape_.index(k)] = 1;
     needed_list_.push_back(k);
   }
+  routed_at_[static_cast<size_t>(layer)] = now_ + 1;
   policy_->hint_needed(layer, experts, now_);
+}
+
+void ExpertCacheState::hint_predicted(int layer, std::span<const int32_t> experts) {
+  for (int32_t e : experts) {
+    STRATA_CHECK(layer >= 0 && layer < shape_.n_layer && e >= 0 && e < shape_.n_expert, "expert cache: predicted key ({}, {}) outside {}x{}", layer,
+                 e, shape_.n_layer, shape_.n_expert);
+    predicted_at_[shape_.index({layer, e})] = now_ + 1;
+  }
+  policy_->hint_prefetch(layer, experts, now_);
 }
 
 void ExpertCacheState::clear_needed() {
@@ -68,7 +80,7 @@ bool ExpertCacheState::access(ExpertKey k, Admission* adm) {
   return false;
 }
 
-uint64_t ExpertCacheState::collect_candidates(int layer) {
+uint64_t ExpertCacheState::collect_candidates(int layer, bool with_awaited) {
   candidates_.clear();
   uint64_t freeable = 0;
   const int pool = budget_.pool(layer);
@@ -76,7 +88,7 @@ uint64_t ExpertCacheState::collect_candidates(int layer) {
     if (budget_.pool(l) != pool) continue;
     for (int e = 0; e < shape_.n_expert; ++e) {
       const ExpertKey c{l, e};
-      if (!evictable(shape_.index(c))) continue;
+      if (!evictable(shape_.index(c)) || (!with_awaited && awaited(shape_.index(c)))) continue;
       candidates_.push_back(c);
       freeable += shape_.bytes(c);
     }
@@ -92,7 +104,9 @@ Admission ExpertCacheState::admit(ExpertKey k, bool predicted) {
   const uint64_t used = pool_used(k.layer);
   if (need > cap) return out;
   if (used + need > cap) {
-    const uint64_t freeable = collect_candidates(k.layer);
+    uint64_t freeable = collect_candidates(k.layer);
+    // A demand miss may take an awaited read ahead when nothing else makes room.
+    if (!predicted && cap - used + freeable < need) freeable = collect_candidates(k.layer, true);
     // Everything needed now or pinned stays: if that leaves too little room, read transiently.
     if (cap - used + freeable < need) return out;
     if (!predicted && !policy_->should_admit(k, candidates_, now_)) return out;
@@ -162,6 +176,8 @@ void ExpertCacheState::clear(bool keep_learned) {
   std::fill(resident_.begin(), resident_.end(), 0);
   std::fill(pins_.begin(), pins_.end(), 0);
   std::fill(pool_used_.begin(), pool_used_.end(), 0);
+  std::fill(predicted_at_.begin(), predicted_at_.end(), 0);
+  std::fill(routed_at_.begin(), routed_at_.end(), 0);
   clear_needed();
   used_total_ = 0;
   n_resident_ = 0;

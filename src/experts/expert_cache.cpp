@@ -244,6 +244,7 @@ void ExpertCache::request(int layer, const int32_t* experts, int n) {
 }
 
 void ExpertCache::prefetch(int layer, const int32_t* experts, int n) {
+  state_->hint_predicted(layer, std::span<const int32_t>(experts, static_cast<size_t>(n)));
   for (int i = 0; i < n; ++i) {
     if (prefetch_inflight_ + layer_slot_bytes(layer) > opt_.prefetch_window) return;
     const ExpertKey k{layer, experts[i]};

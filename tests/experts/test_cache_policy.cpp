@@ -112,6 +112,43 @@ TEST(CachePolicy, NeededExpertsAreNeverEvicted) {
   EXPECT_EQ(simulate_belady(t, s, slots(2)).hits, 1u);
 }
 
+// A lookahead read ahead for a later layer is "awaited" until that layer routes in this token:
+// another read ahead cannot evict it, a demand miss only when nothing else makes room.
+TEST(CacheState, AwaitedReadsAheadSurviveUntilTheirLayerRuns) {
+  ExpertCacheState c(CacheShape::unit(2, 4), {2, false}, make_lru());
+  c.begin_token(1);
+  const int32_t l0a[] = {0}, l0b[] = {3}, l0c[] = {3, 2}, p1[] = {1}, p2[] = {2};
+  c.set_needed(0, l0a);
+  EXPECT_FALSE(c.access({0, 0}));
+  c.hint_predicted(1, p1);
+  EXPECT_TRUE(c.prefetch_predicted({1, 1}));  // free slot
+  EXPECT_TRUE(c.awaited({1, 1}));
+  EXPECT_TRUE(c.access({0, 0}));  // (1,1) is now the least recent
+  c.hint_predicted(1, p2);
+  EXPECT_FALSE(c.prefetch_predicted({1, 2}));  // (0,0) is needed, (1,1) awaited: no room
+  EXPECT_TRUE(c.resident({1, 1}));
+  c.set_needed(0, l0b);  // LRU's victim would be (1,1), but it is awaited: (0,0) goes
+  EXPECT_FALSE(c.access({0, 3}));
+  EXPECT_FALSE(c.resident({0, 0}));
+  EXPECT_TRUE(c.resident({1, 1}));
+  c.set_needed(0, l0c);  // (0,3) needed, (1,1) awaited: the demand miss takes it as a last resort
+  Admission adm;
+  EXPECT_FALSE(c.access({0, 2}, &adm));
+  EXPECT_TRUE(adm.admitted);
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{1, 1}));
+  // Routing the predicted layer, or the next token, ends the protection.
+  c.hint_predicted(1, p1);
+  EXPECT_TRUE(c.awaited({1, 1}));
+  c.set_needed(1, p2);
+  EXPECT_FALSE(c.awaited({1, 1}));
+  c.begin_token(2);
+  c.hint_predicted(0, l0b);
+  EXPECT_TRUE(c.awaited({0, 3}));
+  c.begin_token(3);
+  EXPECT_FALSE(c.awaited({0, 3}));
+}
+
 TEST(CacheState, PinnedExpertsAreNeverEvicted) {
   ExpertCacheState c(CacheShape::unit(1, 4), {2, false}, make_lru());
   c.begin_token(1);
