@@ -90,16 +90,9 @@ int run_cachesim(const CachesimOptions& o) {
   STRATA_CHECK(!o.replay_predictions || trace.n_predictions() > 0,
                "cachesim: --replay-predictions, but the trace has no prediction rows (record one with strata run --trace-experts and --lookahead >= 1)");
 
-  uint64_t accesses = 0, tokens = 0;
-  for (const auto& r : trace.runs) {
-    uint32_t last = UINT32_MAX;
-    for (const auto& e : r.events) {
-      if (e.predicted || !phase_selected(e.phase, so.phase)) continue;
-      accesses += e.n;
-      if (e.token != last) ++tokens, last = e.token;
-    }
-  }
-  fmt::print("trace    {}: {} runs, {} layers x {} experts, top-{}; phase {}: {} tokens, {} accesses\n",
+  const TraceSteps steps = count_steps(trace, so.phase);
+  const uint64_t accesses = steps.accesses, tokens = steps.steps;
+  fmt::print("trace    {}: {} runs, {} layers x {} experts, top-{}; phase {}: {} steps (tokens; a prompt chunk is one), {} accesses\n",
              o.synthetic.empty() ? o.trace : "synthetic " + o.synthetic, trace.runs.size(), trace.n_layer, trace.n_expert, trace.top_k, o.phase,
              tokens, accesses);
   if (trace.n_predictions() > 0)

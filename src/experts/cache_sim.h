@@ -4,8 +4,12 @@
 // Replay semantics: every run starts with a cold cache; events in order (token by token, layer
 // by layer); each event first marks its experts as needed (they cannot be evicted while the
 // event runs), then accesses them in router order, then loads what the policy wants prefetched
-// (a prefetched expert that is accessed later counts as a hit; its read counts in prefetches). The token clock advances whenever
-// (phase, token) changes. Events of other phases than `phase` are skipped entirely.
+// (a prefetched expert that is accessed later counts as a hit; its read counts in prefetches).
+// The step clock advances whenever (phase, token) changes in decode; in prefill, when the layer
+// goes down: a prompt chunk the engine recorded layer-major is one step, and its rows for one
+// layer are one event (the union of their experts, each fetched once for the chunk), while
+// token-major prefill rows are one step per token. Events of other phases than `phase` are
+// skipped entirely.
 //
 // Belady (MIN): on each eviction, drop the evictable resident whose next use is farthest in the
 // future (never used again first). Every miss is inserted (demand paging, no bypass). With unit
@@ -58,6 +62,12 @@ struct SimResult {
   double reads_per_access() const { return accesses ? double(accesses - hits + prefetches) / double(accesses) : 0.0; }
   double byte_hit_rate() const { return bytes_accessed ? 1.0 - double(bytes_fetched) / double(bytes_accessed) : 0.0; }
 };
+
+// Steps (decode tokens, prompt chunks) and expert accesses the replay of `t` makes in phase `f`.
+struct TraceSteps {
+  uint64_t steps = 0, accesses = 0;
+};
+TraceSteps count_steps(const RoutingTrace& t, PhaseFilter f);
 
 // The shape a trace implies with unit sizes (or `expert_bytes` each when nonzero).
 CacheShape trace_shape(const RoutingTrace& t, uint64_t expert_bytes = 0);

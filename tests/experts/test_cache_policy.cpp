@@ -404,6 +404,35 @@ TEST(CacheSim, ReplaysLookaheadPredictions) {
   EXPECT_EQ(simulate(t, s, o, "belady").hits, simulate_belady(t, s, slots(2)).hits);
 }
 
+// A prompt chunk the engine recorded layer-major is one step, and its rows for one layer one
+// event (the union: each expert fetched once for the chunk). Two chunks of two tokens, 2 layers:
+//   chunk 1: L0 {0} {1} -> {0,1}, L1 {2} {0} -> {2,0}: 4 misses
+//   chunk 2: L0 {0} {0} -> {0} hit, L1 {2} {1} -> {2,1}: 2 hit, 1 miss   (4 slots, nothing evicted)
+TEST(CacheSim, LayerMajorPromptChunksAreOneStep) {
+  RoutingTrace t;
+  t.n_layer = 2, t.n_expert = 3, t.top_k = 1;
+  auto& r = t.runs.emplace_back();
+  r.name = "p";
+  const int32_t rows[8][3] = {{0, 0, 0}, {1, 0, 1}, {0, 1, 2}, {1, 1, 0}, {2, 0, 0}, {3, 0, 0}, {2, 1, 2}, {3, 1, 1}};  // token, layer, expert
+  for (const auto& x : rows) r.add(uint32_t(x[0]), x[1], Phase::prefill, std::span(&x[2], 1));
+  const TraceSteps st = count_steps(t, PhaseFilter::prefill);
+  EXPECT_EQ(st.steps, 2u);
+  EXPECT_EQ(st.accesses, 7u);
+  SimOptions o = slots(4);
+  o.phase = PhaseFilter::prefill;
+  const SimResult res = simulate(t, trace_shape(t), o, "lru");
+  EXPECT_EQ(res.accesses, 7u);
+  EXPECT_EQ(res.hits, 2u);
+  EXPECT_EQ(simulate_belady(t, trace_shape(t), o).hits, 2u);
+  // The same rows token-major (one token at a time, as in the Mixtral trace) are four steps.
+  RoutingTrace u = t;
+  u.runs[0] = RoutingRun{};
+  const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int i : order) u.runs[0].add(uint32_t(rows[i][0]), rows[i][1], Phase::prefill, std::span(&rows[i][2], 1));
+  EXPECT_EQ(count_steps(u, PhaseFilter::prefill).steps, 4u);
+  EXPECT_EQ(count_steps(u, PhaseFilter::prefill).accesses, 8u);
+}
+
 TEST(RoutingTrace, SyntheticIsDeterministicAndLocal) {
   const auto o = parse_synthetic("layers=4,experts=32,k=4,tokens=400,runs=1,zipf=1.2,reuse=0.5,seed=11");
   const RoutingTrace a = make_synthetic(o), b = make_synthetic(o);
