@@ -110,6 +110,9 @@ RoutingTrace parse_trace(std::istream& in, const std::string& what) {
         auto key = tok.substr(0, eq), val = tok.substr(eq + 1);
         if (key == "n_layer") t.n_layer = to_num<int>(val, what, lineno);
         if (key == "n_expert") t.n_expert = to_num<int>(val, what, lineno);
+        STRATA_CHECK(t.n_layer >= 0 && t.n_layer <= kMaxTraceLayers && t.n_expert >= 0 && t.n_expert <= kMaxTraceExperts,
+                     "{}:{}: n_layer={} n_expert={} outside the limits ({} layers, {} experts)", what, lineno, t.n_layer, t.n_expert, kMaxTraceLayers,
+                     kMaxTraceExperts);
       }
       continue;
     }
@@ -166,8 +169,8 @@ RoutingTrace parse_trace(std::istream& in, const std::string& what) {
     } else {
       for (int c : col_expert_k) ex.push_back(to_num<int32_t>(field(c), what, lineno));
     }
-    STRATA_CHECK(layer >= 0, "{}:{}: negative layer", what, lineno);
-    for (int32_t x : ex) STRATA_CHECK(x >= 0, "{}:{}: negative expert id {}", what, lineno, x);
+    STRATA_CHECK(layer >= 0 && layer < kMaxTraceLayers, "{}:{}: layer {} outside 0..{}", what, lineno, layer, kMaxTraceLayers - 1);
+    for (int32_t x : ex) STRATA_CHECK(x >= 0 && x < kMaxTraceExperts, "{}:{}: expert id {} outside 0..{}", what, lineno, x, kMaxTraceExperts - 1);
     auto it = run_index.find(run);
     if (it == run_index.end()) {
       it = run_index.emplace(std::string(run), t.runs.size()).first;
@@ -231,6 +234,10 @@ SyntheticOptions parse_synthetic(std::string_view spec) {
   }
   STRATA_CHECK(o.n_layer > 0 && o.n_expert > 0 && o.top_k > 0 && o.top_k <= o.n_expert && o.tokens > 0 && o.runs > 0,
                "synthetic trace: need layers, experts, tokens, runs > 0 and 0 < k <= experts");
+  STRATA_CHECK(o.n_layer <= kMaxTraceLayers && o.n_expert <= kMaxTraceExperts, "synthetic trace: at most {} layers and {} experts (got {} x {})",
+               kMaxTraceLayers, kMaxTraceExperts, o.n_layer, o.n_expert);
+  STRATA_CHECK(uint64_t(o.tokens) * uint64_t(o.runs) * uint64_t(o.n_layer) * uint64_t(o.top_k) <= (uint64_t(1) << 28),
+               "synthetic trace: tokens x runs x layers x k = {} accesses, more than the limit of 2^28", uint64_t(o.tokens) * o.runs * o.n_layer * o.top_k);
   return o;
 }
 

@@ -28,6 +28,12 @@
 
 namespace strata {
 
+// Limits a trace file must respect (the largest MoE models have ~100 layers and 384 experts per
+// layer); beyond them the reader fails with the line, rather than a simulation allocating the
+// per-layer expert x expert tables of an absurd shape.
+inline constexpr int kMaxTraceLayers = 1024;
+inline constexpr int kMaxTraceExperts = 2048;
+
 enum class Phase : uint8_t { prefill, decode };
 enum class PhaseFilter : uint8_t { all, prefill, decode };
 PhaseFilter parse_phase_filter(std::string_view s);  // "all" | "prefill" | "decode"

@@ -369,6 +369,25 @@ TEST(RoutingTrace, PredictionRowsRoundTrip) {
   EXPECT_THROW(parse_trace(bad, "bad"), Error);
 }
 
+// Absurd shapes fail with the line, not with std::bad_alloc in a policy's tables.
+TEST(RoutingTrace, ShapeLimits) {
+  auto fails_with = [](const std::string& text, const std::string& what) {
+    std::stringstream ss(text);
+    try {
+      parse_trace(ss, "t.csv");
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "no error for: " << text;
+  };
+  fails_with("run,phase,token,layer,experts\np,decode,0,0,1 2000000000\n", "t.csv:2: expert id 2000000000");
+  fails_with("run,phase,token,layer,experts\np,decode,0,5000,1\n", "t.csv:2: layer 5000");
+  fails_with("# n_expert=99999\nrun,phase,token,layer,experts\n", "t.csv:1: n_layer=0 n_expert=99999");
+  EXPECT_THROW(parse_synthetic("layers=5000"), Error);
+  EXPECT_THROW(parse_synthetic("tokens=2000000000,runs=100"), Error);
+}
+
 // Replaying predictions, by hand. Two layers, one global pool of 2 slots, top-1.
 //   token 1: L0 {0} miss; predict L1 {1}: read ahead into the free slot; L1 {1} hit (prefetched)
 //   token 2: L0 {0} hit;  predict L1 {2}: pool full, evicts the victim (not L0's 0, which is
