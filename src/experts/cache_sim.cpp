@@ -192,7 +192,7 @@ SimResult simulate(const RoutingTrace& t, const CacheShape& shape, const SimOpti
   replay(
       t, o.phase,
       [&] {
-        if (!first_run) cache.clear(o.keep_learned);
+        if (!first_run) cache.clear(o.keep_learned || o.pretrain);  // pretrained statistics span the runs
         first_run = false;
         std::fill(prefetched.begin(), prefetched.end(), 0);
       },

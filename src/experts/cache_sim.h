@@ -37,7 +37,8 @@ struct SimOptions {
   // engine serving several prompts), false resets it too.
   bool keep_learned = false;
   // Policies first learn from one uncounted replay of the whole trace, then the counted replay
-  // starts with an empty cache: statistics that already know the trace's future, an upper bound
+  // starts with an empty cache (each run does, keeping the statistics, as with keep_learned):
+  // statistics that already know the trace's future, an upper bound
   // on what the same policy can learn online (policy "predict:0", without decay, is then a
   // Markov predictor fitted in-sample). Belady ignores it.
   bool pretrain = false;
