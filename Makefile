@@ -1,23 +1,30 @@
-# Strata: the two quick-start commands are `make demo` and `make test`.
+# Strata: the two quick-start commands are `./bootstrap demo` and `./bootstrap test` (they install
+# make and every other dependency, then run `make demo` / `make test`).
 BUILD     ?= build
 BUILD_SAN ?= build-san
 BUILD_FUZZ?= build-fuzz
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-sanitize fuzz bench clean npm-client
+.PHONY: all deps configure build build-cli demo test test-release test-sanitize fuzz bench clean npm-client
 
 all: build
 
 deps:
 	@./scripts/install-deps.sh
 
-build: deps
+configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+build: configure
 	@ninja -C $(BUILD)
 
+# Only the strata binary (what the demo needs).
+build-cli: configure
+	@ninja -C $(BUILD) strata-cli
+
 # Runs the main job on the small default model (generated on first use).
-demo: build
+demo: build-cli
 	@./scripts/demo.sh $(BUILD)/bin/strata
 
 # Release tests, the same tests under ASan+UBSan, and a bounded fuzz run.

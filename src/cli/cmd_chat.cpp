@@ -20,18 +20,54 @@ struct ChatOptions {
   SamplerParams sampling;
 };
 
+// One reply: evaluates the conversation's new tokens (the engine keeps the rows it may reuse),
+// then samples until end of turn, the limit, the context's end or Ctrl-C. Returns the reply text.
+std::string reply(Engine& eng, const tok::Tokenizer& tk, Sampler& sampler, const std::vector<int32_t>& toks, int n_predict) {
+  const int n_ctx = eng.options().n_ctx;
+  std::vector<float> logits;
+  const double t0 = now_s();
+  const int kept = eng.start_prompt(0, toks);
+  eng.eval(0, toks.data() + kept, static_cast<int>(toks.size()) - kept, kept, false, logits);
+  const double t1 = now_s();
+  tok::StreamDecoder dec(tk);
+  std::string text;
+  int n = 0;
+  int pos = static_cast<int>(toks.size());
+  const int limit = n_predict < 0 ? n_ctx - pos : n_predict;
+  std::vector<int32_t> history = toks;
+  while (n < limit && pos < n_ctx && !interrupted()) {
+    const int32_t t = sampler.sample(logits.data(), history);
+    if (tk.is_eog(t)) break;
+    ++n;
+    history.push_back(t);
+    const std::string piece = dec.push(t);
+    text += piece;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    eng.eval(0, &t, 1, pos++, false, logits);
+  }
+  text += dec.flush();
+  const double t2 = now_s();
+  if (interrupted()) std::fprintf(stderr, "\n[stopped]");
+  std::fprintf(stderr, "\n[%zu prompt tokens in %.2f s (%d reused), %d tokens at %.1f tok/s]", toks.size() - kept, t1 - t0, kept, n,
+               n > 0 ? n / (t2 - t1) : 0.0);
+  if (ExpertCache* c = eng.tier().cache()) {
+    const auto& k = c->counters();
+    std::fprintf(stderr, " [experts: hit rate %.1f%%, read %.1f MiB so far]", 100.0 * k.hits / std::max<double>(1, k.hits + k.misses),
+                 k.bytes_read / 1048576.0);
+  }
+  return text;
+}
+
 int chat(const ChatOptions& o) {
   auto loaded = load_engine(o.model);
   Engine& eng = *loaded.engine;
   const tok::Tokenizer& tk = *loaded.tokenizer;
   const std::string tmpl = chat_template_from_gguf(eng.model().gguf());
   const ChatTemplateOptions topts = chat_options_from_gguf(eng.model().gguf());
-  const int nv = eng.config().n_vocab;
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.emplace_back("system", o.system);
-  std::vector<int32_t> in_kv;  // tokens whose K/V are in the cache (sequence 0)
-  Sampler sampler(o.sampling, nv);
-  std::vector<float> logits;
+  Sampler sampler(o.sampling, eng.config().n_vocab);
   std::fprintf(stderr, "strata chat: %s (%s). Ctrl-C stops a reply; /reset, /exit.\n", o.model.path.c_str(), eng.config().arch.c_str());
   std::string line;
   for (;;) {
@@ -41,7 +77,7 @@ int chat(const ChatOptions& o) {
     if (line == "/reset") {
       messages.clear();
       if (!o.system.empty()) messages.emplace_back("system", o.system);
-      in_kv.clear();
+      eng.reset(0);
       std::fprintf(stderr, "(conversation cleared)\n");
       continue;
     }
@@ -49,57 +85,19 @@ int chat(const ChatOptions& o) {
     messages.emplace_back("user", line);
     const std::string text = apply_chat_template(tmpl, messages, topts);
     const bool has_bos = !topts.bos_token.empty() && text.rfind(topts.bos_token, 0) == 0;
-    std::vector<int32_t> toks = tk.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
-    size_t common = 0;
-    while (common < in_kv.size() && common < toks.size() && in_kv[common] == toks[common]) ++common;
-    if (common == toks.size()) common = toks.size() - 1;  // re-evaluate the last token for its logits
-    if (static_cast<int>(toks.size()) >= eng.options().n_ctx) {
+    const std::vector<int32_t> toks = tk.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+    if (toks.empty() || static_cast<int>(toks.size()) >= eng.options().n_ctx) {
       std::fprintf(stderr, "error: the conversation (%zu tokens) no longer fits the context (%d); /reset or use a larger -c\n", toks.size(),
                    eng.options().n_ctx);
       messages.pop_back();
       continue;
     }
     clear_interrupt();
-    const double t0 = now_s();
     try {
-      eng.eval(0, toks.data() + common, static_cast<int>(toks.size() - common), static_cast<int>(common), false, logits);
+      messages.emplace_back("assistant", reply(eng, tk, sampler, toks, o.n_predict));
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       messages.pop_back();
-      in_kv.clear();
-      continue;
-    }
-    in_kv = toks;
-    const double t1 = now_s();
-    tok::StreamDecoder dec(tk);
-    std::string reply;
-    int n = 0;
-    int pos = static_cast<int>(toks.size());
-    const int limit = o.n_predict < 0 ? eng.options().n_ctx - pos : o.n_predict;
-    std::vector<float> cur(logits.begin(), logits.begin() + nv);
-    std::vector<int32_t> history = toks;
-    while (n < limit && pos < eng.options().n_ctx && !interrupted()) {
-      const int32_t t = sampler.sample(cur.data(), history);
-      if (tk.is_eog(t)) break;
-      ++n;
-      history.push_back(t);
-      const std::string piece = dec.push(t);
-      reply += piece;
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      eng.eval(0, &t, 1, pos++, false, logits);
-      in_kv.push_back(t);
-      std::copy(logits.begin(), logits.begin() + nv, cur.begin());
-    }
-    reply += dec.flush();
-    const double t2 = now_s();
-    if (interrupted()) std::fprintf(stderr, "\n[stopped]");
-    messages.emplace_back("assistant", reply);
-    std::fprintf(stderr, "\n[%zu prompt tokens in %.2f s, %d tokens at %.1f tok/s]", toks.size() - common, t1 - t0, n, n > 0 ? n / (t2 - t1) : 0.0);
-    if (ExpertCache* c = eng.tier().cache()) {
-      const auto& k = c->counters();
-      std::fprintf(stderr, " [experts: hit rate %.1f%%, read %.1f MiB so far]", 100.0 * k.hits / std::max<double>(1, k.hits + k.misses),
-                   k.bytes_read / 1048576.0);
     }
     clear_interrupt();
   }

@@ -63,12 +63,7 @@ nlohmann::json topk_json(const float* logits, int n_vocab, int k) {
   return arr;
 }
 
-int run(const RunOptions& o) {
-  auto loaded = load_engine(o.model);
-  Engine& eng = *loaded.engine;
-  const tok::Tokenizer& tk = *loaded.tokenizer;
-  const int nv = eng.config().n_vocab;
-
+std::vector<int32_t> load_prompt(const RunOptions& o, const tok::Tokenizer& tk, int n_vocab, int n_ctx) {
   std::vector<int32_t> prompt;
   if (!o.tokens_file.empty()) {
     prompt = read_token_file(o.tokens_file);
@@ -78,39 +73,17 @@ int run(const RunOptions& o) {
     prompt = tk.encode(text, /*add_special=*/true, /*parse_special=*/true);
   }
   STRATA_CHECK(!prompt.empty(), "the prompt is empty (no tokens)");
-  for (int32_t t : prompt) STRATA_CHECK(t >= 0 && t < nv, "token id {} is outside the vocabulary (0..{})", t, nv - 1);
-  STRATA_CHECK(static_cast<int>(prompt.size()) <= eng.options().n_ctx, "the prompt has {} tokens but the context holds {} (use -c to enlarge it)",
-               prompt.size(), eng.options().n_ctx);
+  for (int32_t t : prompt) STRATA_CHECK(t >= 0 && t < n_vocab, "token id {} is outside the vocabulary (0..{})", t, n_vocab - 1);
+  STRATA_CHECK(static_cast<int>(prompt.size()) <= n_ctx, "the prompt has {} tokens but the context holds {} (use -c to enlarge it)",
+               prompt.size(), n_ctx);
+  return prompt;
+}
 
-  FILE* text_out = stdout;
-  std::vector<float> logits;
-  std::unique_ptr<RoutingRecorder> rec;
-  if (!o.trace_path.empty() || !o.heatmap_path.empty()) {
-    int ne = 0;
-    for (const auto& l : eng.config().layers) ne = std::max(ne, l.n_expert);
-    STRATA_CHECK(ne > 0, "--trace-experts / --heatmap: the model has no routed experts");
-    rec = std::make_unique<RoutingRecorder>(eng.config().n_layer, ne, "p0");
-    eng.model().set_routing_observer(rec.get());
-    rec->begin(0, Phase::prefill);
-  }
-  if (ExpertCache* c = eng.tier().cache()) c->reset_layer_prof();
-  eng.model().reset_layer_seconds();
-  const double t0 = now_s();
-  const bool all = o.top_logits > 0;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, all, logits);
-  const double t1 = now_s();
-  if (o.prof) {
-    std::fprintf(stderr, "[PROF] prompt (%zu tokens):\n%s", prompt.size(), layer_profile(eng, static_cast<int>(prompt.size())).c_str());
-    if (ExpertCache* c = eng.tier().cache()) c->reset_layer_prof();
-    eng.model().reset_layer_seconds();
-  }
-  const float* last = logits.data() + (all ? (prompt.size() - 1) * static_cast<size_t>(nv) : 0);
-
-  nlohmann::json j;
-  j["prompt_tokens"] = prompt;
-  if (all) {
+// --top-logits (into the JSON) and --logits-out, from the prompt's logits.
+void prompt_outputs(const RunOptions& o, const std::vector<float>& logits, size_t n_prompt, int nv, const float* last, nlohmann::json& j) {
+  if (o.top_logits > 0) {
     nlohmann::json pt = nlohmann::json::array();
-    for (size_t i = 0; i < prompt.size(); ++i) pt.push_back(topk_json(logits.data() + i * nv, nv, o.top_logits));
+    for (size_t i = 0; i < n_prompt; ++i) pt.push_back(topk_json(logits.data() + i * nv, nv, o.top_logits));
     j["prompt_topk"] = pt;
   }
   if (!o.logits_out.empty()) {
@@ -119,57 +92,107 @@ int run(const RunOptions& o) {
     f.write(reinterpret_cast<const char*>(last), static_cast<std::streamsize>(sizeof(float) * nv));
     STRATA_CHECK(f.good(), "{}: write failed", o.logits_out);
   }
+}
 
-  Sampler sampler(o.sampling, nv);
-  std::vector<int32_t> history = prompt, generated;
-  std::vector<float> cur(last, last + nv);
-  tok::StreamDecoder dec(tk);
+struct Generated {
+  std::vector<int32_t> tokens;
   std::string text;
-  double t_first = 0;
+  double t_first = 0;  // when the first token was sampled
+};
+
+// Samples from the prompt's last logits, then one token per pass until -n, end of generation,
+// the context's end or Ctrl-C; streams the text unless --json.
+Generated generate(Engine& eng, const tok::Tokenizer& tk, const RunOptions& o, const std::vector<int32_t>& prompt, const float* last,
+                   RoutingRecorder* rec) {
+  const int nv = eng.config().n_vocab, n_ctx = eng.options().n_ctx;
+  Sampler sampler(o.sampling, nv);
+  std::vector<int32_t> history = prompt;
+  std::vector<float> logits(last, last + nv);
+  tok::StreamDecoder dec(tk);
+  Generated g;
   int pos = static_cast<int>(prompt.size());
-  const int n_predict = o.n_predict < 0 ? eng.options().n_ctx - pos : o.n_predict;
+  const int n_predict = o.n_predict < 0 ? n_ctx - pos : o.n_predict;
   for (int s = 0; s < n_predict && !interrupted(); ++s) {
-    const int32_t t = sampler.sample(cur.data(), history);
-    if (s == 0) t_first = now_s();
-    generated.push_back(t);
+    const int32_t t = sampler.sample(logits.data(), history);
+    if (s == 0) g.t_first = now_s();
+    g.tokens.push_back(t);
     history.push_back(t);
     const std::string piece = dec.push(t);
-    text += piece;
+    g.text += piece;
     if (!o.json) {
-      std::fwrite(piece.data(), 1, piece.size(), text_out);
-      std::fflush(text_out);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
     }
-    if (!o.ignore_eos && tk.is_eog(t)) break;
-    if (s + 1 == n_predict) break;
-    if (pos >= eng.options().n_ctx) {
+    if ((!o.ignore_eos && tk.is_eog(t)) || s + 1 == n_predict) break;
+    if (pos >= n_ctx) {
       std::fprintf(stderr, "\n[context full at %d tokens]\n", pos);
       break;
     }
     if (rec) rec->begin(static_cast<uint32_t>(s), Phase::decode);
-    eng.eval(0, &t, 1, pos, false, logits);
-    ++pos;
-    std::copy(logits.begin(), logits.begin() + nv, cur.begin());
+    eng.eval(0, &t, 1, pos++, false, logits);
   }
-  text += dec.flush();
+  g.text += dec.flush();
+  return g;
+}
+
+std::unique_ptr<RoutingRecorder> start_recorder(const RunOptions& o, Engine& eng) {
+  if (o.trace_path.empty() && o.heatmap_path.empty()) return nullptr;
+  int ne = 0;
+  for (const auto& l : eng.config().layers) ne = std::max(ne, l.n_expert);
+  STRATA_CHECK(ne > 0, "--trace-experts / --heatmap: the model has no routed experts");
+  auto rec = std::make_unique<RoutingRecorder>(eng.config().n_layer, ne, "p0");
+  eng.model().set_routing_observer(rec.get());
+  rec->begin(0, Phase::prefill);
+  return rec;
+}
+
+void reset_profile(Engine& eng) {
+  if (ExpertCache* c = eng.tier().cache()) c->reset_layer_prof();
+  eng.model().reset_layer_seconds();
+}
+
+int run(const RunOptions& o) {
+  auto loaded = load_engine(o.model);
+  Engine& eng = *loaded.engine;
+  const tok::Tokenizer& tk = *loaded.tokenizer;
+  const int nv = eng.config().n_vocab;
+  const std::vector<int32_t> prompt = load_prompt(o, tk, nv, eng.options().n_ctx);
+  std::unique_ptr<RoutingRecorder> rec = start_recorder(o, eng);
+  reset_profile(eng);
+
+  std::vector<float> logits;
+  const double t0 = now_s();
+  const bool all = o.top_logits > 0;
+  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, all, logits);
+  const double t1 = now_s();
+  if (o.prof) {
+    std::fprintf(stderr, "[PROF] prompt (%zu tokens):\n%s", prompt.size(), layer_profile(eng, static_cast<int>(prompt.size())).c_str());
+    reset_profile(eng);
+  }
+  const float* last = logits.data() + (all ? (prompt.size() - 1) * static_cast<size_t>(nv) : 0);
+  nlohmann::json j;
+  j["prompt_tokens"] = prompt;
+  prompt_outputs(o, logits, prompt.size(), nv, last, j);
+
+  const Generated g = generate(eng, tk, o, prompt, last, rec.get());
   const double t2 = now_s();
   const double pp_s = t1 - t0, gen_s = t2 - t1;
-  const int n_gen = static_cast<int>(generated.size());
+  const int n_gen = static_cast<int>(g.tokens.size());
   const double pp_tps = pp_s > 0 ? prompt.size() / pp_s : 0;
-  const double tg_tps = n_gen > 1 && t2 > t_first ? (n_gen - 1) / (t2 - t_first) : 0;
+  const double tg_tps = n_gen > 1 && t2 > g.t_first ? (n_gen - 1) / (t2 - g.t_first) : 0;
   const std::string figures = fmt::format("[prompt {} tokens, {:.1f} tok/s | generation {} tokens, {:.1f} tok/s | first token {:.0f} ms]",
-                                          prompt.size(), pp_tps, n_gen, tg_tps, (t_first - t0) * 1000.0);
+                                          prompt.size(), pp_tps, n_gen, tg_tps, (g.t_first - t0) * 1000.0);
   if (rec) {
     eng.model().set_routing_observer(nullptr);
     if (!o.trace_path.empty()) rec->write_trace(o.trace_path);
     if (!o.heatmap_path.empty()) rec->write_heatmap(o.heatmap_path);
   }
   if (o.prof) std::fprintf(stderr, "[PROF] generation, per token:\n%s", layer_profile(eng, std::max(1, n_gen - 1)).c_str());
-  const std::string tier = tier_summary(eng, static_cast<int>(prompt.size()) + n_gen, t2 - t0);
-  std::fprintf(stderr, "%s\n", tier.c_str());
+  std::fprintf(stderr, "%s\n", tier_summary(eng, static_cast<int>(prompt.size()) + n_gen, t2 - t0).c_str());
   if (o.json) {
-    j["tokens"] = generated;
-    j["text"] = text;
-    j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (t_first - t0) * 1000.0}};
+    j["tokens"] = g.tokens;
+    j["text"] = g.text;
+    j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0}};
     std::fprintf(stderr, "%s\n", figures.c_str());
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

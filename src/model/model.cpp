@@ -130,6 +130,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     ++n_out;
   }
   if (n_out) matmul(k, pool_, w_.output, st.logits_in.data(), n_out, logits, st.mm, st.in_gemm_out.data());
+  head_rows_ += static_cast<uint64_t>(n_out);
 }
 
 void Model::run_layers(FwdCtx& c) {

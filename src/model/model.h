@@ -46,6 +46,9 @@ struct ArchDef {
   void (*load_config)(const GgufModel& m, ModelConfig& cfg);
   void (*bind)(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w);
   void (*run_layers)(struct FwdCtx& c) = nullptr;
+  // A sequence's state is its KV rows alone, so it can be cut back to any position and a prompt
+  // prefix reused; false when the architecture keeps more per sequence (DeepSeek-V4's compressed blocks).
+  bool rewindable = true;
 };
 const ArchDef* find_arch(const std::string& name);
 std::vector<std::string> supported_archs();
@@ -59,6 +62,7 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const GgufModel& gguf() const { return *gguf_; }
   const ModelWeights& weights() const { return w_; }
+  bool rewindable() const { return arch_->rewindable; }
 
   // Runs the batch and writes logits [n_out, n_vocab] for the tokens whose logits flag is set
   // (in batch order). Validates token ids and positions.
@@ -75,6 +79,8 @@ class Model {
   const std::vector<double>& layer_seconds() const { return layer_s_; }
   void reset_layer_seconds() { layer_s_.assign(cfg_.layers.size(), 0.0); }
   int lookahead() const { return lookahead_; }
+  // Rows that went through the output head since load (a pass computes only the rows asked for).
+  uint64_t head_rows() const { return head_rows_; }
 
   struct State;  // scratch buffers (model.cpp)
 
@@ -92,6 +98,7 @@ class Model {
   RoutingObserver* observer_ = nullptr;
   int lookahead_ = 0;
   std::vector<double> layer_s_;
+  uint64_t head_rows_ = 0;
   std::unique_ptr<State> st_;
 };
 

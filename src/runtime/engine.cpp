@@ -10,6 +10,7 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   if (opt_.n_ctx <= 0) opt_.n_ctx = model_->config().n_ctx_train > 0 ? model_->config().n_ctx_train : 4096;
   if (opt_.n_threads <= 0) opt_.n_threads = default_thread_count();
   STRATA_CHECK(opt_.n_batch > 0, "batch size must be positive (got {})", opt_.n_batch);
+  STRATA_CHECK(opt_.n_seq > 0, "sequence slots must be positive (got {})", opt_.n_seq);
   pool_ = std::make_unique<ThreadPool>(opt_.n_threads);
   KvCacheOptions ko;
   ko.n_ctx = opt_.n_ctx;
@@ -19,37 +20,132 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   kv_ = std::make_unique<KvCache>(model_->config(), ko);
   model_->set_threads(pool_.get());
   tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), opt_.n_batch, opt_.tier);
+  seqs_.resize(static_cast<size_t>(opt_.n_seq));
+}
+
+Engine::Seq& Engine::seq_at(int seq) {
+  STRATA_CHECK(seq >= 0 && seq < opt_.n_seq, "sequence slot {} out of range ({} slots)", seq, opt_.n_seq);
+  return seqs_[static_cast<size_t>(seq)];
+}
+
+const Engine::Seq& Engine::seq_at(int seq) const {
+  STRATA_CHECK(seq >= 0 && seq < opt_.n_seq, "sequence slot {} out of range ({} slots)", seq, opt_.n_seq);
+  return seqs_[static_cast<size_t>(seq)];
+}
+
+int Engine::seq_length(int seq) const { return static_cast<int>(seq_at(seq).tokens.size()); }
+
+void Engine::truncate(int seq, int n) {
+  Seq& s = seq_at(seq);
+  const int len = static_cast<int>(s.tokens.size());
+  STRATA_CHECK(n >= 0 && n <= len, "cannot cut sequence {} back to {} tokens: it holds {}", seq, n, len);
+  STRATA_CHECK(n == len || n == 0 || model_->rewindable(),
+               "architecture {} keeps per-sequence state beyond the KV rows: sequence {} cannot be cut back to {} of {} tokens",
+               config().arch, seq, n, len);
+  s.tokens.resize(static_cast<size_t>(n));
+  s.n_chunked = std::min(s.n_chunked, n);
+}
+
+int Engine::reusable_prefix(int seq, std::span<const int32_t> prompt) const {
+  const Seq& s = seq_at(seq);
+  if (!model_->rewindable() || prompt.size() < 3) return 0;
+  const size_t cap = std::min(static_cast<size_t>(s.n_chunked), prompt.size() - 2);
+  size_t n = 0;
+  while (n < cap && s.tokens[n] == prompt[n]) ++n;
+  return static_cast<int>(n);
+}
+
+int Engine::reusable_rows(int seq) const { return model_->rewindable() ? seq_at(seq).n_chunked : 0; }
+
+int Engine::start_prompt(int seq, std::span<const int32_t> prompt) {
+  const int keep = reusable_prefix(seq, prompt);
+  truncate(seq, keep);
+  return keep;
+}
+
+int Engine::prompt_chunk(int rest, int room) {
+  int take = std::min(rest, room);
+  if (take < rest && rest - take == 1) --take;  // would leave a lone token
+  if (take == 1 && rest > 1) take = 0;          // would be a lone token itself
+  return std::max(take, 0);
+}
+
+void Engine::check_inputs(std::span<const SeqInput> inputs) const {
+  STRATA_CHECK(!inputs.empty(), "nothing to evaluate");
+  int total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const SeqInput& in = inputs[i];
+    const Seq& s = seq_at(in.seq);
+    STRATA_CHECK(in.n > 0 && in.tokens != nullptr, "input {} of the pass has no tokens", i);
+    for (size_t j = 0; j < i; ++j) STRATA_CHECK(inputs[j].seq != in.seq, "sequence {} appears twice in one pass", in.seq);
+    const int end = static_cast<int>(s.tokens.size()) + in.n;
+    STRATA_CHECK(end <= opt_.n_ctx, "{} tokens at position {} exceed the context size {} (use -c to enlarge it)", in.n, s.tokens.size(),
+                 opt_.n_ctx);
+    total += in.n;
+  }
+  STRATA_CHECK(total <= opt_.n_batch, "a pass of {} tokens exceeds the batch size {} the memory plan was made for", total, opt_.n_batch);
+}
+
+void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logits) {
+  check_inputs(inputs);
+  tokens_.clear();
+  pos_.clear();
+  seq_.clear();
+  want_.clear();
+  size_t rows = 0;
+  for (const SeqInput& in : inputs) {
+    const int p0 = static_cast<int>(seq_at(in.seq).tokens.size());
+    for (int i = 0; i < in.n; ++i) {
+      tokens_.push_back(in.tokens[i]);
+      pos_.push_back(p0 + i);
+      seq_.push_back(in.seq);
+      want_.push_back(in.logits == Logits::All || (in.logits == Logits::Last && i == in.n - 1) ? 1 : 0);
+    }
+    rows += in.logits == Logits::All ? static_cast<size_t>(in.n) : in.logits == Logits::Last ? 1 : 0;
+  }
+  logits.resize(rows * static_cast<size_t>(config().n_vocab));
+  Batch b;
+  b.n = static_cast<int>(tokens_.size());
+  b.tokens = tokens_.data();
+  b.pos = pos_.data();
+  b.seq = seq_.data();
+  b.logits = want_.data();
+  try {
+    model_->forward(b, *kv_, logits.data());
+  } catch (...) {
+    for (const SeqInput& in : inputs) reset(in.seq);  // rows of unknown state
+    throw;
+  }
+  for (const SeqInput& in : inputs) {
+    Seq& s = seq_at(in.seq);
+    // A lone token of its sequence is computed in the decode order: its row ends the reusable run.
+    if (in.n > 1 && s.n_chunked == static_cast<int>(s.tokens.size())) s.n_chunked += in.n;
+    s.tokens.insert(s.tokens.end(), in.tokens, in.tokens + in.n);
+  }
 }
 
 void Engine::eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits) {
   STRATA_CHECK(n > 0, "nothing to evaluate");
   STRATA_CHECK(pos0 >= 0 && pos0 + n <= opt_.n_ctx, "{} tokens at position {} exceed the context size {} (use -c to enlarge it)", n, pos0,
                opt_.n_ctx);
-  const int nv = model_->config().n_vocab;
-  logits.resize(static_cast<size_t>(all_logits ? n : 1) * nv);
-  for (int off = 0; off < n; off += opt_.n_batch) {
-    const int m = std::min(opt_.n_batch, n - off);
-    pos_.resize(m);
-    seq_.assign(m, seq);
-    want_.assign(m, 0);
-    for (int i = 0; i < m; ++i) {
-      pos_[i] = pos0 + off + i;
-      want_[i] = all_logits ? 1 : 0;
-    }
-    const bool last_chunk = off + m == n;
-    if (!all_logits && last_chunk) want_[m - 1] = 1;
-    if (!all_logits && !last_chunk) {
-      // No logits needed: still run the chunk (its KV entries matter).
-      want_[m - 1] = 1;
-    }
-    Batch b;
-    b.n = m;
-    b.tokens = tokens + off;
-    b.pos = pos_.data();
-    b.seq = seq_.data();
-    b.logits = want_.data();
-    float* out = all_logits ? logits.data() + static_cast<size_t>(off) * nv : logits.data();
-    model_->forward(b, *kv_, out);
+  STRATA_CHECK(pos0 <= seq_length(seq), "position {} is past the end of sequence {} ({} tokens)", pos0, seq, seq_length(seq));
+  truncate(seq, pos0);
+  const size_t nv = static_cast<size_t>(config().n_vocab);
+  const Logits want = all_logits ? Logits::All : Logits::Last;
+  if (n <= opt_.n_batch) {  // one pass
+    const SeqInput in{seq, tokens, n, want};
+    forward({&in, 1}, logits);
+    return;
+  }
+  logits.resize(all_logits ? static_cast<size_t>(n) * nv : nv);
+  for (int off = 0; off < n;) {
+    int m = prompt_chunk(n - off, opt_.n_batch);
+    if (m == 0) m = std::min(n - off, opt_.n_batch);  // a batch size of 1 or 2 cannot avoid lone tokens
+    const bool last = off + m == n;
+    const SeqInput in{seq, tokens + off, m, all_logits ? Logits::All : last ? Logits::Last : Logits::None};
+    forward({&in, 1}, part_);
+    if (all_logits || last) std::copy(part_.begin(), part_.end(), logits.begin() + (all_logits ? static_cast<ptrdiff_t>(off * nv) : 0));
+    off += m;
   }
 }
 

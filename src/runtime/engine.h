@@ -1,12 +1,16 @@
 #pragma once
-// The engine facade used by the CLI and the server: a model, its KV cache, a thread pool,
-// and evaluation of token runs per sequence (prompts in chunks, then one token per step).
-#include <chrono>
+// The engine: the one front door of the CLI and the server. It owns the model, its KV cache,
+// the thread pool, the expert tier and the sequence slots, and it is the one place that builds
+// batches: every forward pass, whether one prompt in chunks or many slots decoding together,
+// goes through Engine::forward, which also keeps each slot's record of which KV rows it holds
+// and which of them a later prompt may reuse.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -18,10 +22,21 @@ struct EngineOptions {
   int n_ctx = 4096;                 // positions per sequence (0: the model's training context)
   int n_seq = 1;                    // sequence slots
   int n_threads = 0;                // 0: all hardware threads
-  int n_batch = 512;                // prompt tokens per forward call
+  int n_batch = 512;                // most tokens in one forward pass (the scratch is planned for it)
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
   TierOptions tier;                 // --ram-budget, --cache-experts, prefetch, I/O
+};
+
+// Which logits rows an input asks for.
+enum class Logits : uint8_t { None, Last, All };
+
+// One sequence's part of a forward pass: n tokens appended at the end of the slot's sequence.
+struct SeqInput {
+  int seq = 0;
+  const int32_t* tokens = nullptr;
+  int n = 0;
+  Logits logits = Logits::Last;
 };
 
 class Engine {
@@ -30,28 +45,66 @@ class Engine {
 
   Model& model() { return *model_; }
   const ModelConfig& config() const { return model_->config(); }
-  KvCache& kv() { return *kv_; }
   ThreadPool& pool() { return *pool_; }
+  const KvCache& kv() const { return *kv_; }
   const EngineOptions& options() const { return opt_; }
   ExpertTier& tier() { return *tier_; }
+  int n_seq() const { return opt_.n_seq; }
 
-  // Evaluates tokens [n] of sequence `seq` at positions pos0..pos0+n-1 in chunks of n_batch.
-  // logits receives n_vocab floats per token when all_logits, else only the last token's.
+  // ---- sequence slots ----------------------------------------------------------------------
+  // Tokens whose KV rows slot `seq` holds (positions 0..length-1).
+  int seq_length(int seq) const;
+  // Drops the rows of `seq` from position n on (n <= seq_length). Architectures whose per-sequence
+  // state is more than KV rows (DeepSeek-V4's compressed blocks) can only drop everything.
+  void truncate(int seq, int n);
+  void reset(int seq) { truncate(seq, 0); }
+  // How many leading tokens of `prompt` can keep the rows slot `seq` holds, such that the run gives
+  // exactly what a fresh run would: rows computed in multi-token passes only (a lone token of its
+  // sequence in a pass sums attention in another order), at least two prompt tokens left to
+  // evaluate (one multi-token chunk whose last row gives the logits), 0 where rows cannot be
+  // rewound. Prefix reuse is this rule and nothing else.
+  int reusable_prefix(int seq, std::span<const int32_t> prompt) const;
+  // Rows of `seq` that a later prompt could reuse (what a slot has to lose).
+  int reusable_rows(int seq) const;
+  // Starts a prompt in `seq`: keeps reusable_prefix() rows, drops the rest; returns how many rows were kept.
+  int start_prompt(int seq, std::span<const int32_t> prompt);
+  // Tokens of a prompt with `rest` tokens left to take into a pass that has room for `room`: as many
+  // as fit, but never leaving one token behind, and never a lone token of a longer prompt (both would be
+  // a lone-token pass, computed in another order than a fresh run). 0: wait for a pass with more room.
+  static int prompt_chunk(int rest, int room);
+
+  // ---- forward passes ----------------------------------------------------------------------
+  // One forward pass over several sequences (one input per sequence, at most n_batch tokens in all).
+  // Logits rows are written in input order: one for Logits::Last, n for Logits::All. On an error the
+  // rows of every sequence in the pass are in an unknown state: those slots are reset, and the error
+  // is rethrown for the caller to fail exactly the requests of those sequences.
+  void forward(std::span<const SeqInput> inputs, std::vector<float>& logits);
+  // One sequence: truncates it to pos0 and evaluates tokens[n] in passes of at most n_batch tokens
+  // (split by prompt_chunk). logits: n rows of n_vocab when all_logits, else the last token's row.
   void eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits);
 
  private:
+  struct Seq {
+    std::vector<int32_t> tokens;  // the tokens whose rows are in the cache, by position
+    int n_chunked = 0;            // leading rows all computed in multi-token passes
+  };
+  Seq& seq_at(int seq);
+  const Seq& seq_at(int seq) const;
+  void check_inputs(std::span<const SeqInput> inputs) const;
+
   std::unique_ptr<Model> model_;
   EngineOptions opt_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<ExpertTier> tier_;
-  std::vector<int32_t> pos_, seq_;
+  std::vector<Seq> seqs_;
+  // Batch buffers, reused across passes.
+  std::vector<int32_t> tokens_, pos_, seq_;
   std::vector<uint8_t> want_;
+  std::vector<float> part_;  // eval: logits of one pass
 };
 
-// Wall clock in seconds.
-inline double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+// Wall clock in seconds (the one clock, core/clock.h).
+inline double now_s() { return clock_s(); }
 
 }  // namespace strata

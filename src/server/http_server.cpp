@@ -184,7 +184,7 @@ struct HttpServer::Impl {
 
   json model_json() const {
     json m{{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "strata"}};
-    m["meta"] = {{"n_ctx_per_slot", eng->options().n_ctx}, {"slots", eng->kv().n_seq()}, {"n_vocab", eng->config().n_vocab},
+    m["meta"] = {{"n_ctx_per_slot", eng->options().n_ctx}, {"slots", eng->n_seq()}, {"n_vocab", eng->config().n_vocab},
                  {"architecture", eng->config().arch}, {"aliases", names}, {"chat_format", chat_format_name(chat_format)}};
     return m;
   }

@@ -1,9 +1,10 @@
 #pragma once
-// Continuous batching over one Engine: a single engine thread owns the model and the KV cache.
-// Each step builds ONE batch holding every decoding sequence's next token plus chunks of
-// pending prompts (capped per step so decoding is not starved), runs Model::forward once,
-// samples each sequence whose logits came out and streams its text to the request's queue.
-// Requests beyond the slots wait in a bounded FIFO.
+// Continuous batching over one Engine: a single engine thread drives it. Each step hands the
+// engine ONE pass holding every decoding sequence's next token plus chunks of pending prompts
+// (capped per step so decoding is not starved), samples each sequence whose logits came out and
+// streams its text to the request's queue. Requests beyond the slots wait in a bounded FIFO.
+// The engine owns the sequences, their KV rows and the prefix-reuse rule; this file knows
+// requests, sampling and text, and no architecture.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -80,7 +81,7 @@ struct SchedulerStats {
   uint64_t prompt_tokens = 0, completion_tokens = 0;
   uint64_t prompt_tokens_reused = 0;  // prompt tokens whose KV rows a slot kept from its previous request
   uint64_t requests_done = 0, requests_cancelled = 0, requests_failed = 0;
-  double busy_s = 0;              // seconds inside Model::forward + sampling
+  double busy_s = 0;              // seconds inside the engine's passes + sampling
   double decode_tps = 0;          // generated tokens per second, recent window
   bool streaming_experts = false;
   uint64_t expert_hits = 0, expert_misses = 0, expert_bytes_read = 0;
@@ -102,9 +103,12 @@ class Scheduler {
  private:
   struct Slot;
   void loop();
-  void step();
   void admit();
-  int reusable_prefix(const Slot& s, const std::vector<int32_t>& prompt) const;
+  void start(Slot& s);
+  void step();
+  void plan_pass();
+  int sample_outputs();
+  void update_stats(double t0, double t1, int tokens, int generated);
   void finish(Slot& s, Finish f, const std::string& error = {});
   void emit(Slot& s, const std::string& text);
 
@@ -120,9 +124,8 @@ class Scheduler {
   SchedulerStats stats_;  // under mu_
 
   // engine thread only
-  uint64_t admit_seq_ = 0;
-  std::vector<int32_t> tokens_, pos_, seq_;
-  std::vector<uint8_t> want_;
+  std::vector<SeqInput> inputs_;   // the pass being run
+  std::vector<Slot*> pass_slots_;  // the slot of each input
   std::vector<float> logits_;
   std::deque<std::pair<double, int>> recent_;  // (time, tokens generated) for decode_tps
   SchedulerStats local_;
