@@ -192,6 +192,10 @@ int run(const RunOptions& o) {
   if (o.json) {
     j["tokens"] = g.tokens;
     j["text"] = g.text;
+    const MemoryPlan& mp = eng.tier().plan();
+    j["memory"] = {{"budget", mp.budget},       {"dense", mp.dense},       {"kv", mp.kv},
+                   {"scratch", mp.scratch},     {"expert_cache", mp.expert_cache}, {"streaming", mp.streaming},
+                   {"peak_rss", process_peak_rss()}};
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0}};
     std::fprintf(stderr, "%s\n", figures.c_str());
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

@@ -46,6 +46,9 @@ struct Model::State {
   MatmulScratch mm;
 
   void ensure(const ModelConfig& cfg, int n, int n_ctx, int n_threads);
+  // Reserves the matmul activation buffers for n tokens of quantized rows up to max_row bytes.
+  void reserve_matmul(int n, uint64_t max_row);
+  uint64_t bytes() const;  // capacities of every buffer
 };
 
 // MoE experts with at most kGroupMaxTokens tokens in a batch are computed in groups of up to

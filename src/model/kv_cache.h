@@ -21,9 +21,11 @@ struct KvCacheOptions {
   GgmlType type_v = GgmlType::F16;
 };
 
-// Architecture-specific cache state, created by the architecture's forward on first use.
+// Architecture-specific per-sequence state (and its scratch), created with its full capacity by
+// Model::prepare so that it never grows during passes; counted in KvCache::bytes().
 struct KvCacheExt {
   virtual ~KvCacheExt() = default;
+  virtual uint64_t bytes() const = 0;  // what it holds now (capacities)
 };
 
 class KvCache {
@@ -34,7 +36,7 @@ class KvCache {
   int n_seq() const { return opt_.n_seq; }
   GgmlType type_k() const { return opt_.type_k; }
   GgmlType type_v() const { return opt_.type_v; }
-  uint64_t bytes() const { return bytes_; }
+  uint64_t bytes() const { return bytes_ + (ext_ ? ext_->bytes() : 0); }  // rows + ext()
 
   // Row widths (values) of layer l.
   int k_width(int l) const { return layers_[l].k_width; }

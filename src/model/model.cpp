@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "kernels/quants.h"
 #include "model/forward.h"
 
 namespace strata {
@@ -86,6 +87,52 @@ void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_thread
   thread_buf.resize(std::max<size_t>(thread_buf.size(), static_cast<size_t>(n_threads)));
   for (auto& tb : thread_buf) tb.assign(static_cast<size_t>(ctx_cap) + row + 32 * row + 64, 0);
 }
+
+namespace {
+template <typename T>
+uint64_t cap_bytes(const std::vector<T>& v) {
+  return static_cast<uint64_t>(v.capacity()) * sizeof(T);
+}
+}  // namespace
+
+void Model::State::reserve_matmul(int n, uint64_t max_row) {
+  const size_t row = static_cast<size_t>(max_row);
+  mm.act.reserve(static_cast<size_t>(n) * row);
+  // Grouped decode products: up to 2 jobs per grouped expert, kGroupMaxTokens rows each; q/k/v: 3.
+  mm_many.act.resize(std::max<size_t>(mm_many.act.size(), 2 * kGroupMaxExperts));
+  for (auto& a : mm_many.act) a.reserve(static_cast<size_t>(kGroupMaxTokens) * row);
+  mm_many.first_chunk.reserve(2 * kGroupMaxExperts + 1);
+}
+
+uint64_t Model::State::bytes() const {
+  uint64_t b = 0;
+  for (const auto* v : {&x, &xn, &q, &k, &v, &attn, &tmp, &out, &rope_cs, &router, &sel_w, &gather, &gate, &up, &slots, &logits_in, &grp_x,
+                        &grp_y, &grp_g, &grp_u})
+    b += cap_bytes(*v);
+  for (const auto* v : {&sel, &tok_of, &slot_of, &expert_list, &seq_count}) b += cap_bytes(*v);
+  for (const auto* v : {&solo, &in_gemm, &in_gemm_out}) b += cap_bytes(*v);
+  for (const auto& t : thread_buf) b += cap_bytes(t);
+  b += cap_bytes(mm.act) + cap_bytes(mm.tile) + cap_bytes(mm_many.first_chunk);
+  for (const auto& a : mm_many.act) b += cap_bytes(a);
+  return b;
+}
+
+void Model::prepare(KvCache& kv, int n_batch, int n_threads) {
+  st_->ensure(cfg_, n_batch, kv.n_ctx(), n_threads);
+  st_->seq_count.reserve(static_cast<size_t>(std::max(1, kv.n_seq())));
+  for (auto* v : {&st_->solo, &st_->in_gemm, &st_->in_gemm_out}) v->reserve(static_cast<size_t>(n_batch));
+  // The widest quantized activation row any weight matrix asks for (F32 weights read x directly).
+  uint64_t max_row = 0;
+  for (const auto& t : gguf_->tensors()) {
+    if (t.n_dims < 2 || !quant_traits(t.type).vec_dot) continue;  // not a matrix any kernel multiplies
+    const GgmlType at = matmul_act_type(t.type);
+    if (at != GgmlType::F32 && t.ne[0] % ggml_info(at).block_size == 0) max_row = std::max(max_row, ggml_row_size(at, t.ne[0]));
+  }
+  st_->reserve_matmul(n_batch, max_row);
+  if (arch_->make_state && !kv.ext()) kv.ext() = arch_->make_state(cfg_, kv.n_ctx(), kv.n_seq(), n_batch, n_threads);
+}
+
+uint64_t Model::scratch_bytes() const { return st_->bytes(); }
 
 void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   STRATA_CHECK(b.n > 0, "empty batch");

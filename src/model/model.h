@@ -49,6 +49,9 @@ struct ArchDef {
   // A sequence's state is its KV rows alone, so it can be cut back to any position and a prompt
   // prefix reused; false when the architecture keeps more per sequence (DeepSeek-V4's compressed blocks).
   bool rewindable = true;
+  // Creates the architecture's per-sequence state beside the KV rows (KvCache::ext()) at its full
+  // capacity for n_ctx positions per sequence and passes of n_batch tokens; nullptr: none.
+  std::unique_ptr<KvCacheExt> (*make_state)(const ModelConfig& cfg, int n_ctx, int n_seq, int n_batch, int n_threads) = nullptr;
 };
 const ArchDef* find_arch(const std::string& name);
 std::vector<std::string> supported_archs();
@@ -67,6 +70,13 @@ class Model {
   // Runs the batch and writes logits [n_out, n_vocab] for the tokens whose logits flag is set
   // (in batch order). Validates token ids and positions.
   void forward(const Batch& b, KvCache& kv, float* logits);
+
+  // Allocates everything a pass over `kv` of up to n_batch tokens needs (the scratch, the matmul
+  // activation buffers, the architecture's state in kv.ext()), so that passes allocate nothing more
+  // and the memory plan can count what is really held. The engine calls it once, before planning.
+  void prepare(KvCache& kv, int n_batch, int n_threads);
+  // Bytes the forward pass's scratch holds (capacities; KvCache::bytes() counts the rest).
+  uint64_t scratch_bytes() const;
 
   void set_threads(ThreadPool* pool) { pool_ = pool; }
   void set_kernels(const KernelTable* k) { k_ = k; }

@@ -19,7 +19,9 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   ko.type_v = opt_.type_v;
   kv_ = std::make_unique<KvCache>(model_->config(), ko);
   model_->set_threads(pool_.get());
-  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), opt_.n_batch, opt_.tier);
+  // Everything a pass needs is allocated first, so the plan counts what is really held.
+  model_->prepare(*kv_, opt_.n_batch, opt_.n_threads);
+  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes(), opt_.tier);
   seqs_.resize(static_cast<size_t>(opt_.n_seq));
 }
 

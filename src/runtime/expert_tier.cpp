@@ -67,29 +67,22 @@ void ExpertTier::warm_resident(Model& model) {
   plan_.warm_s = clock_s() - t0;
 }
 
-ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, int n_batch, const TierOptions& opt) : model_(model) {
+ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, const TierOptions& opt) : model_(model) {
   const ModelSummary sum = ModelSummary::of(model.gguf());
   plan_.budget = opt.ram_budget;
   plan_.dense = sum.dense_bytes;
   plan_.kv = kv_bytes;
   plan_.experts_total = sum.routed_bytes;
   plan_.experts = sum.n_routed_experts;
-  // Scratch: the forward pass's activation buffers for a batch of n_batch tokens, logits, the
-  // policy's tables, and a fixed allowance for the binary, heap and stacks.
+  // Scratch: what the model's forward pass holds (Model::prepare allocated it before this plan),
+  // the predictive policy's transition tables (n_layer x n_expert x n_expert floats), and an
+  // allowance for the binary, heap and thread stacks.
   {
     const ModelConfig& cfg = model.config();
-    uint64_t w = static_cast<uint64_t>(cfg.n_embd), ff = 0, k = 1, ne = 1;
-    for (const auto& l : cfg.layers) {
-      w = std::max<uint64_t>({w, static_cast<uint64_t>(l.n_head) * std::max(l.head_dim_k, l.head_dim_v),
-                              static_cast<uint64_t>(l.n_head) * static_cast<uint64_t>(l.kv_lora_rank + l.qk_rope_dim)});
-      ff = std::max<uint64_t>({ff, static_cast<uint64_t>(l.n_ff), static_cast<uint64_t>(l.n_ff_exp), static_cast<uint64_t>(l.n_ff_shexp)});
-      k = std::max<uint64_t>(k, static_cast<uint64_t>(l.n_expert_used));
-      ne = std::max<uint64_t>(ne, static_cast<uint64_t>(l.n_expert));
-    }
-    const uint64_t nb = static_cast<uint64_t>(std::max(1, n_batch));
-    const uint64_t per_token = 4 * (10 * w + 2 * ff + k * static_cast<uint64_t>(cfg.n_embd) + static_cast<uint64_t>(cfg.n_vocab) + ne);
-    const uint64_t policy = 4ull * static_cast<uint64_t>(cfg.n_layer) * ne * ne;  // predictive policy's transition tables
-    plan_.scratch = (24ull << 20) + nb * per_token + policy;
+    uint64_t ne = 1;
+    for (const auto& l : cfg.layers) ne = std::max<uint64_t>(ne, static_cast<uint64_t>(l.n_expert));
+    const uint64_t policy = 4ull * static_cast<uint64_t>(cfg.n_layer) * ne * ne;
+    plan_.scratch = kProcessAllowance + scratch_bytes + policy;
   }
   model.set_lookahead(opt.lookahead);
   const bool has_experts = sum.routed_bytes > 0;

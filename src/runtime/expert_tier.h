@@ -24,6 +24,9 @@ struct TierOptions {
   FaultPlan faults;               // tests: inject read failures (pread backend)
 };
 
+// Planned for the binary, the heap outside the planned buffers, and thread stacks.
+inline constexpr uint64_t kProcessAllowance = 24ull << 20;
+
 struct MemoryPlan {
   uint64_t budget = 0;
   uint64_t dense = 0, kv = 0, scratch = 0;
@@ -42,9 +45,10 @@ struct MemoryPlan {
 
 class ExpertTier {
  public:
-  // Plans memory for `model` with a KV cache of `kv_bytes` and batches of n_batch tokens; throws when the dense part alone
-  // does not fit the budget. Installs the provider in the model.
-  ExpertTier(Model& model, uint64_t kv_bytes, int n_batch, const TierOptions& opt);
+  // Plans memory for `model` with a KV cache (and per-sequence state) of kv_bytes and a forward
+  // pass scratch of scratch_bytes, both as allocated (KvCache::bytes(), Model::scratch_bytes());
+  // throws when the dense part alone does not fit the budget. Installs the provider in the model.
+  ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, const TierOptions& opt);
   ~ExpertTier();
 
   const MemoryPlan& plan() const { return plan_; }

@@ -44,6 +44,8 @@ struct Dsv4Scratch {
   std::vector<float> iw;                    // [n, idx_heads]
   std::vector<int32_t> isel;                // [n, top_k] chosen blocks
   std::vector<int32_t> n_isel;              // [n]
+  std::vector<float> iscore;                // [blocks] indexer scores of one query
+  std::vector<int32_t> iorder;              // [blocks] their order
   std::vector<float> grp_in, grp_out, grp_cat;  // grouped output projection
   std::vector<std::vector<const float*>> thread_keys;  // per thread: visible keys of one query
   std::vector<std::vector<int32_t>> thread_cells;      // per thread: their cells in llama.cpp's view
@@ -54,8 +56,12 @@ struct Dsv4Scratch {
 struct Dsv4Cache : KvCacheExt {
   std::vector<std::vector<Dsv4LayerState>> layers;  // [n_layer][n_seq]
   Dsv4Scratch scratch;
+  uint64_t bytes() const override;
 };
-// The cache's deepseek4 state, created on first use.
+// ArchDef::make_state: the compressors of every layer and sequence with room for n_ctx positions,
+// and the scratch for passes of n_batch tokens on n_threads threads.
+std::unique_ptr<KvCacheExt> deepseek4_make_state(const ModelConfig& cfg, int n_ctx, int n_seq, int n_batch, int n_threads);
+// The cache's deepseek4 state (Model::prepare made it).
 Dsv4Cache& dsv4_cache(FwdCtx& c);
 
 // ---- Hyper-connections ----------------------------------------------------------------------

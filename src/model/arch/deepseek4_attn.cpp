@@ -92,8 +92,8 @@ void index_select(FwdCtx& c, Dsv4Cache& cache, int layer, const RopeParams& rp) 
   c.mm(lw.idx_q_b, s.qr.data(), n, s.iq.data());
   c.mm(lw.idx_proj, c.st.xn.data(), n, s.iw.data());
   const float wscale = 1.0f / std::sqrt(static_cast<float>(K) * static_cast<float>(I));
-  std::vector<float> score;
-  std::vector<int32_t> order;
+  std::vector<float>& score = s.iscore;
+  std::vector<int32_t>& order = s.iorder;
   for (int i = 0; i < n; ++i) {
     const int pos = c.b.pos[i];
     const int nb = (pos + 1) / 4;

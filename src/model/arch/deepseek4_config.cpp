@@ -177,5 +177,5 @@ void deepseek4_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWeights&
 
 namespace strata {
 extern const ArchDef kArchDeepseek4{"deepseek4", arch::deepseek4_config, arch::deepseek4_bind, arch::deepseek4_run_layers,
-                                  /*rewindable=*/false};
+                                  /*rewindable=*/false, arch::deepseek4_make_state};
 }
