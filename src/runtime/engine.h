@@ -1,12 +1,12 @@
 #pragma once
 // The engine facade used by the CLI and the server: a model, its KV cache, a thread pool,
 // and evaluation of token runs per sequence (prompts in chunks, then one token per step).
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -49,9 +49,7 @@ class Engine {
   std::vector<uint8_t> want_;
 };
 
-// Wall clock in seconds.
-inline double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+// Monotonic wall clock in seconds: the one clock of core/clock.h.
+inline double now_s() { return clock_s(); }
 
 }  // namespace strata
