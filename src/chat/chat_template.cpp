@@ -3,15 +3,9 @@
 #include "chat/jinja.h"
 #include "core/error.h"
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_names.h"
 
 namespace strata {
-
-namespace {
-constexpr const char* kChatTemplateKey = "tokenizer.chat_template";
-constexpr const char* kTokensKey = "tokenizer.ggml.tokens";
-constexpr const char* kBosIdKey = "tokenizer.ggml.bos_token_id";
-constexpr const char* kEosIdKey = "tokenizer.ggml.eos_token_id";
-}  // namespace
 
 nlohmann::ordered_json chat_message_to_json(const ChatMessage& m) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
@@ -83,23 +77,23 @@ std::string apply_chat_template(const std::string& tmpl, const std::vector<ChatM
 }
 
 std::string chat_template_from_gguf(const GgufModel& model) {
-  auto t = model.get_string(kChatTemplateKey);
+  auto t = model.get_string(key::kChatTemplate);
   if (!t || t->empty())
     fail("{}: no '{}' in the GGUF metadata; pass a chat template explicitly (Strata does not guess one)",
-         model.path(), kChatTemplateKey);
+         model.path(), key::kChatTemplate);
   return *t;
 }
 
 ChatTemplateOptions chat_options_from_gguf(const GgufModel& model) {
   ChatTemplateOptions o;
-  const GgufValue* toks = model.find(kTokensKey);
+  const GgufValue* toks = model.find(key::kTokTokens);
   auto token = [&](const char* key) -> std::string {
     auto id = model.get_int(key);
     if (!toks || !id || *id < 0 || static_cast<size_t>(*id) >= toks->strings.size()) return "";
     return std::string(toks->strings[static_cast<size_t>(*id)]);
   };
-  o.bos_token = token(kBosIdKey);
-  o.eos_token = token(kEosIdKey);
+  o.bos_token = token(key::kTokBosId);
+  o.eos_token = token(key::kTokEosId);
   return o;
 }
 

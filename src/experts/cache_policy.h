@@ -15,7 +15,7 @@
 // Victim candidates are always resident, unpinned and not needed by the current token, so a
 // policy cannot break "an expert being computed on is never evicted". `now` is the token clock
 // (tokens since the cache was created); events within one token are ordered by call order.
-// Policies are single-threaded; the real cache calls them under its lock.
+// Policies are single-threaded, as is the cache that calls them (the engine thread).
 #include <cstdint>
 #include <memory>
 #include <optional>

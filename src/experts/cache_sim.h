@@ -61,7 +61,6 @@ struct SimResult {
   double hit_rate() const { return accesses ? double(hits) / double(accesses) : 0.0; }
   // All reads (demand misses + prefetches) per access: the I/O a policy costs.
   double reads_per_access() const { return accesses ? double(accesses - hits + prefetches) / double(accesses) : 0.0; }
-  double byte_hit_rate() const { return bytes_accessed ? 1.0 - double(bytes_fetched) / double(bytes_accessed) : 0.0; }
 };
 
 // Steps (decode tokens, prompt chunks) and expert accesses the replay of `t` makes in phase `f`.

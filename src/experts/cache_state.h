@@ -30,7 +30,6 @@ class ExpertCacheState {
 
   bool resident(ExpertKey k) const { return resident_[shape_.index(k)] != 0; }
   uint64_t used_bytes() const { return used_total_; }
-  uint64_t capacity_bytes() const { return budget_.bytes; }
   // The pool `k` draws from: its layer's when per-layer, else the global one.
   uint64_t pool_capacity(int layer) const;
   uint64_t pool_used(int layer) const;

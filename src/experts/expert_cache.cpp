@@ -23,99 +23,129 @@ ExpertCache::ExpertCache(const ExpertStore& store, std::unique_ptr<IoBackend> io
     : store_(store), io_(std::move(io)), opt_(opt) {
   for (int l = 0; l < store.n_layers(); ++l) n_expert_ = std::max(n_expert_, store.layer(l).n_expert);
   STRATA_CHECK(n_expert_ > 0, "expert cache: the model has no routed experts");
-  // Size classes: layers grouped by the slot size their experts need (published "dynamic"
-  // quants mix types per layer), each class with its own slots, sized by its share of bytes.
-  const int n_layer = store.n_layers();
-  class_of_.assign(static_cast<size_t>(n_layer), 0);
-  for (int l = 0; l < n_layer; ++l)
-    if (store.is_moe(l)) class_size_.push_back(align_up(store.layer(l).slot_bytes, kIoAlign));
-  std::sort(class_size_.begin(), class_size_.end());
-  class_size_.erase(std::unique(class_size_.begin(), class_size_.end()), class_size_.end());
-  const int n_class = static_cast<int>(class_size_.size());
-  std::vector<uint64_t> count(static_cast<size_t>(n_class), 0);  // experts per class
-  for (int l = 0; l < n_layer; ++l) {
-    if (!store.is_moe(l)) continue;
-    class_of_[l] = static_cast<int>(std::lower_bound(class_size_.begin(), class_size_.end(), align_up(store.layer(l).slot_bytes, kIoAlign)) -
-                                    class_size_.begin());
-    count[class_of_[l]] += static_cast<uint64_t>(store.layer(l).n_expert);
-  }
-  slot_bytes_ = class_size_.back();
-  const int n_transient = opt.transient_slots > 0 ? opt.transient_slots : 8;
+  const std::vector<uint64_t> count = plan_size_classes();
+  const int n_transient = opt.transient_slots > 0 ? opt.transient_slots : kDefaultTransientSlots;
   const uint64_t transient_bytes = static_cast<uint64_t>(n_transient) * slot_bytes_;
   STRATA_CHECK(opt.cache_bytes >= transient_bytes + class_size_.front(),
                "expert cache: {} bytes hold no expert slot next to {} transient buffers of {} bytes (an expert needs {} to {} bytes)", opt.cache_bytes,
                n_transient, slot_bytes_, class_size_.front(), slot_bytes_);
-  const uint64_t room = opt.cache_bytes - transient_bytes;
+  const std::vector<uint64_t> n_slots = plan_slots(count, opt.cache_bytes - transient_bytes);
+  uint64_t slot_mem_total = 0;
+  for (size_t c = 0; c < n_slots.size(); ++c) slot_mem_total += n_slots[c] * class_size_[c];
+  map_arena(slot_mem_total + transient_bytes);
+  transient_ = arena_ + slot_mem_total;
+  lay_out_slots(n_slots, n_transient);
+  make_state(n_slots);
+  if (opt_.prefetch_window == 0) opt_.prefetch_window = std::max<uint64_t>(slot_bytes_, slot_mem_total / 8);
+}
+
+// Size classes: layers grouped by the slot size their experts need (published "dynamic" quants
+// mix types per layer), each class with its own slots. Fills class_size_ (ascending),
+// class_of_ and slot_bytes_; returns the number of experts of each class.
+std::vector<uint64_t> ExpertCache::plan_size_classes() {
+  const int n_layer = store_.n_layers();
+  class_of_.assign(static_cast<size_t>(n_layer), 0);
+  for (int l = 0; l < n_layer; ++l)
+    if (store_.is_moe(l)) class_size_.push_back(align_up(store_.layer(l).slot_bytes, kIoAlign));
+  std::sort(class_size_.begin(), class_size_.end());
+  class_size_.erase(std::unique(class_size_.begin(), class_size_.end()), class_size_.end());
+  std::vector<uint64_t> count(class_size_.size(), 0);
+  for (int l = 0; l < n_layer; ++l) {
+    if (!store_.is_moe(l)) continue;
+    const uint64_t size = align_up(store_.layer(l).slot_bytes, kIoAlign);
+    class_of_[l] = static_cast<int>(std::lower_bound(class_size_.begin(), class_size_.end(), size) - class_size_.begin());
+    count[class_of_[l]] += static_cast<uint64_t>(store_.layer(l).n_expert);
+  }
+  slot_bytes_ = class_size_.back();
+  return count;
+}
+
+// Slots per class: each class gets the share of `room` its experts' bytes have (never more
+// slots than it has experts); --cache-experts N then caps the total at N, split by expert count.
+std::vector<uint64_t> ExpertCache::plan_slots(const std::vector<uint64_t>& count, uint64_t room) const {
+  const size_t n_class = class_size_.size();
   unsigned __int128 all_bytes = 0;
   uint64_t all_count = 0;
-  for (int c = 0; c < n_class; ++c) {
+  for (size_t c = 0; c < n_class; ++c) {
     all_bytes += static_cast<unsigned __int128>(count[c]) * class_size_[c];
     all_count += count[c];
   }
-  std::vector<uint64_t> n_slots(static_cast<size_t>(n_class));
-  for (int c = 0; c < n_class; ++c) {
+  std::vector<uint64_t> n_slots(n_class);
+  for (size_t c = 0; c < n_class; ++c) {
     const unsigned __int128 share = static_cast<unsigned __int128>(room) * count[c] * class_size_[c] / all_bytes;
     n_slots[c] = std::min<uint64_t>(count[c], static_cast<uint64_t>(share / class_size_[c]));
   }
-  if (opt.max_experts > 0) {  // --cache-experts N: N slots in all, split by expert count
-    uint64_t left = static_cast<uint64_t>(opt.max_experts);
-    std::vector<uint64_t> want(static_cast<size_t>(n_class));
-    for (int c = 0; c < n_class; ++c) left -= want[c] = static_cast<uint64_t>(opt.max_experts) * count[c] / all_count;
-    for (int c = 0; c < n_class && left > 0; ++c, --left) ++want[c];
-    for (int c = 0; c < n_class; ++c) n_slots[c] = std::min(n_slots[c], want[c]);
+  if (opt_.max_experts > 0) {
+    uint64_t left = static_cast<uint64_t>(opt_.max_experts);
+    std::vector<uint64_t> want(n_class);
+    for (size_t c = 0; c < n_class; ++c) left -= want[c] = static_cast<uint64_t>(opt_.max_experts) * count[c] / all_count;
+    for (size_t c = 0; c < n_class && left > 0; ++c, --left) ++want[c];
+    for (size_t c = 0; c < n_class; ++c) n_slots[c] = std::min(n_slots[c], want[c]);
   }
-  uint64_t slot_total = 0, slot_mem_total = 0;
-  for (int c = 0; c < n_class; ++c) {
-    slot_total += n_slots[c];
-    slot_mem_total += n_slots[c] * class_size_[c];
-  }
-  arena_bytes_ = slot_mem_total + transient_bytes;
+  return n_slots;
+}
+
+// One anonymous mapping for all slots and transient buffers; huge pages where the kernel offers
+// them (fewer faults, fewer TLB misses while kernels stream slots), then touched once (or
+// mlocked) so the first tokens do not pay the page faults.
+void ExpertCache::map_arena(uint64_t bytes) {
+  arena_bytes_ = bytes;
   void* mem = ::mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   STRATA_CHECK(mem != MAP_FAILED, "expert cache: cannot map {} bytes: {}", arena_bytes_, std::strerror(errno));
-  if (opt.mlock && ::mlock(mem, arena_bytes_) != 0)
-    fail("expert cache: --mlock of {} bytes failed: {} (raise RLIMIT_MEMLOCK or drop --mlock)", arena_bytes_, std::strerror(errno));
+  if (opt_.mlock && ::mlock(mem, arena_bytes_) != 0) {
+    const int err = errno;
+    ::munmap(mem, arena_bytes_);
+    fail("expert cache: --mlock of {} bytes failed: {} (raise RLIMIT_MEMLOCK or drop --mlock)", arena_bytes_, std::strerror(err));
+  }
   arena_ = static_cast<uint8_t*>(mem);
-  // Huge pages where the kernel offers them (fewer faults, fewer TLB misses while kernels stream
-  // slots), then touched once so the first tokens do not pay the page faults.
   ::madvise(arena_, arena_bytes_, MADV_HUGEPAGE);
-  if (!opt.mlock)
+  if (!opt_.mlock)
     for (uint64_t off = 0; off < arena_bytes_; off += 4096) static_cast<volatile uint8_t*>(mem)[off] = 0;
-  transient_ = arena_ + slot_mem_total;
+}
+
+// The slots of each class follow one another in the arena; all start free, lowest taken first.
+void ExpertCache::lay_out_slots(const std::vector<uint64_t>& n_slots, int n_transient) {
+  const size_t n_class = n_slots.size();
+  uint64_t slot_total = 0;
+  for (uint64_t n : n_slots) slot_total += n;
   slots_.assign(slot_total, ExpertKey{-1, -1});
   slot_off_.resize(slot_total);
-  free_slots_.assign(static_cast<size_t>(n_class), {});
+  free_slots_.assign(n_class, {});
+  pool_slots_.assign(n_class, 0);
   uint64_t off = 0;
   int slot = 0;
-  for (int c = 0; c < n_class; ++c) {
+  for (size_t c = 0; c < n_class; ++c) {
     for (uint64_t i = 0; i < n_slots[c]; ++i, ++slot, off += class_size_[c]) {
       slot_off_[slot] = off;
       free_slots_[c].push_back(slot);
     }
-    std::reverse(free_slots_[c].begin(), free_slots_[c].end());  // lowest slot taken first
+    std::reverse(free_slots_[c].begin(), free_slots_[c].end());
+    pool_slots_[c] = static_cast<int>(n_slots[c]);
   }
   for (int t = n_transient - 1; t >= 0; --t) free_transient_.push_back(t);
+}
 
+// The bookkeeping: one pool per size class in ExpertCacheState, one Entry per (layer, expert).
+void ExpertCache::make_state(const std::vector<uint64_t>& n_slots) {
+  const int n_class = static_cast<int>(n_slots.size());
   CacheShape shape;
-  shape.n_layer = n_layer;
+  shape.n_layer = store_.n_layers();
   shape.n_expert = n_expert_;
   shape.expert_bytes.assign(static_cast<size_t>(shape.n_layer), 0);
   for (int l = 0; l < shape.n_layer; ++l)
-    if (store.is_moe(l)) shape.expert_bytes[l] = class_size_[class_of_[l]];
+    if (store_.is_moe(l)) shape.expert_bytes[l] = class_size_[class_of_[l]];
   CacheBudget budget;
-  budget.bytes = slot_mem_total;
-  budget.per_layer = opt.per_layer;
+  for (int c = 0; c < n_class; ++c) budget.bytes += n_slots[c] * class_size_[c];
+  budget.per_layer = opt_.per_layer;
   if (n_class > 1) {
     budget.class_of = class_of_;
     for (int c = 0; c < n_class; ++c) budget.class_bytes.push_back(n_slots[c] * class_size_[c]);
   }
-  state_ = std::make_unique<ExpertCacheState>(shape, budget, make_policy(opt.policy));
+  state_ = std::make_unique<ExpertCacheState>(shape, budget, make_policy(opt_.policy));
   entries_.resize(shape.size());
   for (int l = 0; l < shape.n_layer; ++l)
     for (int e = 0; e < n_expert_; ++e) entries_[idx(l, e)].key = ExpertKey{l, e};
   prof_.assign(static_cast<size_t>(shape.n_layer), LayerProf{});
-  if (opt_.prefetch_window == 0) opt_.prefetch_window = std::max<uint64_t>(slot_bytes_, budget.bytes / 8);
-  pool_slots_.assign(static_cast<size_t>(n_class), 0);
-  for (int c = 0; c < n_class; ++c) pool_slots_[c] = static_cast<int>(n_slots[c]);
 }
 
 ExpertCache::~ExpertCache() {
@@ -133,9 +163,10 @@ void ExpertCache::begin_batch(int) { state_->begin_token(++now_); }
 void ExpertCache::submit_reads(int layer, int e, Entry& en, uint8_t* mem) {
   const ExpertLayer& L = store_.layer(layer);
   en.st = St::Loading;
-  en.ops_left = 3;
+  en.ops_left = kExpertParts;
   en.error = 0;
-  for (int p = 0; p < 3; ++p) {
+  en.failed_part = -1;
+  for (int p = 0; p < kExpertParts; ++p) {
     const PartRead r = store_.part_read(layer, e, p);
     ReadOp& op = en.ops[p];
     op = ReadOp{};
@@ -150,12 +181,15 @@ void ExpertCache::submit_reads(int layer, int e, Entry& en, uint8_t* mem) {
     prof_[layer].bytes_read += r.aligned_len;
   }
   if (!en.transient) state_->pin(en.key);  // a slot being filled is never a victim
-  for (int p = 0; p < 3; ++p) io_->submit(&en.ops[p]);
+  for (int p = 0; p < kExpertParts; ++p) io_->submit(&en.ops[p]);
 }
 
 void ExpertCache::complete(ReadOp* op) {
   Entry& en = *static_cast<Entry*>(op->user);
-  if (op->result < 0 && en.error == 0) en.error = op->result;
+  if (op->result < 0 && en.error == 0) {
+    en.error = op->result;
+    en.failed_part = static_cast<int>(op - en.ops);
+  }
   if (--en.ops_left > 0) return;
   en.st = en.error ? St::Failed : St::Ready;
   if (!en.transient) state_->unpin(en.key);
@@ -166,8 +200,9 @@ void ExpertCache::complete(ReadOp* op) {
 }
 
 void ExpertCache::reap(bool wait) {
-  ReadOp* done[64];
-  const int n = io_->reap(done, 64, wait);
+  constexpr int kReapBatch = 64;  // completions taken per call
+  ReadOp* done[kReapBatch];
+  const int n = io_->reap(done, kReapBatch, wait);
   for (int i = 0; i < n; ++i) complete(done[i]);
 }
 
@@ -264,11 +299,18 @@ void ExpertCache::prefetch(int layer, const int32_t* experts, int n) {
   }
 }
 
+void ExpertCache::fail_read(int layer, int e, const Entry& en) const {
+  const int p = std::clamp(en.failed_part, 0, kExpertParts - 1);  // set with the error
+  const PartRead r = store_.part_read(layer, e, p);
+  fail("layer {}, expert {}: reading its {} matrix (tensor '{}', {} bytes at offset {} of {}) failed after retries: {}", layer, e, expert_part_name(p),
+       store_.layer(layer).part[p].tensor, r.len, r.offset, store_.files()[r.file], std::strerror(static_cast<int>(-en.error)));
+}
+
 ExpertMats ExpertCache::views(int layer, int e, const Entry& en) const {
   const ExpertLayer& L = store_.layer(layer);
   const uint8_t* mem = en.transient ? transient_mem(en.slot) : slot_mem(en.slot);
-  QMatrix m[3];
-  for (int p = 0; p < 3; ++p) {
+  QMatrix m[kExpertParts];
+  for (int p = 0; p < kExpertParts; ++p) {
     const PartRead r = store_.part_read(layer, e, p);
     const ExpertPart& P = L.part[p];
     m[p] = QMatrix{P.type, P.rows, P.cols, mem + part_base(L, p) + r.interior(), static_cast<size_t>(P.row_bytes)};
@@ -290,11 +332,7 @@ int ExpertCache::acquire_next(int layer, const int32_t* pending, int n, ExpertMa
         *out = views(layer, pending[i], en);
         return i;
       }
-      if (en.st == St::Failed) {
-        const PartRead r = store_.part_read(layer, pending[i], 0);
-        fail("expert {} of layer {}: reading {} at offset {} failed after retries: {}", pending[i], layer, store_.files()[r.file], r.offset,
-             std::strerror(static_cast<int>(-en.error)));
-      }
+      if (en.st == St::Failed) fail_read(layer, pending[i], en);
       if (en.st == St::Loading) loading = true;
     }
     reap(false);

@@ -20,13 +20,17 @@
 
 namespace strata {
 
+// Buffers (each the size of the largest slot) for experts the policy does not admit: they are
+// read, used by the current layer and dropped. The memory plan reserves them too.
+inline constexpr int kDefaultTransientSlots = 8;
+
 struct ExpertCacheOptions {
   uint64_t cache_bytes = 0;     // bytes for slots (the budget left after dense weights, KV, scratch)
   int64_t max_experts = 0;      // > 0: at most this many cached experts (tests on tiny models)
   std::string policy = "default";
   bool per_layer = false;
   bool mlock = false;
-  int transient_slots = 0;      // 0: chosen from the model (max experts used per layer)
+  int transient_slots = 0;      // 0: kDefaultTransientSlots
   uint64_t prefetch_window = 0; // bytes of prefetch reads allowed in flight (0: 1/8 of the cache)
 };
 
@@ -60,7 +64,6 @@ class ExpertCache final : public ExpertProvider {
   const std::vector<LayerProf>& layer_prof() const { return prof_; }
   void reset_layer_prof();
   const ExpertStats& stats() const { return state_->stats(); }
-  const IoBackend& io() const { return *io_; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
   uint64_t slot_bytes() const { return slot_bytes_; }  // the largest size class
   int n_size_classes() const { return static_cast<int>(class_size_.size()); }
@@ -80,8 +83,9 @@ class ExpertCache final : public ExpertProvider {
     bool prefetch_io = false; // its prefetch read is in flight (counts against the window)
     bool demanded = false;   // requested by the current layer
     int ops_left = 0;
-    int64_t error = 0;
-    ReadOp ops[3];
+    int64_t error = 0;       // -errno of the first failed read
+    int failed_part = -1;    // which part (gate/up/down) that read was for
+    ReadOp ops[kExpertParts];
   };
   static Entry fresh_entry(ExpertKey k) {
     Entry e;
@@ -97,7 +101,14 @@ class ExpertCache final : public ExpertProvider {
   void reap(bool wait);
   void complete(ReadOp* op);
   ExpertMats views(int layer, int e, const Entry& en) const;
+  [[noreturn]] void fail_read(int layer, int e, const Entry& en) const;
   void drop_slot(ExpertKey k);
+  // Construction steps, in order.
+  std::vector<uint64_t> plan_size_classes();
+  std::vector<uint64_t> plan_slots(const std::vector<uint64_t>& count, uint64_t room) const;
+  void map_arena(uint64_t bytes);
+  void lay_out_slots(const std::vector<uint64_t>& n_slots, int n_transient);
+  void make_state(const std::vector<uint64_t>& n_slots);
   void start_transients();
 
   const ExpertStore& store_;

@@ -6,7 +6,7 @@
 // of a budgeted RAM arena filled by async reads. Kernels read the bytes in place (zero copy).
 #include <cstdint>
 
-#include "kernels/matmul.h"
+#include "gguf/qmatrix.h"
 
 namespace strata {
 

@@ -1,45 +1,35 @@
 #include "experts/expert_store.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
-#include "gguf/gguf_file.h"
-#include "model/config.h"
-#include "model/weights.h"
 
 namespace strata {
 
-ExpertStore::ExpertStore(const GgufModel& m, const ModelConfig& cfg, const ModelWeights& w) {
-  for (const auto& p : m.parts()) {
-    files_.push_back(p->path);
-    file_sizes_.push_back(p->size);
-  }
-  layers_.resize(cfg.layers.size());
-  for (size_t l = 0; l < cfg.layers.size(); ++l) {
-    if (cfg.layers[l].ffn != FfnKind::Moe) continue;
-    const LayerWeights& lw = w.layers[l];
-    const ExpertTensor* ts[3] = {&lw.gate_exps, &lw.up_exps, &lw.down_exps};
+const char* expert_part_name(int part) {
+  static constexpr const char* kNames[kExpertParts] = {"gate", "up", "down"};
+  return part >= 0 && part < kExpertParts ? kNames[part] : "?";
+}
+
+ExpertStore::ExpertStore(ExpertLayout layout)
+    : layers_(std::move(layout.layers)), files_(std::move(layout.files)), file_sizes_(std::move(layout.file_sizes)) {
+  STRATA_CHECK(files_.size() == file_sizes_.size(), "expert layout: {} files but {} file sizes", files_.size(), file_sizes_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
     ExpertLayer& L = layers_[l];
-    L.n_expert = cfg.layers[l].n_expert;
-    for (int p = 0; p < 3; ++p) {
-      const ExpertTensor& t = *ts[p];
-      STRATA_CHECK(!t.empty(), "layer {}: MoE layer without expert tensors", l);
-      ExpertPart& P = L.part[p];
-      P.type = t.type;
-      P.rows = t.rows;
-      P.cols = t.cols;
-      P.file = t.t->part;
-      P.offset = t.t->offset;
-      P.stride = t.expert_bytes;
-      P.row_bytes = t.row_bytes;
+    if (L.n_expert == 0) continue;
+    STRATA_CHECK(L.n_expert > 0, "layer {}: {} experts", l, L.n_expert);
+    L.expert_bytes = L.slot_bytes = 0;
+    for (int p = 0; p < kExpertParts; ++p) {
+      const ExpertPart& P = L.part[p];
+      STRATA_CHECK(P.stride > 0, "layer {}: MoE layer without {} expert tensor", l, expert_part_name(p));
+      STRATA_CHECK(P.file < files_.size(), "layer {}: expert tensor '{}' lies in split part {} of {}", l, P.tensor, P.file, files_.size());
       STRATA_CHECK(P.offset + P.stride * static_cast<uint64_t>(L.n_expert) <= file_sizes_[P.file],
-                   "{}: expert tensor '{}' extends past the end of the file", files_[P.file], t.t->name);
+                   "{}: expert tensor '{}' extends past the end of the file", files_[P.file], P.tensor);
       L.expert_bytes += P.stride;
       // Worst-case aligned superset of one expert's part: the payload rounded up plus one page.
       L.slot_bytes += align_up(P.stride, kIoAlign) + kIoAlign;
     }
-    total_bytes_ += L.expert_bytes * static_cast<uint64_t>(L.n_expert);
-    total_experts_ += L.n_expert;
   }
 }
 

@@ -158,8 +158,8 @@ class PreadBackend final : public IoBackend {
   }
   bool direct() const override { return direct_; }
   // Submitted and not yet reaped: a finished read waiting in done_ still counts, or a caller
-  // draining with `while (in_flight()) reap(true)` would stop early and leave an op whose
-  // owner it then resets to be reaped later (that was a crash after a failed request).
+  // draining with `while (in_flight()) reap(true)` would stop early, reset the op's owner, and
+  // the op would be reaped later into the reset owner.
   int in_flight() const override {
     std::lock_guard<std::mutex> g(mu_);
     return pending_ + static_cast<int>(done_.size());

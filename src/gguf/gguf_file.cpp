@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "gguf/gguf_names.h"
 
 namespace strata {
 namespace {
@@ -196,8 +197,8 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, cons
     f->kv_offsets.push_back(at);
   }
 
-  if (const GgufValue* a = f->find("general.alignment")) {
-    const uint64_t at = f->key_offset("general.alignment");
+  if (const GgufValue* a = f->find(key::kAlignment)) {
+    const uint64_t at = f->key_offset(key::kAlignment);
     if (a->type != GgufType::U32) c.error_at(at, fmt::format("general.alignment has type {} (expected u32)", gguf_type_name(a->type)));
     if (a->u == 0 || (a->u & (a->u - 1)) != 0) c.error_at(at, fmt::format("general.alignment {} is not a power of two", a->u));
     f->alignment = static_cast<uint32_t>(a->u);
@@ -279,20 +280,20 @@ std::unique_ptr<GgufModel> GgufModel::open(const std::string& path) {
   m->parts_.push_back(GgufFile::open(path));
   const GgufFile& first = *m->parts_[0];
   uint64_t split_count = 1;
-  if (const GgufValue* sc = first.find("split.count")) {
-    const uint64_t at = first.key_offset("split.count");
+  if (const GgufValue* sc = first.find(key::kSplitCount)) {
+    const uint64_t at = first.key_offset(key::kSplitCount);
     STRATA_CHECK(sc->is_integer(), "{}: offset {}: split.count has type {} (expected an integer)", path, at, gguf_type_name(sc->type));
     split_count = sc->u;
     STRATA_CHECK(split_count >= 1 && split_count <= 9999, "{}: offset {}: split.count {} out of range (1..9999)", path, at, sc->to_string());
-    const GgufValue* no = first.find("split.no");
+    const GgufValue* no = first.find(key::kSplitNo);
     STRATA_CHECK(no && no->is_integer() && no->u == 0,
                  "{}: offset {}: this is not the first part of a split model (split.no = {}); open the -00001-of- file", path,
-                 first.key_offset("split.no"), no ? no->to_string() : "missing");
+                 first.key_offset(key::kSplitNo), no ? no->to_string() : "missing");
   }
   if (split_count > 1) {
     static const std::regex re(R"((.*)-(\d{5})-of-(\d{5})\.gguf$)");
     std::smatch mt;
-    const uint64_t at = first.key_offset("split.count");
+    const uint64_t at = first.key_offset(key::kSplitCount);
     STRATA_CHECK(std::regex_match(path, mt, re), "{}: offset {}: split model (split.count = {}) but the file name does not end in -00001-of-{:05d}.gguf",
                  path, at, split_count, split_count);
     STRATA_CHECK(std::stoull(mt[3].str()) == split_count, "{}: offset {}: file name says {} parts but split.count is {}", path, at, mt[3].str(),
@@ -303,9 +304,9 @@ std::unique_ptr<GgufModel> GgufModel::open(const std::string& path) {
         fail("{}: offset {}: split part {} of {} is missing: {} does not exist", path, at, k + 1, split_count, part);
       m->parts_.push_back(GgufFile::open(part));
       const GgufFile& pf = *m->parts_.back();
-      const GgufValue* no = pf.find("split.no");
+      const GgufValue* no = pf.find(key::kSplitNo);
       STRATA_CHECK(no && no->is_integer() && no->u == k, "{}: offset {}: split.no mismatch: it is {} (expected {} for part {} of {})", part,
-                   pf.key_offset("split.no"), no ? no->to_string() : "missing", k, k + 1, split_count);
+                   pf.key_offset(key::kSplitNo), no ? no->to_string() : "missing", k, k + 1, split_count);
     }
   }
   for (uint32_t p = 0; p < m->parts_.size(); ++p) {
@@ -359,7 +360,7 @@ std::optional<bool> GgufModel::get_bool(std::string_view key) const {
 }
 
 std::string GgufModel::architecture() const {
-  auto a = get_string("general.architecture");
+  auto a = get_string(key::kArchitecture);
   STRATA_CHECK(a.has_value(), "{}: missing general.architecture", path_);
   return *a;
 }

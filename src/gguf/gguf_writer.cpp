@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_names.h"
 
 namespace strata {
 namespace {
@@ -22,7 +23,7 @@ void put(std::string& out, T v) {
 
 GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
   STRATA_CHECK(alignment > 0 && (alignment & (alignment - 1)) == 0, "alignment {} is not a power of two", alignment);
-  if (alignment != kGgufDefaultAlignment) set_u32("general.alignment", alignment);
+  if (alignment != kGgufDefaultAlignment) set_u32(key::kAlignment, alignment);
 }
 
 std::string GgufWriter::encode_string(std::string_view s) {

@@ -33,8 +33,6 @@ constexpr auto kActTypes = make_act_types();
 constexpr int64_t kTokenTile = 16;
 // Bytes of weight rows kept hot while the token tiles cycle (only matters for n > kTokenTile).
 constexpr int64_t kRowTileBytes = 256 * 1024;
-// Unit of work handed to a thread (weight bytes).
-constexpr int64_t kChunkBytes = 128 * 1024;
 
 }  // namespace
 
@@ -128,7 +126,7 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
     return;
   }
   const int64_t nt = pool->size();
-  const int64_t chunk_rows = std::clamp<int64_t>(kChunkBytes / static_cast<int64_t>(w.row_stride_bytes), 1,
+  const int64_t chunk_rows = std::clamp<int64_t>(kMatmulChunkBytes / static_cast<int64_t>(w.row_stride_bytes), 1,
                                                  std::max<int64_t>(1, (w.rows + 4 * nt - 1) / (4 * nt)));
   const int64_t n_chunks = (w.rows + chunk_rows - 1) / chunk_rows;
   std::atomic<int64_t> next{0};

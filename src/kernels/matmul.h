@@ -10,20 +10,15 @@
 
 #include "core/thread_pool.h"
 #include "gguf/ggml_type.h"
+#include "gguf/qmatrix.h"
 #include "kernels/kernel_table.h"
 
 namespace strata {
 
-// A 2-D weight tensor: GGUF ne[0] = cols (innermost), ne[1] = rows.
-struct QMatrix {
-  GgmlType type = GgmlType::F32;
-  int64_t rows = 0, cols = 0;
-  const void* data = nullptr;   // [rows, row_stride_bytes]
-  size_t row_stride_bytes = 0;  // >= ggml_row_size(type, cols)
-
-  bool empty() const { return data == nullptr; }
-  const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_stride_bytes; }
-};
+// Units of work handed to threads: consecutive weight rows of about kMatmulChunkBytes (matmul),
+// or of kMatmulManyChunkBytes of weight bytes x tokens (matmul_many, whose products are small).
+inline constexpr int64_t kMatmulChunkBytes = 128 * 1024;
+inline constexpr int64_t kMatmulManyChunkBytes = 64 * 1024;
 
 // Buffer for the quantized activations; grows on the first call that needs more, then is
 // reused (no allocation on the hot path). One per concurrent caller.

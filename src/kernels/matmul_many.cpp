@@ -7,10 +7,6 @@
 
 namespace strata {
 
-namespace {
-constexpr int64_t kChunkBytes = 64 * 1024;  // weight bytes per work item
-}
-
 void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, int n_jobs, MatmulManyScratch& s) {
   if (n_jobs <= 0) return;
   if (static_cast<int>(s.act.size()) < n_jobs) s.act.resize(static_cast<size_t>(n_jobs));
@@ -59,7 +55,7 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
         p.act = buf.data();
       }
     }
-    p.chunk_rows = std::clamp<int64_t>(kChunkBytes / static_cast<int64_t>(jb.w.row_stride_bytes * std::max<int64_t>(1, jb.n)), 1, jb.w.rows);
+    p.chunk_rows = std::clamp<int64_t>(kMatmulManyChunkBytes / static_cast<int64_t>(jb.w.row_stride_bytes * std::max<int64_t>(1, jb.n)), 1, jb.w.rows);
     s.first_chunk[static_cast<size_t>(j)] = chunks;
     chunks += jb.n > 0 ? (jb.w.rows + p.chunk_rows - 1) / p.chunk_rows : 0;
   }

@@ -98,7 +98,11 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
   }, out, lanes, attn_sum_lanes(h.solo, h.dv));
 }
 
-void check_positions(FwdCtx& c) {
+int window_start(const LayerConfig& lc, int pos) { return lc.sliding_window > 0 ? std::max(0, pos - lc.sliding_window + 1) : 0; }
+
+}  // namespace
+
+void check_batch_positions(const FwdCtx& c) {
   for (int i = 0; i < c.b.n; ++i) {
     STRATA_CHECK(c.b.pos[i] >= 0 && c.b.pos[i] < c.kv.n_ctx(), "position {} is outside the context (size {}): the prompt is too long for -c {}",
                  c.b.pos[i], c.kv.n_ctx(), c.kv.n_ctx());
@@ -106,17 +110,13 @@ void check_positions(FwdCtx& c) {
   }
 }
 
-int window_start(const LayerConfig& lc, int pos) { return lc.sliding_window > 0 ? std::max(0, pos - lc.sliding_window + 1) : 0; }
-
-}  // namespace
-
 void attention_gqa(FwdCtx& c, int layer) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];
   auto& st = c.st;
   const int n = c.b.n;
   const int dq = lc.n_head * lc.head_dim_k, dk = lc.n_head_kv * lc.head_dim_k, dv = lc.n_head_kv * lc.head_dim_v;
-  check_positions(c);
+  check_batch_positions(c);
   if (n <= kGroupMaxTokens) {  // decoding: q, k and v in one thread-pool pass
     const MatmulJob jobs[3] = {{lw.wq, st.xn.data(), n, st.q.data(), st.in_gemm.data()},
                                {lw.wk, st.xn.data(), n, st.k.data(), st.in_gemm.data()},
@@ -180,7 +180,7 @@ void attention_mla(FwdCtx& c, int layer) {
   const int dqh = lc.qk_nope_dim + lc.qk_rope_dim;   // per-head q width
   const int dq = lc.n_head * dqh;
   const int kvw = lc.kv_lora_rank + lc.qk_rope_dim;  // cache row
-  check_positions(c);
+  check_batch_positions(c);
   if (!lw.wq_a.empty()) {
     c.mm(lw.wq_a, st.xn.data(), n, st.tmp.data());
     for (int i = 0; i < n; ++i) {

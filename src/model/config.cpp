@@ -1,27 +1,11 @@
 #include "model/config.h"
 
-#include <algorithm>
-
 #include "core/error.h"
+#include "core/limits.h"
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_names.h"
 
 namespace strata {
-
-const char* gating_name(GatingFunc g) {
-  switch (g) {
-    case GatingFunc::Softmax: return "softmax";
-    case GatingFunc::Sigmoid: return "sigmoid";
-    case GatingFunc::SoftmaxWeight: return "softmax_weight";
-    case GatingFunc::SqrtSoftplus: return "sqrt_softplus";
-  }
-  return "?";
-}
-
-int ModelConfig::max_head_dim() const {
-  int d = 0;
-  for (const auto& l : layers) d = std::max({d, l.head_dim_k, l.head_dim_v});
-  return d;
-}
 
 int64_t MetaReader::req_int(const char* key) const {
   auto v = m.get_int(prefix + key);
@@ -42,9 +26,25 @@ bool MetaReader::opt_bool(const char* key, bool def) const { return m.get_bool(p
 bool MetaReader::has(const char* key) const { return m.find(prefix + key) != nullptr; }
 std::string MetaReader::opt_string(const char* key, const std::string& def) const { return m.get_string(prefix + key).value_or(def); }
 
+void check_limits(const std::string& path, const ModelConfig& cfg) {
+  auto check = [&](int layer, int value, const char* name, int limit, const char* constant) {
+    if (value <= limit) return;
+    const std::string where = layer >= 0 ? fmt::format(" (layer {})", layer) : "";
+    fail("{}: {} is {}{}, more than the {} supported ({} in core/limits.h)", path, key::arch_key(cfg.arch, name), value, where, limit, constant);
+  };
+  check(-1, cfg.n_layer, key::kBlockCount, kMaxLayers, "kMaxLayers");
+  for (int l = 0; l < static_cast<int>(cfg.layers.size()); ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    if (lc.ffn != FfnKind::Moe) continue;
+    check(l, lc.n_expert, key::kExpertCount, kMaxExperts, "kMaxExperts");
+    check(l, lc.n_expert_used, key::kExpertUsedCount, kMaxExpertsUsed, "kMaxExpertsUsed");
+    check(l, lc.n_group, key::kExpertGroupCount, kMaxExpertGroups, "kMaxExpertGroups");
+  }
+}
+
 void read_rope_scaling(const MetaReader& r, RopeConfig& rope, int n_ctx_train) {
-  const std::string type = r.opt_string("rope.scaling.type", "none");
-  float factor = r.opt_float("rope.scaling.factor", 0.0f);
+  const std::string type = r.opt_string(key::kRopeScalingType, "none");
+  float factor = r.opt_float(key::kRopeScalingFactor, 0.0f);
   if (type == "none") {
     rope.freq_scale = 1.0f;
     return;
@@ -52,11 +52,11 @@ void read_rope_scaling(const MetaReader& r, RopeConfig& rope, int n_ctx_train) {
   STRATA_CHECK(type == "linear" || type == "yarn", "{}: unsupported rope scaling type '{}' (supported: none, linear, yarn)", r.m.path(), type);
   STRATA_CHECK(factor > 0.0f, "{}: rope scaling '{}' needs {}rope.scaling.factor > 0", r.m.path(), type, r.prefix);
   rope.freq_scale = 1.0f / factor;
-  rope.n_ctx_orig = static_cast<int>(r.opt_int("rope.scaling.original_context_length", n_ctx_train));
+  rope.n_ctx_orig = static_cast<int>(r.opt_int(key::kRopeScalingOrigCtx, n_ctx_train));
   if (type == "yarn") {
     rope.ext_factor = 1.0f;
-    rope.beta_fast = r.opt_float("rope.scaling.yarn_beta_fast", 32.0f);
-    rope.beta_slow = r.opt_float("rope.scaling.yarn_beta_slow", 1.0f);
+    rope.beta_fast = r.opt_float(key::kRopeScalingYarnBetaFast, 32.0f);
+    rope.beta_slow = r.opt_float(key::kRopeScalingYarnBetaSlow, 1.0f);
   }
 }
 

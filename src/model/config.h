@@ -16,8 +16,6 @@ enum class GatingFunc { Softmax, Sigmoid, SoftmaxWeight, SqrtSoftplus };
 enum class GluAct { Silu, SwigluOai, SwigluClamp };  // SwigluOai: gpt-oss clamped variant;
                                                     // SwigluClamp: silu(min(g, L)) * clamp(u, -L, L) (DeepSeek-V4)
 
-const char* gating_name(GatingFunc g);
-
 struct RopeConfig {
   RopeStyle style = RopeStyle::Norm;
   int n_dims = 0;              // rotated dims per head
@@ -82,7 +80,6 @@ struct ModelConfig {
   float hc_eps = 0.0f;
   std::vector<LayerConfig> layers;
 
-  int max_head_dim() const;
 };
 
 // Required/optional metadata readers with clear errors ("<file>: missing <key>").
@@ -97,6 +94,10 @@ struct MetaReader {
   bool has(const char* key) const;
   std::string opt_string(const char* key, const std::string& def) const;
 };
+
+// Checks the configuration against the sizes the forward pass supports (core/limits.h); the
+// error names the metadata key and the limit.
+void check_limits(const std::string& path, const ModelConfig& cfg);
 
 // Reads the common rope scaling keys (none/linear/yarn) into `rope`; throws on unknown types.
 void read_rope_scaling(const MetaReader& r, RopeConfig& rope, int n_ctx_train);

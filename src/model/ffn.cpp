@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "model/forward.h"
 
 namespace strata {
@@ -51,7 +52,7 @@ void finish_weights(const LayerConfig& lc, const float* probs, const int32_t* se
 // Router: probabilities, selection and weights for token i. logits [n_expert] -> sel/w [k].
 void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t token, int32_t* sel, float* w) {
   const int ne = lc.n_expert, k = lc.n_expert_used;
-  float probs[1024], select[1024];
+  float probs[kMaxExperts], select[kMaxExperts];
   switch (lc.gating) {
     case GatingFunc::Softmax:
       std::copy(logits, logits + ne, probs);
@@ -82,15 +83,15 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
     for (int e = 0; e < ne; ++e) select[e] += lw.exp_probs_b.data[e];
   if (lc.n_group > 1 && lc.n_group_used < lc.n_group) {
     const int per = ne / lc.n_group;
-    float gscore[256];
+    float gscore[kMaxExpertGroups];
     for (int g = 0; g < lc.n_group; ++g) {
       int32_t top2[2];
       top_k(select + g * per, per, std::min(2, per), top2);
       gscore[g] = select[g * per + top2[0]] + (per > 1 ? select[g * per + top2[1]] : 0.0f);
     }
-    int32_t gsel[256];
+    int32_t gsel[kMaxExpertGroups];
     top_k(gscore, lc.n_group, lc.n_group_used, gsel);
-    bool keep[256] = {};
+    bool keep[kMaxExpertGroups] = {};
     for (int j = 0; j < lc.n_group_used; ++j) keep[gsel[j]] = true;
     for (int g = 0; g < lc.n_group; ++g)
       if (!keep[g])
@@ -121,11 +122,11 @@ void ffn_moe(FwdCtx& c, int layer) {
     if (c.observer) c.observer->on_route(layer, i, st.sel.data() + static_cast<size_t>(i) * k, k);
   }
   // 2. Group (token, slot) pairs by expert; tell the provider at once which experts we need.
-  int counts[1024] = {}, starts[1025];
+  int counts[kMaxExperts] = {}, starts[kMaxExperts + 1];
   for (int s = 0; s < n * k; ++s) counts[st.sel[s]]++;
   starts[0] = 0;
   for (int e = 0; e < ne; ++e) starts[e + 1] = starts[e] + counts[e];
-  int fill[1024];
+  int fill[kMaxExperts];
   std::copy(starts, starts + ne, fill);
   for (int s = 0; s < n * k; ++s) {
     const int e = st.sel[s];
@@ -145,14 +146,14 @@ void ffn_moe(FwdCtx& c, int layer) {
     const LayerWeights& nw = c.w.layers[la];
     c.mm(nw.router, st.xn.data(), n, st.router.data());
     add_bias(st.router.data(), nw.router_b, n);
-    bool want[1024] = {};
-    int32_t sel[64];
-    float wts[64];
+    bool want[kMaxExperts] = {};
+    int32_t sel[kMaxExpertsUsed];
+    float wts[kMaxExpertsUsed];
     for (int i = 0; i < n; ++i) {
       route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, c.b.tokens[i], sel, wts);
       for (int j = 0; j < nc.n_expert_used; ++j) want[sel[j]] = true;
     }
-    int32_t list[1024];
+    int32_t list[kMaxExperts];
     int m = 0;
     for (int e = 0; e < nc.n_expert; ++e)
       if (want[e]) list[m++] = e;

@@ -90,6 +90,8 @@ void attention_mla(FwdCtx& c, int layer);
 void ffn_dense(FwdCtx& c, int layer);
 void ffn_moe(FwdCtx& c, int layer);
 
+// Every token's position lies in the KV cache's context and its sequence slot exists.
+void check_batch_positions(const FwdCtx& c);
 RopeParams rope_params(const RopeConfig& r);
 void add_bias(float* y, const VecF32& b, int64_t n_rows);
 

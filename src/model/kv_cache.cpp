@@ -90,12 +90,6 @@ void KvCache::read_k(int l, int seq, int p0, int p1, float* out) const {
   read_rows(opt_.type_k, L.k.data() + idx * L.k_row, L.k_row, p1 - p0, L.k_width, out);
 }
 
-void KvCache::read_v(int l, int seq, int p0, int p1, float* out) const {
-  const Layer& L = layers_[l];
-  const size_t idx = static_cast<size_t>(seq) * opt_.n_ctx + p0;
-  read_rows(opt_.type_v, L.v.data() + idx * L.v_row, L.v_row, p1 - p0, L.v_width, out);
-}
-
 const uint8_t* KvCache::k_row(int l, int seq, int pos) const {
   const Layer& L = layers_[l];
   return L.k.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.k_row;

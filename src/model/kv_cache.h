@@ -44,9 +44,8 @@ class KvCache {
 
   // Stores one position's K (and V) values (f32, converted to the cache type).
   void store(int l, int seq, int pos, const float* k, const float* v);
-  // Reads positions [p0, p1) of K (or V) as f32 into out [(p1-p0), width].
+  // Reads positions [p0, p1) of K as f32 into out [(p1-p0), width].
   void read_k(int l, int seq, int p0, int p1, float* out) const;
-  void read_v(int l, int seq, int p0, int p1, float* out) const;
   // Reads values [off, off+width) of one position's K (or V) row as f32 (one head's slice).
   // out must hold the whole row when the slice is not aligned to the cache type's blocks.
   void read_k_slice(int l, int seq, int pos, int off, int width, float* out) const;

@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "gguf/gguf_names.h"
 #include "kernels/quants.h"
 #include "model/forward.h"
 
@@ -29,10 +30,11 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     fail("{}: architecture '{}' is not supported (supported: {})", path, arch, list);
   }
   m->cfg_.arch = arch;
-  m->cfg_.name = m->gguf_->get_string("general.name").value_or("");
+  m->cfg_.name = m->gguf_->get_string(key::kName).value_or("");
   m->arch_->load_config(*m->gguf_, m->cfg_);
   STRATA_CHECK(static_cast<int>(m->cfg_.layers.size()) == m->cfg_.n_layer, "{}: config has {} layer configs for {} layers", path,
                m->cfg_.layers.size(), m->cfg_.n_layer);
+  check_limits(path, m->cfg_);
   WeightBinder b(*m->gguf_);
   m->w_.layers.resize(m->cfg_.layers.size());
   m->arch_->bind(b, m->cfg_, m->w_);
@@ -140,7 +142,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   for (int i = 0; i < b.n; ++i)
     STRATA_CHECK(b.tokens[i] >= 0 && b.tokens[i] < cfg_.n_vocab, "token id {} at batch index {} is outside the vocabulary (0..{})", b.tokens[i], i,
                  cfg_.n_vocab - 1);
-  const KernelTable& k = k_ ? *k_ : kernels();
+  const KernelTable& k = kernels();
   const int n_threads = pool_ ? pool_->size() : 1;
   st_->ensure(cfg_, b.n, kv.n_ctx(), n_threads);
   State& st = *st_;

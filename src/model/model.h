@@ -79,7 +79,6 @@ class Model {
   uint64_t scratch_bytes() const;
 
   void set_threads(ThreadPool* pool) { pool_ = pool; }
-  void set_kernels(const KernelTable* k) { k_ = k; }
   // Routed experts come from here (default: resident views of the mapped file).
   void set_expert_provider(ExpertProvider* p) { experts_ = p ? p : default_experts_.get(); }
   ExpertProvider* expert_provider() const { return experts_; }
@@ -102,7 +101,6 @@ class Model {
   ModelWeights w_;
   const ArchDef* arch_ = nullptr;
   ThreadPool* pool_ = nullptr;
-  const KernelTable* k_ = nullptr;
   std::unique_ptr<ExpertProvider> default_experts_;
   ExpertProvider* experts_ = nullptr;
   RoutingObserver* observer_ = nullptr;

@@ -6,15 +6,16 @@
 #include <charconv>
 
 #include "core/error.h"
+#include "gguf/gguf_names.h"
 
 namespace strata {
 
-bool is_routed_expert_tensor(std::string_view name) { return name.find("_exps.") != std::string_view::npos; }
+bool is_routed_expert_tensor(std::string_view name) { return name.find(tn::kRoutedExpertsMark) != std::string_view::npos; }
 
 int tensor_layer(std::string_view name) {
-  if (name.substr(0, 4) != "blk.") return -1;
+  if (!name.starts_with(tn::kBlockPrefix)) return -1;
   int v = -1;
-  auto r = std::from_chars(name.data() + 4, name.data() + name.size(), v);
+  auto r = std::from_chars(name.data() + tn::kBlockPrefix.size(), name.data() + name.size(), v);
   if (r.ec != std::errc() || r.ptr == name.data() + name.size() || *r.ptr != '.') return -1;
   return v;
 }
@@ -22,45 +23,45 @@ int tensor_layer(std::string_view name) {
 MoeHParams MoeHParams::read(const GgufModel& m) {
   MoeHParams h;
   h.arch = m.architecture();
-  h.name = m.get_string("general.name").value_or("");
+  h.name = m.get_string(key::kName).value_or("");
   const std::string a = h.arch + ".";
   auto i = [&](const char* k) { return m.get_int(a + k); };
   auto f = [&](const char* k) { return m.get_float(a + k); };
-  h.n_vocab = i("vocab_size");
+  h.n_vocab = i(key::kVocabSize);
   if (!h.n_vocab) {
-    if (const GgufValue* t = m.find("tokenizer.ggml.tokens"); t && t->is_array()) h.n_vocab = static_cast<int64_t>(t->count);
+    if (const GgufValue* t = m.find(key::kTokTokens); t && t->is_array()) h.n_vocab = static_cast<int64_t>(t->count);
   }
-  h.n_ctx_train = i("context_length");
-  h.n_embd = i("embedding_length");
-  h.n_layer = i("block_count");
-  h.n_head = i("attention.head_count");
-  h.n_head_kv = i("attention.head_count_kv");
-  h.head_dim_k = i("attention.key_length");
-  h.head_dim_v = i("attention.value_length");
-  h.n_ff = i("feed_forward_length");
-  h.n_ff_exp = i("expert_feed_forward_length");
-  h.n_ff_shexp = i("expert_shared_feed_forward_length");
-  h.n_expert = i("expert_count");
-  h.n_expert_used = i("expert_used_count");
-  h.n_expert_shared = i("expert_shared_count");
-  h.n_leading_dense = i("leading_dense_block_count");
-  h.n_expert_groups = i("expert_group_count");
-  h.n_expert_groups_used = i("expert_group_used_count");
-  h.q_lora_rank = i("attention.q_lora_rank");
-  h.kv_lora_rank = i("attention.kv_lora_rank");
-  h.rope_dim = i("rope.dimension_count");
-  h.sliding_window = i("attention.sliding_window");
-  h.expert_gating_func = i("expert_gating_func");
-  h.hash_layer_count = i("hash_layer_count");
-  h.hyper_connection_count = i("hyper_connection.count");
-  h.rope_freq_base = f("rope.freq_base");
-  h.rope_scaling_factor = f("rope.scaling.factor");
-  h.rope_scaling_orig_ctx = i("rope.scaling.original_context_length");
-  h.rope_scaling_type = m.get_string(a + "rope.scaling.type");
-  h.expert_weights_scale = f("expert_weights_scale");
-  h.expert_weights_norm = m.get_bool(a + "expert_weights_norm");
-  h.rms_eps = f("attention.layer_norm_rms_epsilon");
-  if (const GgufValue* cr = m.find(a + "attention.compress_ratios"); cr && cr->is_array() && cr->raw)
+  h.n_ctx_train = i(key::kContextLength);
+  h.n_embd = i(key::kEmbeddingLength);
+  h.n_layer = i(key::kBlockCount);
+  h.n_head = i(key::kAttnHeadCount);
+  h.n_head_kv = i(key::kAttnHeadCountKv);
+  h.head_dim_k = i(key::kAttnKeyLength);
+  h.head_dim_v = i(key::kAttnValueLength);
+  h.n_ff = i(key::kFeedForwardLength);
+  h.n_ff_exp = i(key::kExpertFeedForwardLength);
+  h.n_ff_shexp = i(key::kExpertSharedFeedForwardLength);
+  h.n_expert = i(key::kExpertCount);
+  h.n_expert_used = i(key::kExpertUsedCount);
+  h.n_expert_shared = i(key::kExpertSharedCount);
+  h.n_leading_dense = i(key::kLeadingDenseBlockCount);
+  h.n_expert_groups = i(key::kExpertGroupCount);
+  h.n_expert_groups_used = i(key::kExpertGroupUsedCount);
+  h.q_lora_rank = i(key::kAttnQLoraRank);
+  h.kv_lora_rank = i(key::kAttnKvLoraRank);
+  h.rope_dim = i(key::kRopeDimensionCount);
+  h.sliding_window = i(key::kAttnSlidingWindow);
+  h.expert_gating_func = i(key::kExpertGatingFunc);
+  h.hash_layer_count = i(key::kHashLayerCount);
+  h.hyper_connection_count = i(key::kHcCount);
+  h.rope_freq_base = f(key::kRopeFreqBase);
+  h.rope_scaling_factor = f(key::kRopeScalingFactor);
+  h.rope_scaling_orig_ctx = i(key::kRopeScalingOrigCtx);
+  h.rope_scaling_type = m.get_string(a + key::kRopeScalingType);
+  h.expert_weights_scale = f(key::kExpertWeightsScale);
+  h.expert_weights_norm = m.get_bool(a + key::kExpertWeightsNorm);
+  h.rms_eps = f(key::kAttnRmsEps);
+  if (const GgufValue* cr = m.find(a + key::kAttnCompressRatios); cr && cr->is_array() && cr->raw)
     for (uint64_t k = 0; k < cr->count; ++k) h.compress_ratios.push_back(cr->array_int(k));
   return h;
 }
@@ -106,11 +107,11 @@ ModelSummary ModelSummary::of(const GgufModel& m) {
     } else {
       s.dense_bytes += t.nbytes;
       if (l >= 0) s.layers[l].dense_bytes += t.nbytes;
-      if (t.name == "token_embd.weight") {
+      if (t.name == tn::kTokenEmbd) {
         embd_bytes = t.nbytes;
         embd_row = t.row_bytes();
       }
-      if (t.name == "output.weight") has_output = true;
+      if (t.name == tn::kOutput) has_output = true;
     }
   }
   const int64_t top_k = s.hp.n_expert_used.value_or(0);

@@ -8,8 +8,6 @@
 
 namespace strata {
 
-std::string blk(int layer, const char* suffix) { return fmt::format("blk.{}.{}", layer, suffix); }
-
 const GgufTensor& WeightBinder::get(const std::string& name) const {
   const GgufTensor* t = m_.tensor(name);
   STRATA_CHECK(t != nullptr, "{}: missing tensor '{}'", m_.path(), name);
@@ -25,10 +23,6 @@ QMatrix WeightBinder::mat(const std::string& name, int64_t rows, int64_t cols) c
   return QMatrix{t.type, rows, cols, t.data, static_cast<size_t>(t.row_bytes())};
 }
 
-QMatrix WeightBinder::opt_mat(const std::string& name, int64_t rows, int64_t cols) const {
-  return m_.tensor(name) ? mat(name, rows, cols) : QMatrix{};
-}
-
 VecF32 WeightBinder::vec(const std::string& name, int64_t n) const {
   const GgufTensor& t = get(name);
   STRATA_CHECK(t.type == GgmlType::F32, "{}: tensor '{}' has type {} (expected f32)", m_.path(), name, ggml_type_name(t.type));
@@ -36,8 +30,6 @@ VecF32 WeightBinder::vec(const std::string& name, int64_t n) const {
                name, t.shape_string(), t.n_elements(), n);
   return VecF32{reinterpret_cast<const float*>(t.data), n};
 }
-
-VecF32 WeightBinder::opt_vec(const std::string& name, int64_t n) const { return m_.tensor(name) ? vec(name, n) : VecF32{}; }
 
 ExpertTensor WeightBinder::experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols) const {
   const GgufTensor& t = get(name);

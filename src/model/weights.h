@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_names.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 
@@ -105,10 +106,8 @@ class WeightBinder {
   const GgufTensor& get(const std::string& name) const;
   // 2-D matrix [rows, cols] (ne = {cols, rows}); any weight type with a kernel.
   QMatrix mat(const std::string& name, int64_t rows, int64_t cols) const;
-  QMatrix opt_mat(const std::string& name, int64_t rows, int64_t cols) const;
   // F32 vector [n] (a 1-D tensor, or any shape with n elements).
   VecF32 vec(const std::string& name, int64_t n) const;
-  VecF32 opt_vec(const std::string& name, int64_t n) const;
   ExpertTensor experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols) const;
   ExpertBias opt_expert_bias(const std::string& name, int64_t n_expert, int64_t n) const;
   // I32 table [rows, cols] (ne = {cols, rows}).
@@ -126,6 +125,6 @@ class WeightBinder {
   mutable std::vector<std::string> used_;
 };
 
-std::string blk(int layer, const char* suffix);  // "blk.<layer>.<suffix>"
+using tn::blk;  // "blk.<layer>.<name>"
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "model/expert_layout.h"
 #include "model/model_summary.h"
 
 namespace strata {
@@ -94,9 +95,9 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
   if (opt.ram_budget > 0 && fixed >= opt.ram_budget)
     fail("--ram-budget {} is too small: dense weights {} + KV cache {} + scratch {} = {} already exceed it (use a smaller -c or a bigger budget)",
          format_bytes(opt.ram_budget), format_bytes(plan_.dense), format_bytes(plan_.kv), format_bytes(plan_.scratch), format_bytes(fixed));
-  store_ = std::make_unique<ExpertStore>(model.gguf(), model.config(), model.weights());
+  store_ = std::make_unique<ExpertStore>(expert_layout(model.gguf(), model.config(), model.weights()));
   // Every expert in a slot of its size class, plus the transient buffers (largest class).
-  uint64_t all_slots = 8 * align_up(store_->max_slot_bytes(), kIoAlign);
+  uint64_t all_slots = kDefaultTransientSlots * align_up(store_->max_slot_bytes(), kIoAlign);
   for (int l = 0; l < store_->n_layers(); ++l)
     if (store_->is_moe(l)) all_slots += static_cast<uint64_t>(store_->layer(l).n_expert) * align_up(store_->layer(l).slot_bytes, kIoAlign);
   uint64_t cache_bytes = opt.ram_budget > 0 ? opt.ram_budget - fixed : UINT64_MAX;

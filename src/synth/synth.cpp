@@ -5,15 +5,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <numeric>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "gguf/gguf_names.h"
 #include "gguf/gguf_writer.h"
 #include "synth/synth_blocks.h"
 #include "synth/synth_vocab.h"
@@ -28,6 +29,8 @@ uint64_t SynthTensor::nbytes() const {
 }
 
 namespace {
+
+using tn::blk;
 
 // Fraction of the token embedding along the shared direction u (the rest is noise). Skew 0 has
 // no shared direction at all, so nothing but noise steers the routers.
@@ -59,28 +62,27 @@ struct Planner {
     const GgmlType ft = fit_type(t, ne[0]);
     out.push_back({std::move(name), ft, std::move(ne), SynthRole::Weight, sigma, layer});
   }
-  std::string blk(int l, const char* suffix) const { return fmt::format("blk.{}.{}", l, suffix); }
 
   void moe(int l) {
     const uint64_t n = static_cast<uint64_t>(s.n_embd), ff = static_cast<uint64_t>(s.n_ff_exp), E = static_cast<uint64_t>(s.n_expert);
     const float g = residual_gain(s);
-    out.push_back({blk(l, "ffn_gate_inp.weight"), GgmlType::F32, {n, E}, SynthRole::Router, 0, l});
-    weight(blk(l, "ffn_gate_exps.weight"), s.expert_type, {n, ff, E}, l);
-    weight(blk(l, "ffn_up_exps.weight"), s.expert_type, {n, ff, E}, l);
-    weight(blk(l, "ffn_down_exps.weight"), s.expert_type, {ff, n, E}, l, g);
+    out.push_back({blk(l, tn::kFfnGateInp), GgmlType::F32, {n, E}, SynthRole::Router, 0, l});
+    weight(blk(l, tn::kFfnGateExps), s.expert_type, {n, ff, E}, l);
+    weight(blk(l, tn::kFfnUpExps), s.expert_type, {n, ff, E}, l);
+    weight(blk(l, tn::kFfnDownExps), s.expert_type, {ff, n, E}, l, g);
   }
 
   void qwen3moe_layer(int l) {
     const uint64_t n = static_cast<uint64_t>(s.n_embd), hd = static_cast<uint64_t>(s.head_dim);
     const uint64_t q = hd * static_cast<uint64_t>(s.n_head), kv = hd * static_cast<uint64_t>(s.n_head_kv);
-    norm(blk(l, "attn_norm.weight"), n, l);
-    weight(blk(l, "attn_q.weight"), s.attn_type, {n, q}, l);
-    weight(blk(l, "attn_k.weight"), s.attn_type, {n, kv}, l);
-    weight(blk(l, "attn_v.weight"), s.attn_type, {n, kv}, l);
-    weight(blk(l, "attn_output.weight"), s.attn_type, {q, n}, l, residual_gain(s));
-    norm(blk(l, "attn_q_norm.weight"), hd, l);
-    norm(blk(l, "attn_k_norm.weight"), hd, l);
-    norm(blk(l, "ffn_norm.weight"), n, l);
+    norm(blk(l, tn::kAttnNorm), n, l);
+    weight(blk(l, tn::kAttnQ), s.attn_type, {n, q}, l);
+    weight(blk(l, tn::kAttnK), s.attn_type, {n, kv}, l);
+    weight(blk(l, tn::kAttnV), s.attn_type, {n, kv}, l);
+    weight(blk(l, tn::kAttnOutput), s.attn_type, {q, n}, l, residual_gain(s));
+    norm(blk(l, tn::kAttnQNorm), hd, l);
+    norm(blk(l, tn::kAttnKNorm), hd, l);
+    norm(blk(l, tn::kFfnNorm), n, l);
     moe(l);
   }
 
@@ -89,34 +91,34 @@ struct Planner {
     const uint64_t qh = static_cast<uint64_t>(s.qk_nope + s.qk_rope), kvl = static_cast<uint64_t>(s.kv_lora);
     const uint64_t nope = static_cast<uint64_t>(s.qk_nope), vh = static_cast<uint64_t>(s.v_head);
     const float g = residual_gain(s);
-    norm(blk(l, "attn_norm.weight"), n, l);
+    norm(blk(l, tn::kAttnNorm), n, l);
     if (s.q_lora > 0) {
       const uint64_t ql = static_cast<uint64_t>(s.q_lora);
-      weight(blk(l, "attn_q_a.weight"), s.attn_type, {n, ql}, l);
-      norm(blk(l, "attn_q_a_norm.weight"), ql, l);
-      weight(blk(l, "attn_q_b.weight"), s.attn_type, {ql, H * qh}, l);
+      weight(blk(l, tn::kAttnQA), s.attn_type, {n, ql}, l);
+      norm(blk(l, tn::kAttnQANorm), ql, l);
+      weight(blk(l, tn::kAttnQB), s.attn_type, {ql, H * qh}, l);
     } else {
-      weight(blk(l, "attn_q.weight"), s.attn_type, {n, H * qh}, l);
+      weight(blk(l, tn::kAttnQ), s.attn_type, {n, H * qh}, l);
     }
-    weight(blk(l, "attn_kv_a_mqa.weight"), s.attn_type, {n, kvl + static_cast<uint64_t>(s.qk_rope)}, l);
-    norm(blk(l, "attn_kv_a_norm.weight"), kvl, l);
-    weight(blk(l, "attn_k_b.weight"), s.attn_type, {nope, kvl, H}, l);
-    weight(blk(l, "attn_v_b.weight"), s.attn_type, {kvl, vh, H}, l);
-    weight(blk(l, "attn_output.weight"), s.attn_type, {H * vh, n}, l, g);
-    norm(blk(l, "ffn_norm.weight"), n, l);
+    weight(blk(l, tn::kAttnKvAMqa), s.attn_type, {n, kvl + static_cast<uint64_t>(s.qk_rope)}, l);
+    norm(blk(l, tn::kAttnKvANorm), kvl, l);
+    weight(blk(l, tn::kAttnKB), s.attn_type, {nope, kvl, H}, l);
+    weight(blk(l, tn::kAttnVB), s.attn_type, {kvl, vh, H}, l);
+    weight(blk(l, tn::kAttnOutput), s.attn_type, {H * vh, n}, l, g);
+    norm(blk(l, tn::kFfnNorm), n, l);
     if (l < s.n_dense_lead) {
       const uint64_t ff = static_cast<uint64_t>(s.n_ff);
-      weight(blk(l, "ffn_gate.weight"), s.shexp_type, {n, ff}, l);
-      weight(blk(l, "ffn_up.weight"), s.shexp_type, {n, ff}, l);
-      weight(blk(l, "ffn_down.weight"), s.shexp_type, {ff, n}, l, g);
+      weight(blk(l, tn::kFfnGate), s.shexp_type, {n, ff}, l);
+      weight(blk(l, tn::kFfnUp), s.shexp_type, {n, ff}, l);
+      weight(blk(l, tn::kFfnDown), s.shexp_type, {ff, n}, l, g);
       return;
     }
     moe(l);
     if (s.n_shared > 0) {
       const uint64_t sh = static_cast<uint64_t>(s.n_ff_exp) * static_cast<uint64_t>(s.n_shared);
-      weight(blk(l, "ffn_gate_shexp.weight"), s.shexp_type, {n, sh}, l);
-      weight(blk(l, "ffn_up_shexp.weight"), s.shexp_type, {n, sh}, l);
-      weight(blk(l, "ffn_down_shexp.weight"), s.shexp_type, {sh, n}, l, g);
+      weight(blk(l, tn::kFfnGateShexp), s.shexp_type, {n, sh}, l);
+      weight(blk(l, tn::kFfnUpShexp), s.shexp_type, {n, sh}, l);
+      weight(blk(l, tn::kFfnDownShexp), s.shexp_type, {sh, n}, l, g);
     }
   }
 };
@@ -199,71 +201,53 @@ void fill(void* ctx, uint8_t* dst, uint64_t nbytes) {
   }
 }
 
-// Metadata key names ("<arch>." prefixed).
-namespace key {
-constexpr const char* kVocab = "vocab_size";
-constexpr const char* kCtx = "context_length";
-constexpr const char* kEmbd = "embedding_length";
-constexpr const char* kBlocks = "block_count";
-constexpr const char* kFf = "feed_forward_length";
-constexpr const char* kFfExp = "expert_feed_forward_length";
-constexpr const char* kExperts = "expert_count";
-constexpr const char* kExpertsUsed = "expert_used_count";
-constexpr const char* kHeads = "attention.head_count";
-constexpr const char* kHeadsKv = "attention.head_count_kv";
-constexpr const char* kKeyLen = "attention.key_length";
-constexpr const char* kValLen = "attention.value_length";
-constexpr const char* kRmsEps = "attention.layer_norm_rms_epsilon";
-constexpr const char* kRopeBase = "rope.freq_base";
-}  // namespace key
-
 void write_metadata(GgufWriter& w, const SynthSpec& s) {
   const std::string a = synth_arch_name(s.arch);
-  auto k = [&](const char* name) { return a + "." + name; };
-  w.set_string("general.architecture", a);
-  w.set_string("general.name", s.name);
-  w.set_string("general.description", fmt::format("synthetic random-weight model written by strata synth (seed {}, skew {}); NOT a trained model",
+  auto k = [&](const char* name) { return key::arch_key(a, name); };
+  w.set_string(key::kArchitecture, a);
+  w.set_string(key::kName, s.name);
+  w.set_string(key::kDescription, fmt::format("synthetic random-weight model written by strata synth (seed {}, skew {}); NOT a trained model",
                                                   s.seed, s.skew));
-  w.set_u32("general.quantization_version", 2);
-  w.set_u32("general.file_type", s.expert_type == GgmlType::Q4_K ? 15u : 0u);  // 15: mostly Q4_K_M
-  w.set_u32(k(key::kVocab), static_cast<uint32_t>(s.n_vocab));
-  w.set_u32(k(key::kCtx), static_cast<uint32_t>(s.n_ctx));
-  w.set_u32(k(key::kEmbd), static_cast<uint32_t>(s.n_embd));
-  w.set_u32(k(key::kBlocks), static_cast<uint32_t>(s.n_layer));
-  w.set_f32(k(key::kRmsEps), s.rms_eps);
-  w.set_f32(k(key::kRopeBase), s.rope_base);
-  w.set_u32(k(key::kFfExp), static_cast<uint32_t>(s.n_ff_exp));
-  w.set_u32(k(key::kExperts), static_cast<uint32_t>(s.n_expert));
-  w.set_u32(k(key::kExpertsUsed), static_cast<uint32_t>(s.n_expert_used));
-  w.set_u32(k(key::kHeads), static_cast<uint32_t>(s.n_head));
-  if (s.n_ff > 0) w.set_u32(k(key::kFf), static_cast<uint32_t>(s.n_ff));
+  w.set_u32(key::kQuantizationVersion, 2);
+  w.set_u32(key::kFileType, s.expert_type == GgmlType::Q4_K ? 15u : 0u);  // 15: mostly Q4_K_M
+  w.set_u32(k(key::kVocabSize), static_cast<uint32_t>(s.n_vocab));
+  w.set_u32(k(key::kContextLength), static_cast<uint32_t>(s.n_ctx));
+  w.set_u32(k(key::kEmbeddingLength), static_cast<uint32_t>(s.n_embd));
+  w.set_u32(k(key::kBlockCount), static_cast<uint32_t>(s.n_layer));
+  w.set_f32(k(key::kAttnRmsEps), s.rms_eps);
+  w.set_f32(k(key::kRopeFreqBase), s.rope_base);
+  w.set_u32(k(key::kExpertFeedForwardLength), static_cast<uint32_t>(s.n_ff_exp));
+  w.set_u32(k(key::kExpertCount), static_cast<uint32_t>(s.n_expert));
+  w.set_u32(k(key::kExpertUsedCount), static_cast<uint32_t>(s.n_expert_used));
+  w.set_u32(k(key::kAttnHeadCount), static_cast<uint32_t>(s.n_head));
+  if (s.n_ff > 0) w.set_u32(k(key::kFeedForwardLength), static_cast<uint32_t>(s.n_ff));
   if (s.arch == SynthArch::Qwen3Moe) {
-    w.set_u32(k(key::kHeadsKv), static_cast<uint32_t>(s.n_head_kv));
-    w.set_u32(k(key::kKeyLen), static_cast<uint32_t>(s.head_dim));
-    w.set_u32(k(key::kValLen), static_cast<uint32_t>(s.head_dim));
-    w.set_bool(k("expert_weights_norm"), true);
+    w.set_u32(k(key::kAttnHeadCountKv), static_cast<uint32_t>(s.n_head_kv));
+    w.set_u32(k(key::kAttnKeyLength), static_cast<uint32_t>(s.head_dim));
+    w.set_u32(k(key::kAttnValueLength), static_cast<uint32_t>(s.head_dim));
+    w.set_bool(k(key::kExpertWeightsNorm), true);
     return;
   }
   // deepseek2, MLA in the split attn_k_b / attn_v_b layout: key/value_length describe the
   // absorbed (latent) heads, the *_mla keys the per-head q/k and v sizes.
-  w.set_u32(k(key::kHeadsKv), 1);
-  w.set_u32(k("attention.q_lora_rank"), static_cast<uint32_t>(s.q_lora));
-  w.set_u32(k("attention.kv_lora_rank"), static_cast<uint32_t>(s.kv_lora));
-  w.set_u32(k(key::kKeyLen), static_cast<uint32_t>(s.kv_lora + s.qk_rope));
-  w.set_u32(k(key::kValLen), static_cast<uint32_t>(s.kv_lora));
-  w.set_u32(k("attention.key_length_mla"), static_cast<uint32_t>(s.qk_nope + s.qk_rope));
-  w.set_u32(k("attention.value_length_mla"), static_cast<uint32_t>(s.v_head));
-  w.set_u32(k("rope.dimension_count"), static_cast<uint32_t>(s.qk_rope));
-  w.set_u32(k("leading_dense_block_count"), static_cast<uint32_t>(s.n_dense_lead));
-  w.set_u32(k("expert_shared_count"), static_cast<uint32_t>(s.n_shared));
-  w.set_f32(k("expert_weights_scale"), s.routed_scale);
-  w.set_bool(k("expert_weights_norm"), false);
-  w.set_u32(k("expert_gating_func"), 1);  // softmax (DeepSeek-V2)
+  w.set_u32(k(key::kAttnHeadCountKv), 1);
+  w.set_u32(k(key::kAttnQLoraRank), static_cast<uint32_t>(s.q_lora));
+  w.set_u32(k(key::kAttnKvLoraRank), static_cast<uint32_t>(s.kv_lora));
+  w.set_u32(k(key::kAttnKeyLength), static_cast<uint32_t>(s.kv_lora + s.qk_rope));
+  w.set_u32(k(key::kAttnValueLength), static_cast<uint32_t>(s.kv_lora));
+  w.set_u32(k(key::kAttnKeyLengthMla), static_cast<uint32_t>(s.qk_nope + s.qk_rope));
+  w.set_u32(k(key::kAttnValueLengthMla), static_cast<uint32_t>(s.v_head));
+  w.set_u32(k(key::kRopeDimensionCount), static_cast<uint32_t>(s.qk_rope));
+  w.set_u32(k(key::kLeadingDenseBlockCount), static_cast<uint32_t>(s.n_dense_lead));
+  w.set_u32(k(key::kExpertSharedCount), static_cast<uint32_t>(s.n_shared));
+  w.set_f32(k(key::kExpertWeightsScale), s.routed_scale);
+  w.set_bool(k(key::kExpertWeightsNorm), false);
+  w.set_u32(k(key::kExpertGatingFunc), 1);  // softmax (DeepSeek-V2)
   if (s.yarn_factor > 0) {
-    w.set_string(k("rope.scaling.type"), "yarn");
-    w.set_f32(k("rope.scaling.factor"), s.yarn_factor);
-    w.set_u32(k("rope.scaling.original_context_length"), static_cast<uint32_t>(s.yarn_orig_ctx));
-    w.set_f32(k("rope.scaling.yarn_log_multiplier"), s.yarn_log_mul);
+    w.set_string(k(key::kRopeScalingType), "yarn");
+    w.set_f32(k(key::kRopeScalingFactor), s.yarn_factor);
+    w.set_u32(k(key::kRopeScalingOrigCtx), static_cast<uint32_t>(s.yarn_orig_ctx));
+    w.set_f32(k(key::kRopeScalingYarnLogMul), s.yarn_log_mul);
   }
 }
 
@@ -273,9 +257,9 @@ std::vector<SynthTensor> synth_plan(const SynthSpec& s) {
   s.validate();
   Planner p{s, {}};
   const uint64_t n = static_cast<uint64_t>(s.n_embd), V = static_cast<uint64_t>(s.n_vocab);
-  p.out.push_back({"token_embd.weight", s.embd_type, {n, V}, SynthRole::Embedding, 0, -1});
-  p.norm("output_norm.weight", n, -1);
-  p.weight("output.weight", s.output_type, {n, V}, -1);
+  p.out.push_back({tn::kTokenEmbd, s.embd_type, {n, V}, SynthRole::Embedding, 0, -1});
+  p.norm(tn::kOutputNorm, n, -1);
+  p.weight(tn::kOutput, s.output_type, {n, V}, -1);
   for (int l = 0; l < s.n_layer; ++l) {
     if (s.arch == SynthArch::Qwen3Moe) p.qwen3moe_layer(l);
     else p.deepseek2_layer(l);
@@ -284,7 +268,7 @@ std::vector<SynthTensor> synth_plan(const SynthSpec& s) {
 }
 
 SynthResult synth_write(const SynthSpec& s, const std::string& path, int threads) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = clock_s();
   const std::vector<SynthTensor> plan = synth_plan(s);
   GgufWriter w;
   write_metadata(w, s);
@@ -310,7 +294,7 @@ SynthResult synth_write(const SynthSpec& s, const std::string& path, int threads
   w.write(path);
   res.n_tensors = static_cast<int64_t>(plan.size());
   res.file_bytes = std::filesystem::file_size(path);
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.seconds = clock_s() - t0;
   return res;
 }
 

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "gguf/gguf_names.h"
 #include "gguf/gguf_writer.h"
 #include "synth/synth_blocks.h"
 
@@ -121,18 +122,18 @@ SynthVocab synth_vocab(SynthArch arch, int n_vocab, uint64_t seed) {
 }
 
 void synth_write_vocab(GgufWriter& w, const SynthVocab& v) {
-  w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", v.pre);
-  w.set_array_string("tokenizer.ggml.tokens", v.tokens);
-  w.set_array_i32("tokenizer.ggml.token_type", v.types);
-  w.set_array_string("tokenizer.ggml.merges", v.merges);
-  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
-  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
-  w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad));
-  w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(v.eot));
-  w.set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
-  w.set_bool("tokenizer.ggml.add_eos_token", false);
-  w.set_string("tokenizer.chat_template", v.chat_template);
+  w.set_string(key::kTokModel, "gpt2");
+  w.set_string(key::kTokPre, v.pre);
+  w.set_array_string(key::kTokTokens, v.tokens);
+  w.set_array_i32(key::kTokTokenType, v.types);
+  w.set_array_string(key::kTokMerges, v.merges);
+  w.set_u32(key::kTokBosId, static_cast<uint32_t>(v.bos));
+  w.set_u32(key::kTokEosId, static_cast<uint32_t>(v.eos));
+  w.set_u32(key::kTokPaddingId, static_cast<uint32_t>(v.pad));
+  w.set_u32(key::kTokEotId, static_cast<uint32_t>(v.eot));
+  w.set_bool(key::kTokAddBos, v.add_bos);
+  w.set_bool(key::kTokAddEos, false);
+  w.set_string(key::kChatTemplate, v.chat_template);
 }
 
 }  // namespace strata

@@ -8,37 +8,25 @@
 
 #include "core/error.h"
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_names.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace strata::tok {
 
 namespace {
 
-// Metadata keys.
-namespace key {
-constexpr const char* kModel = "tokenizer.ggml.model";
-constexpr const char* kPre = "tokenizer.ggml.pre";
-constexpr const char* kTokens = "tokenizer.ggml.tokens";
-constexpr const char* kTokenType = "tokenizer.ggml.token_type";
-constexpr const char* kScores = "tokenizer.ggml.scores";
-constexpr const char* kMerges = "tokenizer.ggml.merges";
-constexpr const char* kAddBos = "tokenizer.ggml.add_bos_token";
-constexpr const char* kAddEos = "tokenizer.ggml.add_eos_token";
-constexpr const char* kAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
-}  // namespace key
-
 struct SpecialKey {
   const char* key;
   int32_t SpecialIds::*field;
 };
 constexpr SpecialKey kSpecialKeys[] = {
-    {"tokenizer.ggml.bos_token_id", &SpecialIds::bos},         {"tokenizer.ggml.eos_token_id", &SpecialIds::eos},
-    {"tokenizer.ggml.eot_token_id", &SpecialIds::eot},         {"tokenizer.ggml.eom_token_id", &SpecialIds::eom},
-    {"tokenizer.ggml.unknown_token_id", &SpecialIds::unk},     {"tokenizer.ggml.seperator_token_id", &SpecialIds::sep},
-    {"tokenizer.ggml.padding_token_id", &SpecialIds::pad},     {"tokenizer.ggml.mask_token_id", &SpecialIds::mask},
-    {"tokenizer.ggml.fim_pre_token_id", &SpecialIds::fim_pre}, {"tokenizer.ggml.fim_suf_token_id", &SpecialIds::fim_suf},
-    {"tokenizer.ggml.fim_mid_token_id", &SpecialIds::fim_mid}, {"tokenizer.ggml.fim_pad_token_id", &SpecialIds::fim_pad},
-    {"tokenizer.ggml.fim_rep_token_id", &SpecialIds::fim_rep}, {"tokenizer.ggml.fim_sep_token_id", &SpecialIds::fim_sep},
+    {key::kTokBosId, &SpecialIds::bos},         {key::kTokEosId, &SpecialIds::eos},
+    {key::kTokEotId, &SpecialIds::eot},         {key::kTokEomId, &SpecialIds::eom},
+    {key::kTokUnknownId, &SpecialIds::unk},     {key::kTokSeparatorId, &SpecialIds::sep},
+    {key::kTokPaddingId, &SpecialIds::pad},     {key::kTokMaskId, &SpecialIds::mask},
+    {key::kTokFimPreId, &SpecialIds::fim_pre}, {key::kTokFimSufId, &SpecialIds::fim_suf},
+    {key::kTokFimMidId, &SpecialIds::fim_mid}, {key::kTokFimPadId, &SpecialIds::fim_pad},
+    {key::kTokFimRepId, &SpecialIds::fim_rep}, {key::kTokFimSepId, &SpecialIds::fim_sep},
 };
 
 // Token texts llama.cpp recognizes when the metadata does not name the token.
@@ -97,21 +85,21 @@ const char* vocab_type_name(VocabType t) { return t == VocabType::Spm ? "spm" : 
 
 std::unique_ptr<Vocab> Vocab::from_gguf(const GgufModel& m) {
   auto v = std::make_unique<Vocab>();
-  const auto model = m.get_string(key::kModel);
-  if (!model) fail("{}: missing {} (no tokenizer in this file)", m.path(), key::kModel);
+  const auto model = m.get_string(key::kTokModel);
+  if (!model) fail("{}: missing {} (no tokenizer in this file)", m.path(), key::kTokModel);
   if (*model == "gpt2") {
     v->type = VocabType::Bpe;
   } else if (*model == "llama") {
     v->type = VocabType::Spm;
   } else {
-    fail("{}: unsupported {} '{}' (supported: gpt2, llama)", m.path(), key::kModel, *model);
+    fail("{}: unsupported {} '{}' (supported: gpt2, llama)", m.path(), key::kTokModel, *model);
   }
 
-  const GgufValue& toks = require_array(m, key::kTokens, GgufType::STRING, SIZE_MAX);
+  const GgufValue& toks = require_array(m, key::kTokTokens, GgufType::STRING, SIZE_MAX);
   const size_t n = toks.count;
-  if (n == 0 || n > static_cast<size_t>(INT32_MAX)) fail("{}: {} has {} entries", m.path(), key::kTokens, n);
-  const GgufValue* types = m.find(key::kTokenType) ? &require_array(m, key::kTokenType, GgufType::I32, n) : nullptr;
-  const GgufValue* scores = m.find(key::kScores) ? &require_array(m, key::kScores, GgufType::F32, n) : nullptr;
+  if (n == 0 || n > static_cast<size_t>(INT32_MAX)) fail("{}: {} has {} entries", m.path(), key::kTokTokens, n);
+  const GgufValue* types = m.find(key::kTokTokenType) ? &require_array(m, key::kTokTokenType, GgufType::I32, n) : nullptr;
+  const GgufValue* scores = m.find(key::kTokScores) ? &require_array(m, key::kTokScores, GgufType::F32, n) : nullptr;
   v->tokens.resize(n);
   v->token_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -128,7 +116,7 @@ std::unique_ptr<Vocab> Vocab::from_gguf(const GgufModel& m) {
   }
 
   if (v->type == VocabType::Bpe) {
-    const GgufValue& merges = require_array(m, key::kMerges, GgufType::STRING, SIZE_MAX);
+    const GgufValue& merges = require_array(m, key::kTokMerges, GgufType::STRING, SIZE_MAX);
     v->merge_ranks_.reserve(merges.count);
     for (size_t i = 0; i < merges.count; ++i) {
       std::string_view mg = merges.strings[i];
@@ -136,7 +124,7 @@ std::unique_ptr<Vocab> Vocab::from_gguf(const GgufModel& m) {
       if (sp == std::string_view::npos) fail("{}: merge {} '{}' has no space", m.path(), i, mg);
       v->merge_ranks_.emplace(std::string(mg), static_cast<int32_t>(i));  // first occurrence wins
     }
-    v->pre = m.get_string(key::kPre).value_or("");
+    v->pre = m.get_string(key::kTokPre).value_or("");
     const PreTokenizerSpec& spec = find_pretokenizer(v->pre);
     v->special.bos = 11;
     v->special.eos = 11;
@@ -154,9 +142,9 @@ std::unique_ptr<Vocab> Vocab::from_gguf(const GgufModel& m) {
     v->add_bos = true;
     v->add_eos = false;
   }
-  if (auto b = m.get_bool(key::kAddSpacePrefix)) v->add_space_prefix = *b;
-  if (auto b = m.get_bool(key::kAddBos)) v->add_bos = *b;
-  if (auto b = m.get_bool(key::kAddEos)) v->add_eos = *b;
+  if (auto b = m.get_bool(key::kTokAddSpacePrefix)) v->add_space_prefix = *b;
+  if (auto b = m.get_bool(key::kTokAddBos)) v->add_bos = *b;
+  if (auto b = m.get_bool(key::kTokAddEos)) v->add_eos = *b;
 
   for (const auto& sk : kSpecialKeys) {
     const auto id = m.get_int(sk.key);

@@ -16,6 +16,7 @@
 #include "experts/expert_store.h"
 #include "experts/io_backend.h"
 #include "experts/cache_sim.h"
+#include "model/expert_layout.h"
 #include "runtime/engine.h"
 #include "runtime/routing_recorder.h"
 
@@ -245,7 +246,7 @@ class HeldBackend final : public IoBackend {
 TEST(ExpertStreaming, PrefetchWindowIsReturnedWhenDemandTakesOverARead) {
   if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: prefetch window test SKIPPED !!!";
   auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
-  ExpertStore store(model->gguf(), model->config(), model->weights());
+  ExpertStore store(expert_layout(model->gguf(), model->config(), model->weights()));
   int layer = 0;
   while (!store.is_moe(layer)) ++layer;
   auto io = std::make_unique<HeldBackend>(store.files());

@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <stdexcept>
+#include <thread>
+
+#include "core/clock.h"
 
 #include "runtime/sampler.h"
 #include "server/scheduler.h"
@@ -58,7 +61,9 @@ TEST(SchedulerFailures, OneRequestFailingLeavesItsNeighbourIntact) {
   EXPECT_NE(eb.error.find("sampling failed"), std::string::npos) << eb.error;
   EXPECT_EQ(wait_final(*good).finish, server::Finish::Length);
   EXPECT_EQ(beside, alone);
-  const auto st = sched.stats();
+  // The figures are published after the step that ended both requests.
+  server::SchedulerStats st = sched.stats();
+  for (const double end = clock_s() + 60; st.requests_failed + st.requests_done < 2 && clock_s() < end; st = sched.stats()) std::this_thread::yield();
   EXPECT_EQ(st.requests_failed, 1u);
   EXPECT_EQ(st.requests_done, 1u);
 }

@@ -10,28 +10,28 @@ namespace strata::arch {
 static void deepseek2_config(const GgufModel& m, ModelConfig& cfg) {
   MetaReader r{m, "deepseek2."};
   read_common(m, r, cfg);
-  const int n_head = static_cast<int>(r.req_int("attention.head_count"));
-  const int q_lora = static_cast<int>(r.opt_int("attention.q_lora_rank", 0));
-  const int kv_lora = static_cast<int>(r.req_int("attention.kv_lora_rank"));
-  const int rope_dim = static_cast<int>(r.req_int("rope.dimension_count"));
-  STRATA_CHECK(r.has("attention.key_length_mla") && r.has("attention.value_length_mla"),
+  const int n_head = static_cast<int>(r.req_int(key::kAttnHeadCount));
+  const int q_lora = static_cast<int>(r.opt_int(key::kAttnQLoraRank, 0));
+  const int kv_lora = static_cast<int>(r.req_int(key::kAttnKvLoraRank));
+  const int rope_dim = static_cast<int>(r.req_int(key::kRopeDimensionCount));
+  STRATA_CHECK(r.has(key::kAttnKeyLengthMla) && r.has(key::kAttnValueLengthMla),
                "{}: this DeepSeek GGUF has no attention.key_length_mla / value_length_mla (old attn_kv_b layout); re-convert it with a "
                "current converter (split attn_k_b / attn_v_b)",
                m.path());
-  const int k_mla = static_cast<int>(r.req_int("attention.key_length_mla"));
-  const int v_mla = static_cast<int>(r.req_int("attention.value_length_mla"));
+  const int k_mla = static_cast<int>(r.req_int(key::kAttnKeyLengthMla));
+  const int v_mla = static_cast<int>(r.req_int(key::kAttnValueLengthMla));
   STRATA_CHECK(k_mla > rope_dim, "{}: key_length_mla {} must exceed rope.dimension_count {}", m.path(), k_mla, rope_dim);
-  const int n_dense = static_cast<int>(r.opt_int("leading_dense_block_count", 0));
-  const int n_expert = static_cast<int>(r.req_int("expert_count"));
-  const int n_shared = static_cast<int>(r.opt_int("expert_shared_count", 0));
-  const int n_ff_exp = static_cast<int>(r.req_int("expert_feed_forward_length"));
+  const int n_dense = static_cast<int>(r.opt_int(key::kLeadingDenseBlockCount, 0));
+  const int n_expert = static_cast<int>(r.req_int(key::kExpertCount));
+  const int n_shared = static_cast<int>(r.opt_int(key::kExpertSharedCount, 0));
+  const int n_ff_exp = static_cast<int>(r.req_int(key::kExpertFeedForwardLength));
   RopeConfig rope;
   rope.style = RopeStyle::Norm;
   rope.n_dims = rope_dim;
-  rope.freq_base = r.opt_float("rope.freq_base", 10000.0f);
+  rope.freq_base = r.opt_float(key::kRopeFreqBase, 10000.0f);
   read_rope_scaling(r, rope, cfg.n_ctx_train);
   // DeepSeek's YaRN: attention temperature moves from the rope into the kq scale.
-  const float log_mul = r.opt_float("rope.scaling.yarn_log_multiplier", 0.0f);
+  const float log_mul = r.opt_float(key::kRopeScalingYarnLogMul, 0.0f);
   const float mscale = 1.0f + log_mul * std::log(1.0f / rope.freq_scale);
   rope.attn_factor = 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale));
   const GatingFunc gating = read_gating(r, GatingFunc::Softmax);
@@ -51,24 +51,24 @@ static void deepseek2_config(const GgufModel& m, ModelConfig& cfg) {
     l.rope = rope;
     if (il < n_dense) {
       l.ffn = FfnKind::Dense;
-      l.n_ff = static_cast<int>(r.req_int("feed_forward_length"));
+      l.n_ff = static_cast<int>(r.req_int(key::kFeedForwardLength));
     } else {
       l.ffn = FfnKind::Moe;
       l.n_expert = n_expert;
-      l.n_expert_used = static_cast<int>(r.req_int("expert_used_count"));
+      l.n_expert_used = static_cast<int>(r.req_int(key::kExpertUsedCount));
       l.n_expert_shared = n_shared;
       l.n_ff_exp = n_ff_exp;
       l.n_ff_shexp = n_ff_exp * n_shared;
       l.gating = gating;
-      l.n_group = static_cast<int>(r.opt_int("expert_group_count", 0));
-      l.n_group_used = static_cast<int>(r.opt_int("expert_group_used_count", 0));
+      l.n_group = static_cast<int>(r.opt_int(key::kExpertGroupCount, 0));
+      l.n_group_used = static_cast<int>(r.opt_int(key::kExpertGroupUsedCount, 0));
       if (l.n_group > 1) {
-        STRATA_CHECK(n_expert % l.n_group == 0 && l.n_group <= 256 && l.n_group_used >= 1 && l.n_group_used <= l.n_group,
+        STRATA_CHECK(n_expert % l.n_group == 0 && l.n_group_used >= 1 && l.n_group_used <= l.n_group,
                      "{}: invalid expert groups ({} groups, {} used, {} experts)", m.path(), l.n_group, l.n_group_used, n_expert);
       }
-      l.exp_probs_bias = m.tensor(blk(il, "exp_probs_b.bias")) != nullptr;
-      l.norm_w = r.opt_bool("expert_weights_norm", false);
-      l.w_scale = r.opt_float("expert_weights_scale", 1.0f);
+      l.exp_probs_bias = m.tensor(blk(il, tn::kExpProbsBias)) != nullptr;
+      l.norm_w = r.opt_bool(key::kExpertWeightsNorm, false);
+      l.w_scale = r.opt_float(key::kExpertWeightsScale, 1.0f);
     }
   }
 }
@@ -79,32 +79,32 @@ static void deepseek2_bind(const WeightBinder& b, const ModelConfig& cfg, ModelW
     const LayerConfig& lc = cfg.layers[l];
     LayerWeights& lw = w.layers[l];
     const int qh = lc.qk_nope_dim + lc.qk_rope_dim;
-    lw.attn_norm = b.vec(blk(l, "attn_norm.weight"), cfg.n_embd);
+    lw.attn_norm = b.vec(blk(l, tn::kAttnNorm), cfg.n_embd);
     if (lc.q_lora_rank > 0) {
-      lw.wq_a = b.mat(blk(l, "attn_q_a.weight"), lc.q_lora_rank, cfg.n_embd);
-      lw.q_a_norm = b.vec(blk(l, "attn_q_a_norm.weight"), lc.q_lora_rank);
-      lw.wq_b = b.mat(blk(l, "attn_q_b.weight"), lc.n_head * qh, lc.q_lora_rank);
+      lw.wq_a = b.mat(blk(l, tn::kAttnQA), lc.q_lora_rank, cfg.n_embd);
+      lw.q_a_norm = b.vec(blk(l, tn::kAttnQANorm), lc.q_lora_rank);
+      lw.wq_b = b.mat(blk(l, tn::kAttnQB), lc.n_head * qh, lc.q_lora_rank);
     } else {
-      lw.wq = b.mat(blk(l, "attn_q.weight"), lc.n_head * qh, cfg.n_embd);
+      lw.wq = b.mat(blk(l, tn::kAttnQ), lc.n_head * qh, cfg.n_embd);
     }
-    lw.wkv_a = b.mat(blk(l, "attn_kv_a_mqa.weight"), lc.kv_lora_rank + lc.qk_rope_dim, cfg.n_embd);
-    lw.kv_a_norm = b.vec(blk(l, "attn_kv_a_norm.weight"), lc.kv_lora_rank);
-    lw.wk_b = b.tensor3(blk(l, "attn_k_b.weight"), lc.qk_nope_dim, lc.kv_lora_rank, lc.n_head);
-    lw.wv_b = b.tensor3(blk(l, "attn_v_b.weight"), lc.kv_lora_rank, lc.v_head_dim, lc.n_head);
-    lw.wo = b.mat(blk(l, "attn_output.weight"), cfg.n_embd, lc.n_head * lc.v_head_dim);
-    lw.ffn_norm = b.vec(blk(l, "ffn_norm.weight"), cfg.n_embd);
+    lw.wkv_a = b.mat(blk(l, tn::kAttnKvAMqa), lc.kv_lora_rank + lc.qk_rope_dim, cfg.n_embd);
+    lw.kv_a_norm = b.vec(blk(l, tn::kAttnKvANorm), lc.kv_lora_rank);
+    lw.wk_b = b.tensor3(blk(l, tn::kAttnKB), lc.qk_nope_dim, lc.kv_lora_rank, lc.n_head);
+    lw.wv_b = b.tensor3(blk(l, tn::kAttnVB), lc.kv_lora_rank, lc.v_head_dim, lc.n_head);
+    lw.wo = b.mat(blk(l, tn::kAttnOutput), cfg.n_embd, lc.n_head * lc.v_head_dim);
+    lw.ffn_norm = b.vec(blk(l, tn::kFfnNorm), cfg.n_embd);
     if (lc.ffn == FfnKind::Dense) {
-      lw.ffn_gate = b.mat(blk(l, "ffn_gate.weight"), lc.n_ff, cfg.n_embd);
-      lw.ffn_up = b.mat(blk(l, "ffn_up.weight"), lc.n_ff, cfg.n_embd);
-      lw.ffn_down = b.mat(blk(l, "ffn_down.weight"), cfg.n_embd, lc.n_ff);
+      lw.ffn_gate = b.mat(blk(l, tn::kFfnGate), lc.n_ff, cfg.n_embd);
+      lw.ffn_up = b.mat(blk(l, tn::kFfnUp), lc.n_ff, cfg.n_embd);
+      lw.ffn_down = b.mat(blk(l, tn::kFfnDown), cfg.n_embd, lc.n_ff);
       continue;
     }
     bind_moe(b, cfg, l, lw);
-    if (lc.exp_probs_bias) lw.exp_probs_b = b.vec(blk(l, "exp_probs_b.bias"), lc.n_expert);
+    if (lc.exp_probs_bias) lw.exp_probs_b = b.vec(blk(l, tn::kExpProbsBias), lc.n_expert);
     if (lc.n_expert_shared > 0) {
-      lw.shexp_gate = b.mat(blk(l, "ffn_gate_shexp.weight"), lc.n_ff_shexp, cfg.n_embd);
-      lw.shexp_up = b.mat(blk(l, "ffn_up_shexp.weight"), lc.n_ff_shexp, cfg.n_embd);
-      lw.shexp_down = b.mat(blk(l, "ffn_down_shexp.weight"), cfg.n_embd, lc.n_ff_shexp);
+      lw.shexp_gate = b.mat(blk(l, tn::kFfnGateShexp), lc.n_ff_shexp, cfg.n_embd);
+      lw.shexp_up = b.mat(blk(l, tn::kFfnUpShexp), lc.n_ff_shexp, cfg.n_embd);
+      lw.shexp_down = b.mat(blk(l, tn::kFfnDownShexp), cfg.n_embd, lc.n_ff_shexp);
     }
   }
   b.check_all_used();

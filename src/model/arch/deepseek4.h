@@ -9,6 +9,7 @@
 namespace strata::arch {
 
 constexpr int kDsv4MaxHc = 8;  // hyper-connection streams supported
+constexpr int kDsv4MaxCompressRatio = 128;  // the largest of the supported compress ratios (0, 4, 128)
 
 void deepseek4_run_layers(FwdCtx& c);
 

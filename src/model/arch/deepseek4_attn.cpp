@@ -28,7 +28,7 @@ void compressor_push(Dsv4Compressor& cp, const CompressorWeights& w, const RopeP
   const int b = pos / m;
   cp.blocks.resize(static_cast<size_t>(b + 1) * cp.head);
   float* out = cp.blocks.data() + static_cast<size_t>(b) * cp.head;
-  float s[256], v[256];
+  float s[2 * kDsv4MaxCompressRatio], v[2 * kDsv4MaxCompressRatio];  // ratio 4 overlaps two blocks: 2 * ratio entries
   for (int ch = 0; ch < cp.head; ++ch) {
     int k = 0;
     auto take = [&](int tok, int off) {
@@ -125,14 +125,6 @@ void index_select(FwdCtx& c, Dsv4Cache& cache, int layer, const RopeParams& rp) 
   }
 }
 
-void check_batch(FwdCtx& c) {
-  for (int i = 0; i < c.b.n; ++i) {
-    STRATA_CHECK(c.b.pos[i] >= 0 && c.b.pos[i] < c.kv.n_ctx(), "position {} is outside the context (size {}): the prompt is too long for -c {}",
-                 c.b.pos[i], c.kv.n_ctx(), c.kv.n_ctx());
-    STRATA_CHECK(c.seq(i) >= 0 && c.seq(i) < c.kv.n_seq(), "sequence slot {} out of range ({} slots)", c.seq(i), c.kv.n_seq());
-  }
-}
-
 }  // namespace
 
 void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
@@ -142,7 +134,7 @@ void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
   Dsv4Scratch& s = cache.scratch;
   const int n = c.b.n, H = lc.n_head, d = lc.head_dim_k, r = lc.qk_rope_dim, ql = lc.q_lora_rank;
   const int hd = H * d;
-  check_batch(c);
+  check_batch_positions(c);
   const RopeParams rp = rope_params(lc.rope);
 
   // Queries and the shared key/value vector.

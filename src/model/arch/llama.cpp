@@ -8,19 +8,19 @@ namespace strata::arch {
 static void llama_config(const GgufModel& m, ModelConfig& cfg) {
   MetaReader r{m, "llama."};
   read_common(m, r, cfg);
-  const int n_expert = static_cast<int>(r.opt_int("expert_count", 0));
+  const int n_expert = static_cast<int>(r.opt_int(key::kExpertCount, 0));
   for (auto& l : cfg.layers) {
     read_gqa(r, cfg, RopeStyle::Norm, l);
     if (n_expert > 0) {
       l.ffn = FfnKind::Moe;
       l.n_expert = n_expert;
-      l.n_expert_used = static_cast<int>(r.req_int("expert_used_count"));
-      l.n_ff_exp = static_cast<int>(r.opt_int("expert_feed_forward_length", r.req_int("feed_forward_length")));
+      l.n_expert_used = static_cast<int>(r.req_int(key::kExpertUsedCount));
+      l.n_ff_exp = static_cast<int>(r.opt_int(key::kExpertFeedForwardLength, r.req_int(key::kFeedForwardLength)));
       l.gating = read_gating(r, GatingFunc::Softmax);
       l.norm_w = true;
     } else {
       l.ffn = FfnKind::Dense;
-      l.n_ff = static_cast<int>(r.req_int("feed_forward_length"));
+      l.n_ff = static_cast<int>(r.req_int(key::kFeedForwardLength));
     }
   }
 }
@@ -30,18 +30,18 @@ static void llama_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWeigh
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerConfig& lc = cfg.layers[l];
     LayerWeights& lw = w.layers[l];
-    lw.attn_norm = b.vec(blk(l, "attn_norm.weight"), cfg.n_embd);
-    lw.wq = b.mat(blk(l, "attn_q.weight"), lc.n_head * lc.head_dim_k, cfg.n_embd);
-    lw.wk = b.mat(blk(l, "attn_k.weight"), lc.n_head_kv * lc.head_dim_k, cfg.n_embd);
-    lw.wv = b.mat(blk(l, "attn_v.weight"), lc.n_head_kv * lc.head_dim_v, cfg.n_embd);
-    lw.wo = b.mat(blk(l, "attn_output.weight"), cfg.n_embd, lc.n_head * lc.head_dim_v);
-    lw.ffn_norm = b.vec(blk(l, "ffn_norm.weight"), cfg.n_embd);
+    lw.attn_norm = b.vec(blk(l, tn::kAttnNorm), cfg.n_embd);
+    lw.wq = b.mat(blk(l, tn::kAttnQ), lc.n_head * lc.head_dim_k, cfg.n_embd);
+    lw.wk = b.mat(blk(l, tn::kAttnK), lc.n_head_kv * lc.head_dim_k, cfg.n_embd);
+    lw.wv = b.mat(blk(l, tn::kAttnV), lc.n_head_kv * lc.head_dim_v, cfg.n_embd);
+    lw.wo = b.mat(blk(l, tn::kAttnOutput), cfg.n_embd, lc.n_head * lc.head_dim_v);
+    lw.ffn_norm = b.vec(blk(l, tn::kFfnNorm), cfg.n_embd);
     if (lc.ffn == FfnKind::Moe) {
       bind_moe(b, cfg, l, lw);
     } else {
-      lw.ffn_gate = b.mat(blk(l, "ffn_gate.weight"), lc.n_ff, cfg.n_embd);
-      lw.ffn_up = b.mat(blk(l, "ffn_up.weight"), lc.n_ff, cfg.n_embd);
-      lw.ffn_down = b.mat(blk(l, "ffn_down.weight"), cfg.n_embd, lc.n_ff);
+      lw.ffn_gate = b.mat(blk(l, tn::kFfnGate), lc.n_ff, cfg.n_embd);
+      lw.ffn_up = b.mat(blk(l, tn::kFfnUp), lc.n_ff, cfg.n_embd);
+      lw.ffn_down = b.mat(blk(l, tn::kFfnDown), cfg.n_embd, lc.n_ff);
     }
   }
   b.check_all_used();

@@ -13,11 +13,11 @@ static void qwen3moe_config(const GgufModel& m, ModelConfig& cfg) {
     read_gqa(r, cfg, RopeStyle::Neox, l);
     l.qk_norm = true;
     l.ffn = FfnKind::Moe;
-    l.n_expert = static_cast<int>(r.req_int("expert_count"));
-    l.n_expert_used = static_cast<int>(r.req_int("expert_used_count"));
-    l.n_ff_exp = static_cast<int>(r.req_int("expert_feed_forward_length"));
+    l.n_expert = static_cast<int>(r.req_int(key::kExpertCount));
+    l.n_expert_used = static_cast<int>(r.req_int(key::kExpertUsedCount));
+    l.n_ff_exp = static_cast<int>(r.req_int(key::kExpertFeedForwardLength));
     l.gating = read_gating(r, GatingFunc::Softmax);
-    l.norm_w = r.opt_bool("expert_weights_norm", true);
+    l.norm_w = r.opt_bool(key::kExpertWeightsNorm, true);
   }
 }
 
@@ -26,14 +26,14 @@ static void qwen3moe_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWe
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerConfig& lc = cfg.layers[l];
     LayerWeights& lw = w.layers[l];
-    lw.attn_norm = b.vec(blk(l, "attn_norm.weight"), cfg.n_embd);
-    lw.wq = b.mat(blk(l, "attn_q.weight"), lc.n_head * lc.head_dim_k, cfg.n_embd);
-    lw.wk = b.mat(blk(l, "attn_k.weight"), lc.n_head_kv * lc.head_dim_k, cfg.n_embd);
-    lw.wv = b.mat(blk(l, "attn_v.weight"), lc.n_head_kv * lc.head_dim_v, cfg.n_embd);
-    lw.wo = b.mat(blk(l, "attn_output.weight"), cfg.n_embd, lc.n_head * lc.head_dim_v);
-    lw.q_norm = b.vec(blk(l, "attn_q_norm.weight"), lc.head_dim_k);
-    lw.k_norm = b.vec(blk(l, "attn_k_norm.weight"), lc.head_dim_k);
-    lw.ffn_norm = b.vec(blk(l, "ffn_norm.weight"), cfg.n_embd);
+    lw.attn_norm = b.vec(blk(l, tn::kAttnNorm), cfg.n_embd);
+    lw.wq = b.mat(blk(l, tn::kAttnQ), lc.n_head * lc.head_dim_k, cfg.n_embd);
+    lw.wk = b.mat(blk(l, tn::kAttnK), lc.n_head_kv * lc.head_dim_k, cfg.n_embd);
+    lw.wv = b.mat(blk(l, tn::kAttnV), lc.n_head_kv * lc.head_dim_v, cfg.n_embd);
+    lw.wo = b.mat(blk(l, tn::kAttnOutput), cfg.n_embd, lc.n_head * lc.head_dim_v);
+    lw.q_norm = b.vec(blk(l, tn::kAttnQNorm), lc.head_dim_k);
+    lw.k_norm = b.vec(blk(l, tn::kAttnKNorm), lc.head_dim_k);
+    lw.ffn_norm = b.vec(blk(l, tn::kFfnNorm), cfg.n_embd);
     bind_moe(b, cfg, l, lw);
   }
   b.check_all_used();
