@@ -84,7 +84,7 @@ std::unique_ptr<GgufModel> write_spm(const std::string& name, bool add_space_pre
 }
 
 // A tiny byte-level BPE vocab (qwen2 pre-tokenizer): the 256 byte symbols, a few merges, specials.
-std::unique_ptr<GgufModel> write_bpe(const std::string& name, const std::string& pre) {
+std::unique_ptr<GgufModel> write_bpe(const std::string& name, const std::string& pre, bool with_bos = true) {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(bytes_to_unicode(std::string(1, static_cast<char>(b))));
   const std::vector<std::string> merges = {"h e", "l l", "he ll", "hell o", "\xc4\xa0 hello", "a a"};
@@ -105,7 +105,7 @@ std::unique_ptr<GgufModel> write_bpe(const std::string& name, const std::string&
   w.set_array_string("tokenizer.ggml.tokens", tokens);
   w.set_array_i32("tokenizer.ggml.token_type", types);
   w.set_array_string("tokenizer.ggml.merges", merges);
-  w.set_u32("tokenizer.ggml.bos_token_id", 262);
+  if (with_bos) w.set_u32("tokenizer.ggml.bos_token_id", 262);
   w.set_u32("tokenizer.ggml.eos_token_id", 262);
   const fs::path p = temp_path(name);
   w.write(p.string());
@@ -247,6 +247,10 @@ TEST(PreTokenizer, Glm4AndMinimaxM2) {
   EXPECT_EQ(split("minimax-m2", "HelloWorld 1234"), (Words{"Hello", "World", " ", "123", "4"}));
   EXPECT_FALSE(find_pretokenizer("minimax-m2").clean_spaces);
   EXPECT_TRUE(find_pretokenizer("glm4").no_default_bos);
+  // GLM-4 has no default BOS (other BPE vocabs default to id 11); the GGUF key still sets one.
+  EXPECT_EQ(Tokenizer::from_gguf(*write_bpe("glm4a.gguf", "glm4", false))->bos(), kNoToken);
+  EXPECT_EQ(Tokenizer::from_gguf(*write_bpe("glm4b.gguf", "glm4"))->bos(), 262);
+  EXPECT_EQ(Tokenizer::from_gguf(*write_bpe("qwen2a.gguf", "qwen2", false))->bos(), 11);
 }
 
 TEST(PreTokenizer, KimiK2) {
