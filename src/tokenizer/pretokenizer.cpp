@@ -23,6 +23,10 @@ const char* const kRegexGpt4o =
     "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
     "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen3.5: the Qwen2 split with combining marks counted as letters.
+const char* const kRegexQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* const kRegexGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
 // DeepSeek V3: digits in groups of up to three, CJK/kana runs, then words and punctuation.
 const char* const kRegexDeepseek3Digits = "\\p{N}{1,3}";
@@ -39,6 +43,11 @@ const std::vector<PreTokenizerSpec>& specs() {
       {{"qwen2", "deepseek-r1-qwen"}, {kRegexQwen2}, false, false, false},
       {{"deepseek-v3"}, {kRegexDeepseek3Digits, kRegexDeepseek3Cjk, kRegexDeepseek3Words}, false, false, false},
       {{"gpt-4o", "llama4"}, {kRegexGpt4o}, false, false, false},
+      // GLM-4: the llama3 split, without llama3's merge skipping; no default BOS.
+      {.names = {"glm4", "chatglm-bpe"}, .regexes = {kRegexLlama3}, .no_default_bos = true},
+      {.names = {"minimax-m2"}, .regexes = {kRegexGpt4o}, .clean_spaces = false},
+      {.names = {"qwen35"}, .regexes = {kRegexQwen35}, .clean_spaces = false},
+      {.names = {"kimi-k2"}, .clean_spaces = false, .custom = split_kimi_k2},
   };
   return kSpecs;
 }
@@ -241,6 +250,11 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
   MatchScratch& ms = scratch();
   std::vector<size_t> pieces{n};  // lengths in codepoints
   if (n == 0) pieces.clear();
+  if (spec_.custom && n > 0) {
+    std::vector<size_t> next;
+    spec_.custom(cpts.data(), n, next);
+    pieces = std::move(next);
+  }
   for (const auto& rule : rules_) {
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(rule->code, nullptr);
     std::vector<size_t> next;

@@ -5,11 +5,14 @@
 //    text holding one byte per codepoint: ASCII as is, other whitespace as \v, other codepoints as a
 //    byte standing for their category (its quirks included: ASCII '~' is not \p{S});
 //  - any other regex runs (PCRE2, UTF mode) over the codepoints with non-ASCII whitespace as \v;
-//  - each regex splits the pieces left by the previous one; unmatched gaps become pieces too.
+//  - each regex splits the pieces left by the previous one; unmatched gaps become pieces too;
+//  - a few pre-tokenizers (kimi-k2) are hand-coded splits instead (split_custom.h).
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tokenizer/split_custom.h"
 
 namespace strata::tok {
 
@@ -20,6 +23,8 @@ struct PreTokenizerSpec {
   bool ignore_merges = false;        // a word that is a whole token is emitted without merging
   bool clean_spaces = true;          // detokenize removes " ," " ." " 's" ... (llama.cpp clean_spaces)
   bool add_bos = false;              // default for tokenizer.ggml.add_bos_token
+  bool no_default_bos = false;       // no BOS id unless tokenizer.ggml.bos_token_id names one
+  CustomSplitFn custom = nullptr;    // a hand-coded split applied before the regexes
 };
 
 // The spec for a pre name ("" selects "default"); throws strata::Error for an unknown name.

@@ -55,7 +55,7 @@ const DetectByText kDetect[] = {
 // Texts of end-of-generation tokens.
 constexpr const char* kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
                                       "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
-                                      "<end_of_utterance>"};
+                                      "<end_of_utterance>", "[EOT]", "[EOS]"};  // the last two: Kimi K2
 // gpt-oss (harmony) tokens that are always rendered (llama.cpp marks them user-defined).
 constexpr const char* kHarmonyRendered[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
@@ -126,7 +126,7 @@ std::unique_ptr<Vocab> Vocab::from_gguf(const GgufModel& m) {
     }
     v->pre = m.get_string(key::kTokPre).value_or("");
     const PreTokenizerSpec& spec = find_pretokenizer(v->pre);
-    v->special.bos = 11;
+    v->special.bos = spec.no_default_bos ? kNoToken : 11;
     v->special.eos = 11;
     v->add_space_prefix = false;
     v->clean_spaces = spec.clean_spaces;

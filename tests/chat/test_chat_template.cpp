@@ -6,6 +6,9 @@
 
 #include <cctype>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "chat/chat_template.h"
 #include "chat_test_util.h"
@@ -222,27 +225,83 @@ TEST(ChatTemplateFixtures, DeepSeekV3VocabTemplateMatchesGolden) {
             "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>r2<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
 }
 
-// Every model fixture ships a ChatML template; its prompts.txt line 2 is the rendered
-// system + user + generation prompt.
+// The chat formats of the model fixtures. Every set ships either the ChatML template or, for the
+// Kimi K2 sets, Kimi's own format (<|im_system|>system<|im_middle|>...<|im_end|>, no newlines).
+// Each family's render of the standard system + user turn is checked exactly; the prompts.txt
+// goldens hold the ChatML render, or for Kimi K2 a Kimi-format turn (system + user + generation
+// prompt followed by the start of the assistant's reply).
+struct ChatFamily {
+  const char* set_prefix;        // fixture folder names starting with this use the family ("" = any)
+  std::string standard;          // render of the standard turn
+  std::vector<ChatMessage> golden_turn;  // the conversation of the prompts.txt chat line
+  std::string golden_render;     // its render
+  std::string golden_suffix;     // text after the render on that line
+};
+
+const std::vector<ChatFamily>& chat_families() {
+  static const std::vector<ChatFamily> kFamilies = {
+      {"kimi-k2",
+       "<|im_system|>system<|im_middle|>You are a helpful assistant.<|im_end|><|im_user|>user<|im_middle|>What is the "
+       "capital of France?<|im_end|><|im_assistant|>assistant<|im_middle|>",
+       {{"system", "You are Kimi."},
+        {"user", "请把这段话翻译成English，并保留数字123456和日期2026年1月31日。"}},
+       "<|im_system|>system<|im_middle|>You are Kimi.<|im_end|><|im_user|>user<|im_middle|>"
+       "请把这段话翻译成English，并保留数字123456和日期2026年1月31日。<|im_end|><|im_assistant|>assistant<|im_middle|>",
+       "了解しました！Let's go: 東京タワーは333メートル、我 爱 北京。"},
+      {"",
+       "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?"
+       "<|im_end|>\n<|im_start|>assistant\n",
+       {{"system", "You are a helpful assistant."}, {"user", "What is the capital of France?"}},
+       "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?"
+       "<|im_end|>\n<|im_start|>assistant\n",
+       ""},
+  };
+  return kFamilies;
+}
+
+const ChatFamily& chat_family(const std::string& set) {
+  for (const auto& f : chat_families())
+    if (set.rfind(f.set_prefix, 0) == 0) return f;
+  throw std::logic_error("no chat family matches " + set);  // unreachable: the last one matches all
+}
+
 TEST(ChatTemplateFixtures, ModelTemplatesMatchPromptGolden) {
   REQUIRE_FIXTURES();
-  const std::string want =
-      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?"
-      "<|im_end|>\n<|im_start|>assistant\n";
   int n = 0;
   for (const auto& entry : fs::directory_iterator(kFixtures)) {
     const fs::path gguf = entry.path() / "model.gguf";
     if (!fs::exists(gguf)) continue;
     SCOPED_TRACE(gguf.string());
+    const ChatFamily& family = chat_family(entry.path().filename().string());
     auto model = strata::GgufModel::open(gguf.string());
     const std::string tmpl = strata::chat_template_from_gguf(*model);
-    const std::string got = apply_chat_template(
-        tmpl, {{"system", "You are a helpful assistant."}, {"user", "What is the capital of France?"}}, options());
-    EXPECT_EQ(got, want);
-    EXPECT_TRUE(golden_has_line(entry.path() / "prompts.txt", got));
+    EXPECT_EQ(apply_chat_template(
+                  tmpl, {{"system", "You are a helpful assistant."}, {"user", "What is the capital of France?"}}, options()),
+              family.standard);
+    const std::string got = apply_chat_template(tmpl, family.golden_turn, options());
+    EXPECT_EQ(got, family.golden_render);
+    EXPECT_TRUE(golden_has_line(entry.path() / "prompts.txt", got + family.golden_suffix));
     ++n;
   }
   EXPECT_GT(n, 0) << "no model fixtures found under " << kFixtures;
+}
+
+TEST(ChatTemplateFixtures, KimiK2VocabTemplateMatchesGolden) {
+  REQUIRE_FIXTURES();
+  auto model = strata::GgufModel::open((kFixtures / "tokenizer-kimi-k2/vocab.gguf").string());
+  const std::string tmpl = strata::chat_template_from_gguf(*model);
+  auto o = strata::chat_options_from_gguf(*model);
+  EXPECT_EQ(o.bos_token, "[BOS]");
+  EXPECT_EQ(o.eos_token, "<|im_end|>");
+  o.add_generation_prompt = true;
+  const std::string got = apply_chat_template(tmpl, {{"system", "You are Kimi."}, {"user", "你好"}}, o);
+  EXPECT_EQ(got,
+            "<|im_system|>system<|im_middle|>You are Kimi.<|im_end|><|im_user|>user<|im_middle|>你好<|im_end|>"
+            "<|im_assistant|>assistant<|im_middle|>");
+  EXPECT_TRUE(golden_has_line(kFixtures / "tokenizer-kimi-k2/strings.txt", got));
+  o.add_generation_prompt = false;
+  EXPECT_EQ(apply_chat_template(tmpl, {{"user", "a"}, {"assistant", "b"}}, o),
+            "<|im_user|>user<|im_middle|>a<|im_end|><|im_assistant|>assistant<|im_middle|>b<|im_end|>");
 }
 
 }  // namespace

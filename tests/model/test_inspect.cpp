@@ -36,6 +36,9 @@ const std::map<std::string, Size> kSizes = {
     {"I32", {1, 4}},      {"F64", {1, 8}},      {"Q4_0", {32, 18}},   {"Q4_1", {32, 20}},   {"Q5_0", {32, 22}},
     {"Q5_1", {32, 24}},   {"Q8_0", {32, 34}},   {"Q2_K", {256, 84}},  {"Q3_K", {256, 110}}, {"Q4_K", {256, 144}},
     {"Q5_K", {256, 176}}, {"Q6_K", {256, 210}}, {"IQ4_XS", {256, 136}}, {"IQ4_NL", {32, 18}}, {"MXFP4", {32, 17}},
+    // i-quants: f16 scale + packed grid indices / signs / scales per 256 weights.
+    {"IQ1_S", {256, 50}}, {"IQ1_M", {256, 56}}, {"IQ2_XXS", {256, 66}}, {"IQ2_XS", {256, 74}}, {"IQ2_S", {256, 82}},
+    {"IQ3_XXS", {256, 98}}, {"IQ3_S", {256, 110}},
 };
 
 struct ReadmeTensor {
@@ -174,6 +177,12 @@ Expected expected_of(const Readme& r, const std::string& arch) {
   return e;
 }
 
+// general.architecture without its quotes.
+std::string readme_arch(const Readme& r) {
+  const std::string& v = r.meta.at("general.architecture");
+  return v.size() >= 2 ? v.substr(1, v.size() - 2) : v;
+}
+
 std::vector<fs::path> fixture_models() {
   std::vector<fs::path> out;
   const fs::path root = STRATA_FIXTURES_DIR;
@@ -202,7 +211,7 @@ TEST(Inspect, EveryFixtureMatchesItsReadme) {
     const Readme r = parse_readme(dir);
     ASSERT_FALSE(r.tensors.empty());
     ASSERT_TRUE(r.meta.count("general.architecture"));
-    const std::string arch = r.meta.at("general.architecture").substr(1, r.meta.at("general.architecture").size() - 2);
+    const std::string arch = readme_arch(r);
     const Expected e = expected_of(r, arch);
 
     auto m = GgufModel::open((dir / "model.gguf").string());
@@ -224,7 +233,14 @@ TEST(Inspect, EveryFixtureMatchesItsReadme) {
     EXPECT_EQ(s.routed_bytes, e.routed);
     EXPECT_EQ(s.touched_per_token, e.touched);
     EXPECT_EQ(s.n_routed_experts, e.routed_experts);
-    EXPECT_GT(e.routed, 0u) << "every fixture is an MoE model";
+    // MoE sets (their README lists <arch>.expert_count) have routed experts; dense sets (draft models)
+    // have none, and inspect describes them just the same.
+    if (meta_int(r, arch + ".expert_count")) {
+      EXPECT_GT(e.routed, 0u) << "an MoE fixture without routed expert tensors";
+    } else {
+      EXPECT_EQ(e.routed, 0u) << "routed expert tensors in a fixture without expert_count";
+      EXPECT_EQ(s.n_routed_experts, 0);
+    }
     for (const auto& lb : s.layers) {
       auto it = e.expert_bytes.find(lb.layer);
       if (it == e.expert_bytes.end()) {
@@ -321,10 +337,15 @@ TEST(InspectBudget, DenseOnlyModelAlwaysRoutedFraction1) {
 TEST(InspectBudget, OnAFixture) {
   const auto models = fixture_models();
   SKIP_WITHOUT_FIXTURES(models);
-  const Readme r = parse_readme(models.front());
-  const std::string arch = r.meta.at("general.architecture").substr(1, r.meta.at("general.architecture").size() - 2);
+  // The first MoE fixture (a dense one has no experts to plan for).
+  fs::path dir;
+  for (const auto& d : models)
+    if (const Readme rd = parse_readme(d); dir.empty() && meta_int(rd, readme_arch(rd) + ".expert_count")) dir = d;
+  ASSERT_FALSE(dir.empty()) << "no MoE fixture";
+  const Readme r = parse_readme(dir);
+  const std::string arch = readme_arch(r);
   const Expected e = expected_of(r, arch);
-  const ModelSummary s = ModelSummary::of(*GgufModel::open((models.front() / "model.gguf").string()));
+  const ModelSummary s = ModelSummary::of(*GgufModel::open((dir / "model.gguf").string()));
   const uint64_t avg = e.routed / static_cast<uint64_t>(e.routed_experts);
   const BudgetFit b = BudgetFit::plan(s, e.dense + 3 * avg + avg / 2);
   EXPECT_TRUE(b.dense_fits);
@@ -368,7 +389,7 @@ TEST(InspectCli, JsonMatchesReadme) {
   for (const auto& d : models)
     if (d.filename().string().rfind("deepseek2", 0) == 0) dir = d;
   const Readme r = parse_readme(dir);
-  const std::string arch = r.meta.at("general.architecture").substr(1, r.meta.at("general.architecture").size() - 2);
+  const std::string arch = readme_arch(r);
   const Expected e = expected_of(r, arch);
   const uint64_t budget = e.dense + e.routed / 2;
   const RunResult res = run_strata("inspect '" + (dir / "model.gguf").string() + "' --json --ram-budget " + std::to_string(budget));

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,7 +84,7 @@ std::unique_ptr<GgufModel> write_spm(const std::string& name, bool add_space_pre
 }
 
 // A tiny byte-level BPE vocab (qwen2 pre-tokenizer): the 256 byte symbols, a few merges, specials.
-std::unique_ptr<GgufModel> write_bpe(const std::string& name, const std::string& pre) {
+std::unique_ptr<GgufModel> write_bpe(const std::string& name, const std::string& pre, bool with_bos = true) {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(bytes_to_unicode(std::string(1, static_cast<char>(b))));
   const std::vector<std::string> merges = {"h e", "l l", "he ll", "hell o", "\xc4\xa0 hello", "a a"};
@@ -104,7 +105,7 @@ std::unique_ptr<GgufModel> write_bpe(const std::string& name, const std::string&
   w.set_array_string("tokenizer.ggml.tokens", tokens);
   w.set_array_i32("tokenizer.ggml.token_type", types);
   w.set_array_string("tokenizer.ggml.merges", merges);
-  w.set_u32("tokenizer.ggml.bos_token_id", 262);
+  if (with_bos) w.set_u32("tokenizer.ggml.bos_token_id", 262);
   w.set_u32("tokenizer.ggml.eos_token_id", 262);
   const fs::path p = temp_path(name);
   w.write(p.string());
@@ -232,6 +233,63 @@ TEST(PreTokenizer, Gpt4o) {
   EXPECT_EQ(split("gpt-4o", "HelloWorld don't"), (Words{"Hello", "World", " don't"}));
   EXPECT_EQ(split("gpt-4o", "abc/\n/d"), (Words{"abc", "/\n/", "d"}));
   EXPECT_EQ(split("gpt-4o", "1234567"), (Words{"123", "456", "7"}));
+}
+
+TEST(PreTokenizer, Qwen35MarksAreLetters) {
+  // "na" U+0308 "ve": qwen2 cuts before the combining mark, qwen35 keeps the word whole.
+  EXPECT_EQ(split("qwen35", "na\xcc\x88ve x"), (Words{"na\xcc\x88ve", " x"}));
+  EXPECT_EQ(split("qwen2", "na\xcc\x88ve x"), (Words{"na", "\xcc\x88ve", " x"}));
+  EXPECT_EQ(split("qwen35", "12"), (Words{"1", "2"}));
+}
+
+TEST(PreTokenizer, Glm4AndMinimaxM2) {
+  EXPECT_EQ(split("glm4", "It's 12345"), (Words{"It", "'s", " ", "123", "45"}));
+  EXPECT_EQ(split("minimax-m2", "HelloWorld 1234"), (Words{"Hello", "World", " ", "123", "4"}));
+  EXPECT_FALSE(find_pretokenizer("minimax-m2").clean_spaces);
+  EXPECT_TRUE(find_pretokenizer("glm4").no_default_bos);
+  // GLM-4 has no default BOS (other BPE vocabs default to id 11); the GGUF key still sets one.
+  EXPECT_EQ(Tokenizer::from_gguf(*write_bpe("glm4a.gguf", "glm4", false))->bos(), kNoToken);
+  EXPECT_EQ(Tokenizer::from_gguf(*write_bpe("glm4b.gguf", "glm4"))->bos(), 262);
+  EXPECT_EQ(Tokenizer::from_gguf(*write_bpe("qwen2a.gguf", "qwen2", false))->bos(), 11);
+}
+
+TEST(PreTokenizer, KimiK2) {
+  const std::string han = "\xe4\xbd\xa0\xe5\xa5\xbd";  // 你好
+  const std::string kana = "\xe3\x81\xae";                // の
+  // Han runs stand alone; kana and Latin letters next to them are separate chunks.
+  EXPECT_EQ(split("kimi-k2", han + kana + "abc"), (Words{han, kana + "abc"}));
+  // A leading space or punctuation mark glues to a Latin word, never to Han.
+  EXPECT_EQ(split("kimi-k2", ", " + han + ",World"), (Words{",", " ", han, ",World"}));
+  // Contractions after letters, in any case; after Han they are a chunk of their own.
+  EXPECT_EQ(split("kimi-k2", "SHE'LL " + han + "'s"), (Words{"SHE'LL", " ", han, "'s"}));
+  // Case changes do not split; digits go in threes from the left.
+  EXPECT_EQ(split("kimi-k2", "camelCase 1234567"), (Words{"camelCase", " ", "123", "456", "7"}));
+  // Whitespace: runs before text keep their last character for the next chunk; CR/LF end a run.
+  EXPECT_EQ(split("kimi-k2", "a   b \n\n c  "), (Words{"a", "  ", " b", " \n\n", " c", "  "}));
+  // Punctuation runs take one leading space and trailing newlines.
+  EXPECT_EQ(split("kimi-k2", "x !?\n"), (Words{"x", " !?\n"}));
+  // Edges: lone leading character, trailing apostrophe, empty text, malformed UTF-8.
+  EXPECT_EQ(split("kimi-k2", "a'"), (Words{"a", "'"}));
+  EXPECT_EQ(split("kimi-k2", "'"), (Words{"'"}));
+  EXPECT_EQ(split("kimi-k2", " "), (Words{" "}));
+  EXPECT_EQ(split("kimi-k2", ""), (Words{}));
+  EXPECT_EQ(split("kimi-k2", "a\xff\xfe"), (Words{"a", "\xef\xbf\xbd\xef\xbf\xbd"}));
+  // Random mixes of every class: the chunks are non-empty and add up to the text.
+  const uint32_t pool[] = {'a', 'Z', '\'', 's', ' ', '\n', '\r', '\t', '1', '!', 0x4E2D, 0x3042, 0x0301, 0x3000, 0x00A0, 0x2F800, 0x1F642};
+  uint32_t state = 12345;
+  for (int round = 0; round < 200; ++round) {
+    std::string text;
+    for (int i = 0; i < round % 23; ++i) {
+      state = state * 1103515245u + 12345u;
+      utf8_append(text, pool[(state >> 16) % std::size(pool)]);
+    }
+    std::string joined;
+    for (const auto& w : split("kimi-k2", text)) {
+      EXPECT_FALSE(w.empty());
+      joined += w;
+    }
+    EXPECT_EQ(joined, text);
+  }
 }
 
 TEST(PreTokenizer, Gpt2AndDefault) {
