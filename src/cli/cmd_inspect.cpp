@@ -76,8 +76,9 @@ void print_text(const GgufModel& m, const ModelSummary& s, const std::optional<B
     else if (fit->all_fits)
       fmt::print("the whole model fits; experts stay resident ({} to spare)\n", format_bytes(fit->expert_cache_bytes - s.routed_bytes));
     else
-      fmt::print("{} for the expert cache: {} of {} experts ({:.1f}% of routed bytes)\n", format_bytes(fit->expert_cache_bytes), fit->experts_fit,
-                 fit->experts_total, 100.0 * fit->routed_fraction);
+      fmt::print("at most {} for the expert cache: {} of {} experts ({:.1f}% of routed bytes); the KV cache and scratch of a run "
+                 "come off this (its plan: strata run --json, memory)\n",
+                 format_bytes(fit->expert_cache_bytes), fit->experts_fit, fit->experts_total, 100.0 * fit->routed_fraction);
   }
   if (o.metadata) {
     fmt::print("metadata\n");
