@@ -121,6 +121,7 @@ void ffn_moe(FwdCtx& c, int layer) {
     route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], st.sel.data() + static_cast<size_t>(i) * k, st.sel_w.data() + static_cast<size_t>(i) * k);
     if (c.observer) c.observer->on_route(layer, i, st.sel.data() + static_cast<size_t>(i) * k, k);
   }
+  c.trace("ffn_moe_logits", layer, st.router.data(), n, ne);
   // 2. Group (token, slot) pairs by expert; tell the provider at once which experts we need.
   int counts[kMaxExperts] = {}, starts[kMaxExperts + 1];
   for (int s = 0; s < n * k; ++s) counts[st.sel[s]]++;
@@ -262,6 +263,7 @@ void ffn_moe(FwdCtx& c, int layer) {
     for (int j = 1; j < k; ++j)
       for (int x = 0; x < d; ++x) o[x] += s0[static_cast<size_t>(j) * d + x];
   }
+  c.trace("ffn_moe_out", layer, st.out.data(), n, d);
   // 5. Shared experts (dense, resident).
   if (!lw.shexp_gate.empty()) {
     float* sh = st.attn.data();  // free at this point
