@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli/cli_util.h"
 #include "golden_util.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
@@ -289,6 +291,51 @@ TEST(TensorTraceReference, MatchesLlamaCppIntermediateTensors) {
   EXPECT_GT(n_checked, 0) << "no reference tensors found under " << ref_dir;
   EXPECT_GT(n_exact, 0) << "no reference tensor is held to bit equality";
   std::printf("checked %d reference tensors against llama.cpp (%d bit for bit)\n", n_checked, n_exact);
+}
+
+// strata run --dump-tensors / --dump-filter: one file per matching tensor per pass, index.csv.
+TEST(TensorTraceCli, DumpTensorsWritesFilteredFilesAndIndex) {
+  if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << fixtures_dir();
+  const std::string set = "mixtral-q8_0";
+  const std::string dir = ::testing::TempDir() + "/strata-dump-tensors";
+  std::filesystem::remove_all(dir);
+  const std::string tokens = std::string(STRATA_TEST_DATA_DIR) + "/tensor_trace/" + set + "/tokens.txt";
+  auto r = run_cmd("run -m " + fixtures_dir() + "/" + set + "/model.gguf --tokens-file " + tokens +
+                   " -n 2 --temp 0 -c 256 --cache-type-k f32 --cache-type-v f32 --dump-tensors " + dir + " --dump-filter 'l_out-1|ffn_moe_logits-0'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream index(dir + "/index.csv");
+  ASSERT_TRUE(index.good());
+  std::string line;
+  std::getline(index, line);
+  EXPECT_EQ(line, "pass,name,layer,rows,cols,file");
+  std::vector<std::string> rows;
+  while (std::getline(index, line)) rows.push_back(line);
+  // Pass 0: the 9-token prompt; pass 1: the first generated token (-n 2 evaluates one more).
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0], "0,ffn_moe_logits,0,9,8,p0.ffn_moe_logits-0.f32");
+  EXPECT_EQ(rows[1], "0,l_out,1,9,256,p0.l_out-1.f32");
+  EXPECT_EQ(rows[2], "1,ffn_moe_logits,0,1,8,p1.ffn_moe_logits-0.f32");
+  EXPECT_EQ(rows[3], "1,l_out,1,1,256,p1.l_out-1.f32");
+  EXPECT_EQ(std::filesystem::file_size(dir + "/p0.l_out-1.f32"), 9u * 256 * 4);
+  EXPECT_EQ(std::filesystem::file_size(dir + "/p1.ffn_moe_logits-0.f32"), 8u * 4);
+  // The prompt pass's l_out-1 is the engine's (compare with the observer in-process).
+  auto eng = open_engine(set);
+  Capture cap;
+  cap.only = "l_out";
+  eng->model().set_tensor_observer(&cap);
+  std::vector<int32_t> toks;
+  {
+    std::ifstream f(tokens);
+    for (int32_t t; f >> t;) toks.push_back(t);
+  }
+  std::vector<float> logits;
+  eng->eval(0, toks.data(), static_cast<int>(toks.size()), 0, false, logits);
+  const Captured* lo = cap.find("l_out", 1);
+  ASSERT_TRUE(lo);
+  const auto file = read_f32(dir + "/p0.l_out-1.f32");
+  ASSERT_EQ(file.size(), lo->data.size());
+  EXPECT_BITS_EQ(file.data(), lo->data.data(), file.size(), "p0.l_out-1.f32");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
