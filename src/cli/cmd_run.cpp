@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
+#include "cli/tensor_dump.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/routing_recorder.h"
@@ -30,6 +31,7 @@ struct RunOptions {
   int top_logits = 0;
   bool prof = false;
   std::string trace_path, heatmap_path;
+  std::string dump_dir, dump_filter;
   SamplerParams sampling;
 };
 
@@ -158,6 +160,11 @@ int run(const RunOptions& o) {
   const int nv = eng.config().n_vocab;
   const std::vector<int32_t> prompt = load_prompt(o, tk, nv, eng.options().n_ctx);
   std::unique_ptr<RoutingRecorder> rec = start_recorder(o, eng);
+  std::unique_ptr<TensorDumper> dump;
+  if (!o.dump_dir.empty()) {
+    dump = std::make_unique<TensorDumper>(o.dump_dir, o.dump_filter);
+    eng.model().set_tensor_observer(dump.get());
+  }
   reset_profile(eng);
 
   std::vector<float> logits;
@@ -186,6 +193,10 @@ int run(const RunOptions& o) {
     eng.model().set_routing_observer(nullptr);
     if (!o.trace_path.empty()) rec->write_trace(o.trace_path);
     if (!o.heatmap_path.empty()) rec->write_heatmap(o.heatmap_path);
+  }
+  if (dump) {
+    eng.model().set_tensor_observer(nullptr);
+    std::fprintf(stderr, "[dumped %d tensors to %s]\n", dump->files(), o.dump_dir.c_str());
   }
   if (o.prof) std::fprintf(stderr, "[PROF] generation, per token:\n%s", layer_profile(eng, std::max(1, n_gen - 1)).c_str());
   std::fprintf(stderr, "%s\n", tier_summary(eng, static_cast<int>(prompt.size()) + n_gen, t2 - t0).c_str());
@@ -222,6 +233,10 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--prof", o->prof, "Print per-layer I/O wait vs compute per token");
   sub->add_option("--trace-experts", o->trace_path, "Write the routing of every token and MoE layer (CSV, for strata cachesim)");
   sub->add_option("--heatmap", o->heatmap_path, "Write a layer x expert heat map (SVG, and CSV beside it)");
+  sub->add_option("--dump-tensors", o->dump_dir,
+                  "Write the named intermediate tensors of every pass (attn_norm, attn_out, ffn_inp, ffn_moe_logits, ffn_out, l_out, "
+                  "result_norm, ... per layer) as raw float32 [rows = tokens, cols] files plus index.csv into this folder");
+  sub->add_option("--dump-filter", o->dump_filter, "With --dump-tensors: only tensors whose 'name-layer' matches this regex (e.g. 'l_out-3')");
   add_sampling_options(sub, o->sampling);
   return {sub, [o]() { return run(*o); }};
 }

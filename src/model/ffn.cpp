@@ -109,25 +109,40 @@ void ffn_dense(FwdCtx& c, int layer) {
   glu_ffn(c, lc, lc.swiglu_limit, lw.ffn_gate, lw.ffn_up, lw.ffn_down, c.st.xn.data(), c.b.n, c.st.out.data());
 }
 
-void ffn_moe(FwdCtx& c, int layer) {
+namespace {
+
+// (token, slot) pairs of one MoE layer's batch grouped by expert: expert e's pairs are
+// tok_of/slot_of[starts[e] .. starts[e] + counts[e]).
+struct ExpertGroups {
+  int counts[kMaxExperts] = {};
+  int starts[kMaxExperts + 1] = {};
+};
+
+// 1. Router for the whole batch: st.router (logits), st.sel / st.sel_w (choices, weights).
+void route_batch(FwdCtx& c, int layer) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];
   auto& st = c.st;
-  const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used, d = c.cfg.n_embd;
-  // 1. Router for the whole batch.
+  const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
   c.mm(lw.router, st.xn.data(), n, st.router.data());
   add_bias(st.router.data(), lw.router_b, n);
   for (int i = 0; i < n; ++i) {
     route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], st.sel.data() + static_cast<size_t>(i) * k, st.sel_w.data() + static_cast<size_t>(i) * k);
     if (c.observer) c.observer->on_route(layer, i, st.sel.data() + static_cast<size_t>(i) * k, k);
   }
-  // 2. Group (token, slot) pairs by expert; tell the provider at once which experts we need.
-  int counts[kMaxExperts] = {}, starts[kMaxExperts + 1];
-  for (int s = 0; s < n * k; ++s) counts[st.sel[s]]++;
-  starts[0] = 0;
-  for (int e = 0; e < ne; ++e) starts[e + 1] = starts[e] + counts[e];
+  c.trace("ffn_moe_logits", layer, st.router.data(), n, ne);
+}
+
+// 2. Groups (token, slot) pairs by expert; tells the provider at once which experts we need.
+void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  auto& st = c.st;
+  const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
+  for (int s = 0; s < n * k; ++s) g.counts[st.sel[s]]++;
+  g.starts[0] = 0;
+  for (int e = 0; e < ne; ++e) g.starts[e + 1] = g.starts[e] + g.counts[e];
   int fill[kMaxExperts];
-  std::copy(starts, starts + ne, fill);
+  std::copy(g.starts, g.starts + ne, fill);
   for (int s = 0; s < n * k; ++s) {
     const int e = st.sel[s];
     st.tok_of[fill[e]] = s / k;
@@ -136,9 +151,15 @@ void ffn_moe(FwdCtx& c, int layer) {
   }
   st.expert_list.clear();
   for (int e = 0; e < ne; ++e)
-    if (counts[e]) st.expert_list.push_back(e);
+    if (g.counts[e]) st.expert_list.push_back(e);
   c.experts->request(layer, st.expert_list.data(), static_cast<int>(st.expert_list.size()));
-  // Prefetch: apply the routers of the next MoE layers to the current hidden state.
+}
+
+// Prefetch: applies the routers of the next --lookahead MoE layers to the current hidden state
+// and asks the provider for the experts they choose (st.router is reused).
+void prefetch_ahead(FwdCtx& c, int layer) {
+  auto& st = c.st;
+  const int n = c.b.n;
   for (int la = layer + 1, seen = 0; la < c.cfg.n_layer && seen < c.lookahead; ++la) {
     const LayerConfig& nc = c.cfg.layers[la];
     if (nc.ffn != FfnKind::Moe) continue;
@@ -160,115 +181,181 @@ void ffn_moe(FwdCtx& c, int layer) {
     if (c.observer) c.observer->on_predict(la, list, m);
     c.experts->prefetch(la, list, m);
   }
-  // 3. One GEMM per expert over its tokens, hits first, then misses as they land. Experts
-  //    with few tokens (decoding) that are in memory together are computed as one group: one
-  //    thread-pool pass for all their gate/up products and one for all their down products.
-  const int64_t f = lc.n_ff_exp;
-  int n_pending = static_cast<int>(st.expert_list.size());
-  auto take = [&](int pi) {  // removes pending[pi], returns the expert id
-    const int e = st.expert_list[pi];
-    st.expert_list[pi] = st.expert_list[n_pending - 1];
-    st.expert_list[n_pending - 1] = e;
-    --n_pending;
+}
+
+// 3. One GEMM per expert over its tokens, hits first, then misses as they land. Experts with few
+//    tokens (decoding) that are in memory together are computed as one group: one thread-pool
+//    pass for all their gate/up products and one for all their down products. Writes the
+//    weighted per-slot outputs into st.slots.
+class ExpertRun {
+ public:
+  ExpertRun(FwdCtx& c, int layer, const ExpertGroups& g)
+      : c_(c), st_(c.st), lc_(c.cfg.layers[layer]), lw_(c.w.layers[layer]), g_(g), layer_(layer), d_(c.cfg.n_embd),
+        k_(lc_.n_expert_used), f_(lc_.n_ff_exp), n_pending_(static_cast<int>(c.st.expert_list.size())) {}
+
+  void run() {
+    while (n_pending_ > 0) {
+      ExpertMats em;
+      const int e = take(c_.experts->acquire_next(layer_, st_.expert_list.data(), n_pending_, &em));
+      if (g_.counts[e] > kGroupMaxTokens) run_alone(e, em);
+      else run_group(e, em);
+    }
+  }
+
+ private:
+  // Removes pending expert pi (the last pending one moves into its place); returns its id.
+  int take(int pi) {
+    const int e = st_.expert_list[pi];
+    st_.expert_list[pi] = st_.expert_list[n_pending_ - 1];
+    st_.expert_list[n_pending_ - 1] = e;
+    --n_pending_;
     return e;
-  };
-  auto scatter = [&](int e, const float* out_rows) {  // expert output rows -> weighted slots
-    for (int r = 0; r < counts[e]; ++r) {
-      const int i = st.tok_of[starts[e] + r], slot = st.slot_of[starts[e] + r];
-      float* dst = st.slots.data() + (static_cast<size_t>(i) * k + slot) * d;
-      const float* src = out_rows + static_cast<size_t>(r) * d;
-      const float wgt = st.sel_w[static_cast<size_t>(i) * k + slot];
-      if (!lw.down_exps_b.empty()) {
-        const float* bb = lw.down_exps_b.of(e);
-        for (int j = 0; j < d; ++j) dst[j] = (src[j] + bb[j]) * wgt;
+  }
+
+  // Copies expert e's token rows of st.xn into x [counts[e], d].
+  void gather(int e, float* x) const {
+    for (int r = 0; r < g_.counts[e]; ++r)
+      std::memcpy(x + static_cast<size_t>(r) * d_, st_.xn.data() + static_cast<size_t>(st_.tok_of[g_.starts[e] + r]) * d_, sizeof(float) * d_);
+  }
+
+  // Expert output rows -> weighted slots.
+  void scatter(int e, const float* out_rows) {
+    for (int r = 0; r < g_.counts[e]; ++r) {
+      const int i = st_.tok_of[g_.starts[e] + r], slot = st_.slot_of[g_.starts[e] + r];
+      float* dst = st_.slots.data() + (static_cast<size_t>(i) * k_ + slot) * d_;
+      const float* src = out_rows + static_cast<size_t>(r) * d_;
+      const float wgt = st_.sel_w[static_cast<size_t>(i) * k_ + slot];
+      if (!lw_.down_exps_b.empty()) {
+        const float* bb = lw_.down_exps_b.of(e);
+        for (int j = 0; j < d_; ++j) dst[j] = (src[j] + bb[j]) * wgt;
       } else {
-        for (int j = 0; j < d; ++j) dst[j] = src[j] * wgt;
+        for (int j = 0; j < d_; ++j) dst[j] = src[j] * wgt;
       }
     }
-  };
-  auto add_gate_up_bias = [&](int e, float* g, float* u, int m) {
-    if (lw.gate_exps_b.empty()) return;
+  }
+
+  void add_gate_up_bias(int e, float* g, float* u, int m) const {
+    if (lw_.gate_exps_b.empty()) return;
     for (int r = 0; r < m; ++r)
-      for (int64_t j = 0; j < f; ++j) {
-        g[r * f + j] += lw.gate_exps_b.of(e)[j];
-        u[r * f + j] += lw.up_exps_b.of(e)[j];
+      for (int64_t j = 0; j < f_; ++j) {
+        g[r * f_ + j] += lw_.gate_exps_b.of(e)[j];
+        u[r * f_ + j] += lw_.up_exps_b.of(e)[j];
       }
-  };
-  while (n_pending > 0) {
-    ExpertMats em;
-    const int e = take(c.experts->acquire_next(layer, st.expert_list.data(), n_pending, &em));
-    const int m = counts[e];
-    if (m > kGroupMaxTokens) {
-      for (int r = 0; r < m; ++r)
-        std::memcpy(st.gather.data() + static_cast<size_t>(r) * d, st.xn.data() + static_cast<size_t>(st.tok_of[starts[e] + r]) * d, sizeof(float) * d);
-      c.mm_rows(em.gate, st.gather.data(), m, st.gate.data());
-      c.mm_rows(em.up, st.gather.data(), m, st.up.data());
-      add_gate_up_bias(e, st.gate.data(), st.up.data(), m);
-      glu(lc, lc.swiglu_limit, st.gate.data(), st.up.data(), st.gate.data(), f * m);
-      c.mm_rows(em.down, st.gate.data(), m, st.tmp.data());
-      c.experts->release(layer, e);
-      scatter(e, st.tmp.data());
-      continue;
-    }
-    // A group: this expert plus every other small pending one already in memory.
+  }
+
+  // An expert with many tokens: its own products.
+  void run_alone(int e, const ExpertMats& em) {
+    const int m = g_.counts[e];
+    gather(e, st_.gather.data());
+    c_.mm_rows(em.gate, st_.gather.data(), m, st_.gate.data());
+    c_.mm_rows(em.up, st_.gather.data(), m, st_.up.data());
+    add_gate_up_bias(e, st_.gate.data(), st_.up.data(), m);
+    glu(lc_, lc_.swiglu_limit, st_.gate.data(), st_.up.data(), st_.gate.data(), f_ * m);
+    c_.mm_rows(em.down, st_.gate.data(), m, st_.tmp.data());
+    c_.experts->release(layer_, e);
+    scatter(e, st_.tmp.data());
+  }
+
+  // A group: expert e plus every other small pending one already in memory.
+  void run_group(int e, const ExpertMats& em) {
     int grp[kGroupMaxExperts], rows0[kGroupMaxExperts + 1];
     ExpertMats mats[kGroupMaxExperts];
+    const int ng = collect_group(e, em, grp, mats, rows0);
+    float* gx = st_.grp_x.data();  // [rows, d]
+    float* gg = st_.grp_g.data();  // [rows, f]
+    float* gu = st_.grp_u.data();  // [rows, f]
+    float* gy = st_.grp_y.data();  // [rows, d]
+    MatmulJob jobs[2 * kGroupMaxExperts];
+    for (int gi = 0; gi < ng; ++gi) {
+      const int ex = grp[gi];
+      float* x = gx + static_cast<size_t>(rows0[gi]) * d_;
+      gather(ex, x);
+      jobs[2 * gi] = MatmulJob{mats[gi].gate, x, g_.counts[ex], gg + static_cast<size_t>(rows0[gi]) * f_};
+      jobs[2 * gi + 1] = MatmulJob{mats[gi].up, x, g_.counts[ex], gu + static_cast<size_t>(rows0[gi]) * f_};
+    }
+    matmul_many(c_.k, c_.pool, jobs, 2 * ng, st_.mm_many);
+    for (int gi = 0; gi < ng; ++gi)
+      add_gate_up_bias(grp[gi], gg + static_cast<size_t>(rows0[gi]) * f_, gu + static_cast<size_t>(rows0[gi]) * f_, g_.counts[grp[gi]]);
+    glu(lc_, lc_.swiglu_limit, gg, gu, gg, f_ * rows0[ng]);
+    for (int gi = 0; gi < ng; ++gi)
+      jobs[gi] = MatmulJob{mats[gi].down, gg + static_cast<size_t>(rows0[gi]) * f_, g_.counts[grp[gi]], gy + static_cast<size_t>(rows0[gi]) * d_};
+    matmul_many(c_.k, c_.pool, jobs, ng, st_.mm_many);
+    for (int gi = 0; gi < ng; ++gi) {
+      c_.experts->release(layer_, grp[gi]);
+      scatter(grp[gi], gy + static_cast<size_t>(rows0[gi]) * d_);
+    }
+  }
+
+  // Fills grp/mats/rows0 (first rows of each member) with e and the small pending experts the
+  // provider has in memory now, up to kGroupMaxExperts / kGroupMaxRows; returns the member count.
+  int collect_group(int e, const ExpertMats& em, int* grp, ExpertMats* mats, int* rows0) {
     int ng = 0;
     rows0[0] = 0;
     auto add = [&](int ex, const ExpertMats& mx) {
       grp[ng] = ex;
       mats[ng] = mx;
-      rows0[ng + 1] = rows0[ng] + counts[ex];
+      rows0[ng + 1] = rows0[ng] + g_.counts[ex];
       ++ng;
     };
     add(e, em);
-    for (int pi = 0; pi < n_pending && ng < kGroupMaxExperts;) {
-      const int ex = st.expert_list[pi];
+    for (int pi = 0; pi < n_pending_ && ng < kGroupMaxExperts;) {
+      const int ex = st_.expert_list[pi];
       ExpertMats mx;
-      if (counts[ex] <= kGroupMaxTokens && rows0[ng] + counts[ex] <= kGroupMaxRows && c.experts->try_acquire(layer, ex, &mx)) {
+      if (g_.counts[ex] <= kGroupMaxTokens && rows0[ng] + g_.counts[ex] <= kGroupMaxRows && c_.experts->try_acquire(layer_, ex, &mx)) {
         add(take(pi), mx);  // the last pending moved into pi: look at pi again
       } else {
         ++pi;
       }
     }
-    float* gx = st.grp_x.data();   // [rows, d]
-    float* gg = st.grp_g.data();   // [rows, f]
-    float* gu = st.grp_u.data();   // [rows, f]
-    float* gy = st.grp_y.data();   // [rows, d]
-    MatmulJob jobs[2 * kGroupMaxExperts];
-    for (int g = 0; g < ng; ++g) {
-      const int ex = grp[g];
-      for (int r = 0; r < counts[ex]; ++r)
-        std::memcpy(gx + static_cast<size_t>(rows0[g] + r) * d, st.xn.data() + static_cast<size_t>(st.tok_of[starts[ex] + r]) * d, sizeof(float) * d);
-      jobs[2 * g] = MatmulJob{mats[g].gate, gx + static_cast<size_t>(rows0[g]) * d, counts[ex], gg + static_cast<size_t>(rows0[g]) * f};
-      jobs[2 * g + 1] = MatmulJob{mats[g].up, gx + static_cast<size_t>(rows0[g]) * d, counts[ex], gu + static_cast<size_t>(rows0[g]) * f};
-    }
-    matmul_many(c.k, c.pool, jobs, 2 * ng, st.mm_many);
-    for (int g = 0; g < ng; ++g) add_gate_up_bias(grp[g], gg + static_cast<size_t>(rows0[g]) * f, gu + static_cast<size_t>(rows0[g]) * f, counts[grp[g]]);
-    glu(lc, lc.swiglu_limit, gg, gu, gg, f * rows0[ng]);
-    for (int g = 0; g < ng; ++g)
-      jobs[g] = MatmulJob{mats[g].down, gg + static_cast<size_t>(rows0[g]) * f, counts[grp[g]], gy + static_cast<size_t>(rows0[g]) * d};
-    matmul_many(c.k, c.pool, jobs, ng, st.mm_many);
-    for (int g = 0; g < ng; ++g) {
-      c.experts->release(layer, grp[g]);
-      scatter(grp[g], gy + static_cast<size_t>(rows0[g]) * d);
-    }
+    return ng;
   }
-  // 4. Sum the slots in selection order (as llama.cpp does).
-  for (int i = 0; i < n; ++i) {
+
+  FwdCtx& c_;
+  Model::State& st_;
+  const LayerConfig& lc_;
+  const LayerWeights& lw_;
+  const ExpertGroups& g_;
+  const int layer_, d_, k_;
+  const int64_t f_;
+  int n_pending_;
+};
+
+// 4. Sums each token's slots in selection order (as llama.cpp does) into st.out.
+void sum_slots(FwdCtx& c, int k) {
+  auto& st = c.st;
+  const int d = c.cfg.n_embd;
+  for (int i = 0; i < c.b.n; ++i) {
     float* o = st.out.data() + static_cast<size_t>(i) * d;
     const float* s0 = st.slots.data() + static_cast<size_t>(i) * k * d;
     std::memcpy(o, s0, sizeof(float) * d);
     for (int j = 1; j < k; ++j)
       for (int x = 0; x < d; ++x) o[x] += s0[static_cast<size_t>(j) * d + x];
   }
-  // 5. Shared experts (dense, resident).
-  if (!lw.shexp_gate.empty()) {
-    float* sh = st.attn.data();  // free at this point
-    const float limit = lc.act == GluAct::SwigluClamp ? lc.swiglu_limit_shexp : lc.swiglu_limit;
-    glu_ffn(c, lc, limit, lw.shexp_gate, lw.shexp_up, lw.shexp_down, st.xn.data(), n, sh);
-    for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.out[x] += sh[x];
-  }
+}
+
+// 5. Shared experts (dense, resident), added to st.out.
+void add_shared_experts(FwdCtx& c, const LayerConfig& lc, const LayerWeights& lw) {
+  auto& st = c.st;
+  const int n = c.b.n, d = c.cfg.n_embd;
+  float* sh = st.attn.data();  // free at this point
+  const float limit = lc.act == GluAct::SwigluClamp ? lc.swiglu_limit_shexp : lc.swiglu_limit;
+  glu_ffn(c, lc, limit, lw.shexp_gate, lw.shexp_up, lw.shexp_down, st.xn.data(), n, sh);
+  for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.out[x] += sh[x];
+}
+
+}  // namespace
+
+void ffn_moe(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  route_batch(c, layer);
+  ExpertGroups groups;
+  group_by_expert(c, layer, groups);
+  prefetch_ahead(c, layer);
+  ExpertRun(c, layer, groups).run();
+  sum_slots(c, lc.n_expert_used);
+  c.trace("ffn_moe_out", layer, c.st.out.data(), c.b.n, c.cfg.n_embd);
+  if (!lw.shexp_gate.empty()) add_shared_experts(c, lc, lw);
 }
 
 }  // namespace strata

@@ -69,6 +69,12 @@ struct FwdCtx {
   RoutingObserver* observer;
   int lookahead = 0;  // MoE layers ahead whose experts are predicted and prefetched
   std::vector<double>* layer_s = nullptr;  // [n_layer] seconds per layer (accumulated)
+  TensorObserver* tensors = nullptr;        // named intermediate tensors (nullptr: none)
+
+  // Reports a named tensor [rows, cols] to the observer, if any wants it.
+  void trace(const char* name, int layer, const float* data, int rows, int cols) {
+    if (tensors && tensors->wants(name, layer)) tensors->on_tensor(name, layer, data, rows, cols);
+  }
 
   // Dense product over the batch's tokens, in token order (x: [b.n, cols]).
   void mm(const QMatrix& m, const float* x, int64_t n, float* y) { matmul(k, pool, m, x, n, y, st.mm, st.in_gemm.data()); }

@@ -160,7 +160,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     st.solo[i] = st.seq_count[b.seq ? b.seq[i] : 0] == 1 ? 1 : 0;
     st.in_gemm[i] = st.solo[i] ? 0 : 1;
   }
-  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_, &layer_s_};
+  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_, &layer_s_, tensors_};
   experts_->begin_batch(b.n);
   try {
     run_layers(c);
@@ -179,6 +179,10 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     ++n_out;
   }
   if (n_out) matmul(k, pool_, w_.output, st.logits_in.data(), n_out, logits, st.mm, st.in_gemm_out.data());
+  if (n_out) {
+    c.trace("result_norm", -1, st.logits_in.data(), n_out, d);
+    c.trace("result_output", -1, logits, n_out, cfg_.n_vocab);
+  }
   head_rows_ += static_cast<uint64_t>(n_out);
 }
 
@@ -194,21 +198,27 @@ void Model::run_layers(FwdCtx& c) {
   // Embeddings (dequantized rows).
   for (int i = 0; i < b.n; ++i) dequantize_row(w_.tok_embd.type, w_.tok_embd.row(b.tokens[i]), st.x.data() + static_cast<size_t>(i) * d, d);
 
+  const int n = b.n;
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const double t0 = clock_s();
     const LayerConfig& lc = cfg_.layers[l];
     const LayerWeights& lw = w_.layers[l];
-    for (int i = 0; i < b.n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.attn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
+    for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.attn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
+    c.trace("attn_norm", l, st.xn.data(), n, d);
     if (lc.attn == AttnKind::Mla) attention_mla(c, l);
     else attention_gqa(c, l);
-    for (size_t x = 0; x < static_cast<size_t>(b.n) * d; ++x) st.x[x] += st.out[x];
-    for (int i = 0; i < b.n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.ffn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
+    c.trace("attn_out", l, st.out.data(), n, d);
+    for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.x[x] += st.out[x];
+    c.trace("ffn_inp", l, st.x.data(), n, d);
+    for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.ffn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
+    c.trace("ffn_norm", l, st.xn.data(), n, d);
     if (lc.ffn == FfnKind::Moe) ffn_moe(c, l);
     else ffn_dense(c, l);
-    for (size_t x = 0; x < static_cast<size_t>(b.n) * d; ++x) st.x[x] += st.out[x];
+    c.trace("ffn_out", l, st.out.data(), n, d);
+    for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.x[x] += st.out[x];
+    c.trace("l_out", l, st.x.data(), n, d);
     layer_s_[l] += clock_s() - t0;
   }
-
 }
 
 }  // namespace strata

@@ -36,6 +36,24 @@ struct RoutingObserver {
   virtual void on_predict(int layer, const int32_t* ids, int n) { (void)layer, (void)ids, (void)n; }
 };
 
+// Named intermediate tensors of a pass (for parity checks against llama.cpp's eval callback and
+// `strata run --dump-tensors`). Names follow llama.cpp's graph callback names where it has one:
+// per layer attn_norm, attn_out (attention output before the residual add), ffn_inp (residual
+// after attention), ffn_norm, ffn_moe_logits (router logits, biases added), ffn_moe_out (routed
+// experts' weighted sum), ffn_out (FFN block output before the residual add, shared experts
+// included), l_out (layer output); after the layers result_norm and result_output (layer -1).
+// DeepSeek-V4 also reports hc_attn_pre / hc_ffn_pre (sub-block inputs collapsed from the streams),
+// has no ffn_inp, and its l_out is the hyper-connection streams [n, n_hc * n_embd] (llama.cpp's
+// l_last). Rows are the batch's tokens in batch order (result_*: the rows with logits, in batch
+// order); data is row-major [rows, cols] and only valid during the call. No observer: one null
+// check per point.
+struct TensorObserver {
+  virtual ~TensorObserver() = default;
+  // Asked before each point; false skips on_tensor.
+  virtual bool wants(const char* name, int layer) { return (void)name, (void)layer, true; }
+  virtual void on_tensor(const char* name, int layer, const float* data, int rows, int cols) = 0;
+};
+
 class Model;
 
 // One architecture: reads its config from metadata and binds its weights. run_layers, when
@@ -83,6 +101,8 @@ class Model {
   void set_expert_provider(ExpertProvider* p) { experts_ = p ? p : default_experts_.get(); }
   ExpertProvider* expert_provider() const { return experts_; }
   void set_routing_observer(RoutingObserver* o) { observer_ = o; }
+  // Named intermediate tensors of every pass go here (nullptr: none, the default).
+  void set_tensor_observer(TensorObserver* o) { tensors_ = o; }
   void set_lookahead(int d) { lookahead_ = d; }
   // Seconds spent in each layer since the last reset (attention + FFN, I/O waits included).
   const std::vector<double>& layer_seconds() const { return layer_s_; }
@@ -104,6 +124,7 @@ class Model {
   std::unique_ptr<ExpertProvider> default_experts_;
   ExpertProvider* experts_ = nullptr;
   RoutingObserver* observer_ = nullptr;
+  TensorObserver* tensors_ = nullptr;
   int lookahead_ = 0;
   std::vector<double> layer_s_;
   uint64_t head_rows_ = 0;

@@ -125,19 +125,15 @@ void index_select(FwdCtx& c, Dsv4Cache& cache, int layer, const RopeParams& rp) 
   }
 }
 
-}  // namespace
-
-void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
+// Queries (q_a -> norm -> q_b, per-head weightless norm, RoPE) into st.q and the shared key/value
+// vector (norm, RoPE) into st.k and the KV cache.
+void project_qkv(FwdCtx& c, Dsv4Cache& cache, int layer, const RopeParams& rp) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];
   auto& st = c.st;
   Dsv4Scratch& s = cache.scratch;
   const int n = c.b.n, H = lc.n_head, d = lc.head_dim_k, r = lc.qk_rope_dim, ql = lc.q_lora_rank;
   const int hd = H * d;
-  check_batch_positions(c);
-  const RopeParams rp = rope_params(lc.rope);
-
-  // Queries and the shared key/value vector.
   s.qr.resize(static_cast<size_t>(n) * ql);
   c.mm(lw.wq_a, st.xn.data(), n, s.qr.data());
   for (int i = 0; i < n; ++i) rmsnorm(s.qr.data() + static_cast<size_t>(i) * ql, lw.q_a_norm.data, s.qr.data() + static_cast<size_t>(i) * ql, ql, c.cfg.rms_eps);
@@ -156,19 +152,15 @@ void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
     rope_apply(rp, cs, kv + d - r);
     c.kv.store(layer, c.seq(i), c.b.pos[i], kv, nullptr);
   }
+}
 
-  // Compressed blocks (and the indexer's keys and choices).
-  if (lc.compress_ratio > 0) compress_batch(c, cache, layer, false, rp);
-  if (lc.compress_ratio == 4) {
-    compress_batch(c, cache, layer, true, rp);
-    index_select(c, cache, layer, rp);
-  }
+// Keys one query sees: at most this many (window + compressed blocks).
+size_t max_visible_keys(const FwdCtx& c, const LayerConfig& lc) {
+  return static_cast<size_t>(lc.sliding_window) + static_cast<size_t>(c.kv.n_ctx()) / std::max(1, lc.compress_ratio == 0 ? c.kv.n_ctx() : lc.compress_ratio) + 1;
+}
 
-  // Attention per (token, head) over window + compressed keys; values = keys.
-  const int n_threads = c.pool ? c.pool->size() : 1;
-  const int win = lc.sliding_window;
-  const bool kf32 = c.kv.type_k() == GgmlType::F32;
-  const size_t max_keys = static_cast<size_t>(win) + static_cast<size_t>(c.kv.n_ctx()) / std::max(1, lc.compress_ratio == 0 ? c.kv.n_ctx() : lc.compress_ratio) + 1;
+// Per-thread buffers of the attention loop (already reserved by make_state; grown only if not).
+void ensure_thread_buffers(Dsv4Scratch& s, int n_threads, size_t max_keys, int win, int d) {
   if (static_cast<int>(s.thread.size()) < n_threads) s.thread.resize(static_cast<size_t>(n_threads));
   if (static_cast<int>(s.thread_keys.size()) < n_threads) s.thread_keys.resize(static_cast<size_t>(n_threads));
   if (static_cast<int>(s.thread_cells.size()) < n_threads) s.thread_cells.resize(static_cast<size_t>(n_threads));
@@ -178,61 +170,106 @@ void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
     if (s.thread_keys[t].size() < max_keys) s.thread_keys[t].resize(max_keys);
     if (s.thread_cells[t].size() < max_keys) s.thread_cells[t].resize(max_keys);
   }
+}
+
+// One thread's view of the attention loop's scratch.
+struct KeyScratch {
+  float* scores;       // [max_keys]
+  float* rows;         // [win, d] dequantized window (non-f32 caches)
+  float* cs;           // [r]
+  float* lanes;        // [d, 32]
+  const float** keys;  // [max_keys]
+  int32_t* cells;      // key j's cell in llama.cpp's KV view
+};
+
+// The keys token i sees, in llama.cpp's KV view order: raw cells of the window at their positions
+// (padded to a multiple of 256), then the compressed blocks. Returns their count.
+int visible_keys(const FwdCtx& c, const Dsv4Cache& cache, int layer, int i, const KeyScratch& t) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const Dsv4Scratch& s = cache.scratch;
+  const int d = lc.head_dim_k, win = lc.sliding_window;
+  const int pos = c.b.pos[i], seq = c.seq(i);
+  const int32_t raw_cells = (c.kv.n_ctx() + 255) / 256 * 256;
+  const bool kf32 = c.kv.type_k() == GgmlType::F32;
+  int m = 0;
+  const int j0 = std::max(0, pos - win + 1);
+  for (int j = j0; j <= pos; ++j) {
+    t.cells[m] = j;
+    if (kf32) {
+      t.keys[m++] = c.kv.k_f32(layer, seq, j);
+    } else {
+      float* row = t.rows + static_cast<size_t>(j - j0) * d;
+      c.kv.read_k(layer, seq, j, j + 1, row);
+      t.keys[m++] = row;
+    }
+  }
+  const Dsv4Compressor& comp = cache.layers[layer][seq].comp;
+  if (lc.compress_ratio == 128) {
+    const int nb = (pos + 1) / 128;
+    for (int b = 0; b < nb; ++b) {
+      t.cells[m] = raw_cells + b;
+      t.keys[m++] = comp.block(b);
+    }
+  } else if (lc.compress_ratio == 4) {
+    const int32_t* sel = s.isel.data() + static_cast<size_t>(i) * lc.idx_top_k;
+    const int m0 = m;
+    for (int j = 0; j < s.n_isel[i]; ++j) t.cells[m++] = raw_cells + sel[j];
+    std::sort(t.cells + m0, t.cells + m);  // the view's order
+    for (int j = m0; j < m; ++j) t.keys[j] = comp.block(t.cells[j] - raw_cells);
+  }
+  return m;
+}
+
+// Head h of token i over its visible keys (values = keys), then the inverse RoPE: st.attn.
+void attend_head(FwdCtx& c, int layer, int i, int h, int m, const KeyScratch& t, const RopeParams& rp) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  const int d = lc.head_dim_k, r = lc.qk_rope_dim, hd = lc.n_head * d;
+  const float* q = c.st.q.data() + static_cast<size_t>(i) * hd + h * d;
+  for (int j = 0; j < m; ++j) t.scores[j] = c.k.dot_f32(d, q, t.keys[j]);
+  softmax_cells(t.scores, t.cells, m, lc.kq_scale, lw.sinks.data + h);
+  float* out = c.st.attn.data() + static_cast<size_t>(i) * hd + h * d;
+  if (c.kv.type_k() == GgmlType::F32) {  // llama.cpp's association (f32 caches are what the goldens use)
+    attn_value_sum(t.scores, m, d, [&](int j) { return t.cells[j]; }, [&](int j) { return t.keys[j]; }, out, t.lanes, attn_sum_lanes(c.solo(i), d));
+  } else {  // f16/q8_0: no order to follow, vectorized
+    std::fill(out, out + d, 0.0f);
+    for (int j = 0; j < m; ++j)
+      if (t.scores[j] != 0.0f) c.k.axpy_f32(d, t.scores[j], t.keys[j], out);
+  }
+  rope_cache(rp, static_cast<float>(c.b.pos[i]), t.cs);
+  rope_apply(rp, t.cs, out + d - r, /*inverse=*/true);
+}
+
+// Attention per (token, head) over window + compressed keys into st.attn [n, H*d].
+void attend_all(FwdCtx& c, Dsv4Cache& cache, int layer, const RopeParams& rp) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  Dsv4Scratch& s = cache.scratch;
+  const int n = c.b.n, H = lc.n_head, d = lc.head_dim_k, win = lc.sliding_window;
+  const size_t max_keys = max_visible_keys(c, lc);
+  ensure_thread_buffers(s, c.pool ? c.pool->size() : 1, max_keys, win, d);
   c.parallel(static_cast<int64_t>(n) * H, [&](int64_t a, int64_t e, int tid) {
-    float* scores = s.thread[tid].data();                // [max_keys]
-    float* rows = scores + max_keys;                     // [win, d] dequantized window (non-f32 caches)
-    float* cs = rows + static_cast<size_t>(win) * d;     // [r]
-    float* lanes = cs + 2 * static_cast<size_t>(d);      // [d, 32]
-    const float** keys = s.thread_keys[tid].data();
-    int32_t* cells = s.thread_cells[tid].data();        // key j's cell in llama.cpp's KV view
-    // That view: raw cells at their positions, padded to a multiple of 256, then the blocks.
-    const int32_t raw_cells = (c.kv.n_ctx() + 255) / 256 * 256;
+    KeyScratch t;
+    t.scores = s.thread[tid].data();
+    t.rows = t.scores + max_keys;
+    t.cs = t.rows + static_cast<size_t>(win) * d;
+    t.lanes = t.cs + 2 * static_cast<size_t>(d);
+    t.keys = s.thread_keys[tid].data();
+    t.cells = s.thread_cells[tid].data();
     for (int64_t it = a; it < e; ++it) {
       const int i = static_cast<int>(it / H), h = static_cast<int>(it % H);
-      const int pos = c.b.pos[i], seq = c.seq(i);
-      const float* q = st.q.data() + static_cast<size_t>(i) * hd + h * d;
-      int m = 0;
-      const int j0 = std::max(0, pos - win + 1);
-      for (int j = j0; j <= pos; ++j) {
-        cells[m] = j;
-        if (kf32) {
-          keys[m++] = c.kv.k_f32(layer, seq, j);
-        } else {
-          float* row = rows + static_cast<size_t>(j - j0) * d;
-          c.kv.read_k(layer, seq, j, j + 1, row);
-          keys[m++] = row;
-        }
-      }
-      const Dsv4Compressor& comp = cache.layers[layer][seq].comp;
-      if (lc.compress_ratio == 128) {
-        const int nb = (pos + 1) / 128;
-        for (int b = 0; b < nb; ++b) {
-          cells[m] = raw_cells + b;
-          keys[m++] = comp.block(b);
-        }
-      } else if (lc.compress_ratio == 4) {
-        const int32_t* sel = s.isel.data() + static_cast<size_t>(i) * lc.idx_top_k;
-        const int m0 = m;
-        for (int j = 0; j < s.n_isel[i]; ++j) cells[m++] = raw_cells + sel[j];
-        std::sort(cells + m0, cells + m);  // the view's order
-        for (int j = m0; j < m; ++j) keys[j] = comp.block(cells[j] - raw_cells);
-      }
-      for (int j = 0; j < m; ++j) scores[j] = c.k.dot_f32(d, q, keys[j]);
-      softmax_cells(scores, cells, m, lc.kq_scale, lw.sinks.data + h);
-      float* out = st.attn.data() + static_cast<size_t>(i) * hd + h * d;
-      if (kf32) {  // llama.cpp's association (f32 caches are what the goldens use)
-        attn_value_sum(scores, m, d, [&](int j) { return cells[j]; }, [&](int j) { return keys[j]; }, out, lanes, attn_sum_lanes(c.solo(i), d));
-      } else {  // f16/q8_0: no order to follow, vectorized
-        std::fill(out, out + d, 0.0f);
-        for (int j = 0; j < m; ++j)
-          if (scores[j] != 0.0f) c.k.axpy_f32(d, scores[j], keys[j], out);
-      }
-      rope_cache(rp, static_cast<float>(pos), cs);
-      rope_apply(rp, cs, out + d - r, /*inverse=*/true);
+      const int m = visible_keys(c, cache, layer, i, t);
+      attend_head(c, layer, i, h, m, t, rp);
     }
   });
+}
 
-  // Grouped low-rank output: group g's heads through its slice of attn_output_a, then attn_output_b.
+// Grouped low-rank output: group g's heads through its slice of attn_output_a, then attn_output_b.
+void grouped_output(FwdCtx& c, Dsv4Cache& cache, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  auto& st = c.st;
+  Dsv4Scratch& s = cache.scratch;
+  const int n = c.b.n, hd = lc.n_head * lc.head_dim_k;
   const int G = lc.n_out_group, ol = lc.o_lora_rank, gw = hd / G;
   s.grp_in.resize(static_cast<size_t>(n) * gw);
   s.grp_out.resize(static_cast<size_t>(n) * ol);
@@ -248,6 +285,23 @@ void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
                   sizeof(float) * ol);
   }
   c.mm(lw.wo_b, s.grp_cat.data(), n, st.out.data());
+}
+
+}  // namespace
+
+void dsv4_attention(FwdCtx& c, Dsv4Cache& cache, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  check_batch_positions(c);
+  const RopeParams rp = rope_params(lc.rope);
+  project_qkv(c, cache, layer, rp);
+  // Compressed blocks (and the indexer's keys and choices).
+  if (lc.compress_ratio > 0) compress_batch(c, cache, layer, false, rp);
+  if (lc.compress_ratio == 4) {
+    compress_batch(c, cache, layer, true, rp);
+    index_select(c, cache, layer, rp);
+  }
+  attend_all(c, cache, layer, rp);
+  grouped_output(c, cache, layer);
 }
 
 }  // namespace strata::arch

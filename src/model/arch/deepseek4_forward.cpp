@@ -129,15 +129,22 @@ void deepseek4_run_layers(FwdCtx& c) {
     // Attention.
     hc_prepare(c, s, lw.hc_attn, n);
     hc_collapse(c, s, n, st.x.data());
+    c.trace("hc_attn_pre", l, st.x.data(), n, d);
     for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.attn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, c.cfg.rms_eps);
+    c.trace("attn_norm", l, st.xn.data(), n, d);
     dsv4_attention(c, cache, l);
+    c.trace("attn_out", l, st.out.data(), n, d);
     hc_expand(c, s, st.out.data(), n);
     // Feed-forward.
     hc_prepare(c, s, lw.hc_ffn, n);
     hc_collapse(c, s, n, st.x.data());
+    c.trace("hc_ffn_pre", l, st.x.data(), n, d);
     for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.ffn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, c.cfg.rms_eps);
+    c.trace("ffn_norm", l, st.xn.data(), n, d);
     ffn_moe(c, l);
+    c.trace("ffn_out", l, st.out.data(), n, d);
     hc_expand(c, s, st.out.data(), n);
+    c.trace("l_out", l, s.streams.data(), n, nh * d);
     if (c.layer_s) (*c.layer_s)[static_cast<size_t>(l)] += clock_s() - t0;
   }
   // Read-out into st.x for the output head.
