@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "chat/chat_template.h"
+#include "../fixture_sets.h"
 #include "chat_test_util.h"
 #include "core/error.h"
 #include "gguf/gguf_file.h"
@@ -155,9 +156,8 @@ TEST(ChatTemplate, EmptyTemplateAndMissingGgufTemplateFailClearly) {
 
 // ---- fixtures ----
 
-#define REQUIRE_FIXTURES()                                                                          \
-  if (!fs::exists(kFixtures)) GTEST_SKIP() << "FIXTURES MISSING: " << kFixtures << " not found; chat " \
-                                              "template fixture tests skipped"
+#define REQUIRE_FIXTURES() \
+  if (!fs::exists(kFixtures)) STRATA_MISSING_FIXTURE(kFixtures.string() + " (chat template fixture tests)")
 
 // Decodes the escapes of prompts.txt / strings.txt (\n \t \r \\ \xHH).
 std::string unescape(const std::string& s) {
@@ -222,8 +222,8 @@ TEST(ChatTemplateFixtures, DeepSeekV3VocabTemplateMatchesGolden) {
             "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>r2<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
 }
 
-// Every model fixture ships a ChatML template; its prompts.txt line 2 is the rendered
-// system + user + generation prompt.
+// Every model fixture but kimi-k2 ships a ChatML template; its prompts.txt line 2 is the
+// rendered system + user + generation prompt.
 TEST(ChatTemplateFixtures, ModelTemplatesMatchPromptGolden) {
   REQUIRE_FIXTURES();
   const std::string want =
@@ -238,6 +238,14 @@ TEST(ChatTemplateFixtures, ModelTemplatesMatchPromptGolden) {
     const std::string tmpl = strata::chat_template_from_gguf(*model);
     const std::string got = apply_chat_template(
         tmpl, {{"system", "You are a helpful assistant."}, {"user", "What is the capital of France?"}}, options());
+    if (entry.path().filename() == "kimi-k2-q8_0") {
+      // The one fixture with its own chat format (Kimi-K2, issue #15); its prompts.txt holds the
+      // ChatML line of the public prompts, not this rendering.
+      EXPECT_EQ(got, "<|im_system|>system<|im_middle|>You are a helpful assistant.<|im_end|><|im_user|>user<|im_middle|>"
+                     "What is the capital of France?<|im_end|><|im_assistant|>assistant<|im_middle|>");
+      ++n;
+      continue;
+    }
     EXPECT_EQ(got, want);
     EXPECT_TRUE(golden_has_line(entry.path() / "prompts.txt", got));
     ++n;
