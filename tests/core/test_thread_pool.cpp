@@ -67,7 +67,9 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnceInAlignedRanges) {
           const int64_t b = begin_of[static_cast<size_t>(t)], e = end_of[static_cast<size_t>(t)];
           EXPECT_LT(b, e) << where << ": no empty ranges";
           EXPECT_EQ(b % grain, 0) << where;
-          if (e != n) EXPECT_EQ((e - b) % grain, 0) << where << ": only the last range may be partial";
+          if (e != n) {
+            EXPECT_EQ((e - b) % grain, 0) << where << ": only the last range may be partial";
+          }
         }
       }
     }

@@ -569,8 +569,9 @@ TEST_P(BatchedLogits, EqualSoloRun) {
       p.on_logits = [&got, i](const float* l, int n) { got[i].emplace_back(l, l + n); };
       reqs.push_back(std::make_shared<server::GenRequest>(std::move(p)));
       ASSERT_TRUE(sched.submit(reqs.back()));
-      if (i == 1)  // staggered arrivals: the last two come once the first two are being served
+      if (i == 1) {  // staggered arrivals: the last two come once the first two are being served
         ASSERT_TRUE(wait_until([&] { return sched.stats().steps >= 1; })) << "the scheduler ran no step";
+      }
     }
     for (auto& r : reqs)
       while (!r->done()) r->wait(100);
