@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "../fixture_sets.h"
 #include "chat_test_util.h"
 #include "core/error.h"
 #include "gguf/gguf_file.h"
@@ -158,9 +159,8 @@ TEST(ChatTemplate, EmptyTemplateAndMissingGgufTemplateFailClearly) {
 
 // ---- fixtures ----
 
-#define REQUIRE_FIXTURES()                                                                          \
-  if (!fs::exists(kFixtures)) GTEST_SKIP() << "FIXTURES MISSING: " << kFixtures << " not found; chat " \
-                                              "template fixture tests skipped"
+#define REQUIRE_FIXTURES() \
+  if (!fs::exists(kFixtures)) STRATA_MISSING_FIXTURE(kFixtures.string() + " (chat template fixture tests)")
 
 // Decodes the escapes of prompts.txt / strings.txt (\n \t \r \\ \xHH).
 std::string unescape(const std::string& s) {

@@ -12,7 +12,7 @@ std::string model() { return fixtures_dir() + "/qwen3moe-q4_k_m/model.gguf"; }
 }  // namespace
 
 TEST(BenchCli, JsonFiguresWithStreaming) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: bench CLI test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (bench CLI test)");
   for (const char* input : {"random", "greedy"}) {
     SCOPED_TRACE(input);
     auto r = run_cmd("bench -m " + model() + " -t 2 -c 64 -p 16 -n 8 --cache-experts 6 --disk-probe 4194304 --json --tg-input " +
@@ -35,7 +35,7 @@ TEST(BenchCli, JsonFiguresWithStreaming) {
 }
 
 TEST(BenchCli, RejectsUnknownTgInput) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: bench CLI test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (bench CLI test)");
   auto r = run_cmd("bench -m " + model() + " -p 4 -n 2 --tg-input sampled");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("tg-input"), std::string::npos) << r.err;

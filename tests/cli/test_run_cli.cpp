@@ -16,7 +16,7 @@ std::string tmp(const std::string& name) { return "/tmp/strata_run_" + std::to_s
 }  // namespace
 
 TEST(RunCli, TokensFileGreedyMatchesGolden) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: CLI golden test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI golden test)");
   auto j = read_json(fixtures_dir() + "/" + kSet + "/golden/p0.json");
   const auto prompt = j["prompt_tokens"].get<std::vector<int>>();
   const std::string tf = tmp("tokens.txt"), lf = tmp("logits.f32");
@@ -48,7 +48,7 @@ TEST(RunCli, TokensFileGreedyMatchesGolden) {
 }
 
 TEST(RunCli, PromptFileTokenizesLikeLlamaCpp) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: CLI golden test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI golden test)");
   auto j = read_json(fixtures_dir() + "/" + kSet + "/golden/p1.json");
   const std::string pf = tmp("prompt.txt");
   {
@@ -63,7 +63,7 @@ TEST(RunCli, PromptFileTokenizesLikeLlamaCpp) {
 }
 
 TEST(RunCli, ClearErrors) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: CLI error test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI error test)");
   const std::string tf = tmp("bad.txt");
   {
     std::ofstream f(tf);
@@ -93,7 +93,7 @@ TEST(RunCli, ClearErrors) {
 }
 
 TEST(RunCli, SeededSamplingIsDeterministic) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: CLI test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI test)");
   const std::string args = "run -m " + model() + " -p 'Hello there' -n 12 --temp 0.9 --top-k 40 --top-p 0.9 --seed 42 --ignore-eos --json -c 64";
   auto a = run_cmd(args), b = run_cmd(args);
   ASSERT_EQ(a.code, 0) << a.err;

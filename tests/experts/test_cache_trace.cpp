@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "../fixture_sets.h"
 #include "experts/cache_sim.h"
 
 using namespace strata;
@@ -17,8 +18,8 @@ const RoutingTrace* mixtral() {
   return t.runs.empty() ? nullptr : &t;
 }
 
-#define NEED_MIXTRAL()                                                                                          \
-  if (!mixtral()) GTEST_SKIP() << "!!! " << mixtral_trace() << " is absent: Mixtral trace cache tests SKIPPED !!!"
+#define NEED_MIXTRAL() \
+  if (!mixtral()) STRATA_MISSING_FIXTURE(mixtral_trace() + " (Mixtral trace cache tests)")
 
 double rate(const RoutingTrace& t, uint64_t experts, bool per_layer, std::string_view policy) {
   SimOptions o;

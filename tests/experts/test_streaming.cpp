@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "../model/golden_util.h"
+#include "../wait_until.h"
 #include "core/error.h"
 #include "experts/expert_cache.h"
 #include "experts/expert_store.h"
@@ -61,17 +63,12 @@ std::vector<int32_t> golden_prompt(const std::string& set, const char* p = "p2")
 }  // namespace
 
 TEST(ExpertStreaming, BitIdenticalToResidentForEveryFixture) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: streaming identity test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (streaming identity test)");
   int checked = 0;
   for (const auto& set : model_sets()) {
     const std::string path = fixtures_dir() + "/" + set + "/model.gguf";
-    std::unique_ptr<Engine> resident;
-    try {
-      resident = engine(path, TierOptions{});
-    } catch (const Error& e) {
-      std::printf("[%s] skipped: %s\n", set.c_str(), e.what());
-      continue;
-    }
+    if (model_unsupported(set)) continue;  // asserted by GoldenSuite
+    auto resident = engine(path, TierOptions{});
     const auto prompt = golden_prompt(set);
     const auto ref = trace_logits(*resident, prompt);
     for (const bool pread : {false, true}) {
@@ -97,18 +94,14 @@ TEST(ExpertStreaming, BitIdenticalToResidentForEveryFixture) {
 // of their own size: no slot is sized for the largest expert unless it holds one, and the
 // answers stay bit-identical while several classes evict.
 TEST(ExpertStreaming, SizeClassesForMixedQuantLayers) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: size-class test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (size-class test)");
   int checked = 0;
   for (const auto& set : model_sets()) {
     const std::string path = fixtures_dir() + "/" + set + "/model.gguf";
     TierOptions t;
     t.cache_experts = 6;
-    std::unique_ptr<Engine> streamed;
-    try {
-      streamed = engine(path, t);
-    } catch (const Error& e) {
-      continue;
-    }
+    if (model_unsupported(set)) continue;  // asserted by GoldenSuite
+    auto streamed = engine(path, t);
     const ExpertCache* cache = streamed->tier().cache();
     if (!cache || cache->n_size_classes() < 2) continue;
     const int nc = cache->n_size_classes();
@@ -134,12 +127,12 @@ TEST(ExpertStreaming, SizeClassesForMixedQuantLayers) {
     EXPECT_GT(cache->counters().hits, 0u) << set;
     ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "no fixture has experts of different sizes";
+  EXPECT_GT(checked, 0) << "no fixture has experts of different sizes (qwen3moe-q4_k_m does)";
   std::printf("[size classes] %d fixtures with mixed expert sizes checked\n", checked);
 }
 
 TEST(ExpertStreaming, RetriesAbsorbTransientFaults) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: fault test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (fault test)");
   const std::string set = "qwen3moe-q4_k_m", path = fixtures_dir() + "/" + set + "/model.gguf";
   const auto prompt = golden_prompt(set, "p0");
   const auto ref = trace_logits(*engine(path, TierOptions{}), prompt);
@@ -153,7 +146,7 @@ TEST(ExpertStreaming, RetriesAbsorbTransientFaults) {
 }
 
 TEST(ExpertStreaming, PersistentFaultFailsCleanlyThenRecovers) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: fault test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (fault test)");
   const std::string set = "qwen3moe-q4_k_m", path = fixtures_dir() + "/" + set + "/model.gguf";
   const auto prompt = golden_prompt(set, "p0");
   const auto ref = trace_logits(*engine(path, TierOptions{}), prompt);
@@ -179,8 +172,13 @@ TEST(ExpertStreaming, PersistentFaultFailsCleanlyThenRecovers) {
 // would complete later into a reset entry (the pread pool used to stop counting it as soon as
 // its worker finished, and a server crashed after a failed request).
 TEST(ExpertIo, FinishedReadsCountUntilReaped) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: io backend test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (io backend test)");
   const std::vector<std::string> files{fixtures_dir() + "/qwen3moe-q4_k_m/model.gguf"};
+  std::vector<uint8_t> file(4096 * 2 + 8192);  // the bytes the three reads cover
+  {
+    std::ifstream f(files[0], std::ios::binary);
+    ASSERT_TRUE(f.read(reinterpret_cast<char*>(file.data()), static_cast<std::streamsize>(file.size()))) << files[0];
+  }
   IoOptions opt;
   std::vector<std::unique_ptr<IoBackend>> backends;
   backends.push_back(make_pread_backend(files, opt, /*direct=*/false));
@@ -190,13 +188,20 @@ TEST(ExpertIo, FinishedReadsCountUntilReaped) {
     alignas(4096) static uint8_t buf[3][8192];
     ReadOp ops[3];
     for (int i = 0; i < 3; ++i) {
+      for (int k = 0; k < 8192; ++k) buf[i][k] = static_cast<uint8_t>(~file[4096u * i + k]);  // differs from the file everywhere
       ops[i].offset = 4096u * static_cast<uint64_t>(i);
       ops[i].len = ops[i].min_len = 8192;
       ops[i].dst = buf[i];
       io->submit(&ops[i]);
     }
     EXPECT_EQ(io->in_flight(), 3) << io->describe();
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // every read has landed by now
+    // Wait until every read has landed (its bytes are in its buffer), without reaping any.
+    const bool landed = wait_until([&] {
+      for (int i = 0; i < 3; ++i)
+        if (std::memcmp(buf[i], file.data() + 4096u * i, 8192) != 0) return false;
+      return true;
+    });
+    ASSERT_TRUE(landed) << io->describe() << ": the reads did not land within " << kStuckAfter.count() << " s";
     EXPECT_EQ(io->in_flight(), 3) << io->describe() << ": finished but unreaped reads must still count";
     int got = 0;
     ReadOp* done[8];
@@ -244,7 +249,7 @@ class HeldBackend final : public IoBackend {
 // A prefetched expert that demand takes over before its read lands still frees its share of
 // the prefetch window when the read lands (it used to stay counted, and prefetching stalled).
 TEST(ExpertStreaming, PrefetchWindowIsReturnedWhenDemandTakesOverARead) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: prefetch window test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (prefetch window test)");
   auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
   ExpertStore store(expert_layout(model->gguf(), model->config(), model->weights()));
   int layer = 0;
@@ -276,7 +281,7 @@ TEST(ExpertStreaming, PrefetchWindowIsReturnedWhenDemandTakesOverARead) {
 // prediction it made for the next MoE layer (a decode token's prediction has top-k experts),
 // and replaying those predictions in cachesim reads ahead what the engine read ahead.
 TEST(ExpertStreaming, TraceRecordsLookaheadPredictions) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: lookahead trace test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (lookahead trace test)");
   TierOptions tier;
   tier.cache_experts = 4;
   tier.lookahead = 1;

@@ -3,7 +3,6 @@
 // GgufFile::parse (a buffer). None may crash, hang or allocate in proportion to a bogus count.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -261,7 +260,8 @@ TEST(GgufMalformed, OverlappingTensors) {
 
 TEST(GgufMalformed, HugeCountsFailFast) {
   // Counts of 1e18 (array, string array, nested array, kv, tensors) must fail at once, before any
-  // allocation proportional to the count.
+  // allocation or loop proportional to the count: the error is the up-front bound ("... exceeds
+  // the file"), not a truncation met while reading elements (nor std::bad_alloc).
   const uint64_t huge = 1000000000000000000ull;
   std::vector<std::string> cases;
   for (GgufType et : {GgufType::U8, GgufType::F64, GgufType::STRING, GgufType::ARRAY, GgufType::BOOL}) {
@@ -271,22 +271,27 @@ TEST(GgufMalformed, HugeCountsFailFast) {
   }
   cases.push_back(Raw().header(0, huge).zeros(64).b);
   cases.push_back(Raw().header(huge, 0).zeros(64).b);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const auto& b : cases) EXPECT_THROW(GgufFile::parse(reinterpret_cast<const uint8_t*>(b.data()), b.size(), "huge.gguf"), Error);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(ms, 100.0);
+  for (const auto& b : cases) {
+    try {
+      GgufFile::parse(reinterpret_cast<const uint8_t*>(b.data()), b.size(), "huge.gguf");
+      ADD_FAILURE() << "a count of 1e18 parsed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("exceeds the file"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("1000000000000000000"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(GgufMalformed, ManyEmptyNestedArraysStayLinear) {
-  // 1M nested empty arrays in 12 MB: parses (each costs real bytes), in bounded time.
+  // 1M nested empty arrays in 12 MB: parses (each costs real bytes). Linear time is left to the
+  // test's timeout: a quadratic parser would take hours here, not a slower machine's seconds.
   const uint64_t n = 1 << 20;
   Raw r;
   r.header(0, 1).str("k").type(GgufType::ARRAY).type(GgufType::ARRAY).u64(n);
   for (uint64_t k = 0; k < n; ++k) r.type(GgufType::U8).u64(0);
-  const auto t0 = std::chrono::steady_clock::now();
   auto f = GgufFile::parse(reinterpret_cast<const uint8_t*>(r.b.data()), r.b.size(), "nested.gguf");
-  EXPECT_EQ(f->kv.at(0).second.items.size(), n);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  ASSERT_EQ(f->kv.at(0).second.items.size(), n);
+  for (uint64_t k = 0; k < n; k += 4099) EXPECT_EQ(f->kv.at(0).second.items[k].count, 0u) << k;
 }
 
 // --- split models ----------------------------------------------------------------------------

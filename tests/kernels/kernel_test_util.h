@@ -14,6 +14,7 @@
 #include "core/fp16.h"
 #include "gguf/ggml_type.h"
 #include "kernels/blocks.h"
+#include "../fixture_sets.h"
 
 namespace strata::testing {
 

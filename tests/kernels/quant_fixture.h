@@ -1,6 +1,7 @@
 #pragma once
 // Loader for the golden ggml block data in ../shared/fixtures/quant-blocks (see its README.md).
 #include <gtest/gtest.h>
+#include "../fixture_sets.h"
 
 #include <cstdint>
 #include <cstring>
@@ -73,8 +74,7 @@ inline QuantGolden load_golden(GgmlType t) {
 #define STRATA_SKIP_WITHOUT_QUANT_FIXTURES()                                                        \
   do {                                                                                              \
     if (!std::filesystem::exists(::strata::test::quant_fixture_dir() / "index.json"))               \
-      GTEST_SKIP() << "SKIPPED: golden fixtures not found at " << ::strata::test::quant_fixture_dir() \
-                   << " (quant-blocks golden tests did not run)";                                   \
+      STRATA_MISSING_FIXTURE(::strata::test::quant_fixture_dir().string() + "/index.json (quant-blocks golden tests)"); \
   } while (0)
 
 }  // namespace strata::test

@@ -29,8 +29,7 @@ const KernelTable* avx2_or_skip() { return kernel_table(Isa::Avx2); }
 #define REQUIRE_AVX2_AND_FIXTURES(k)                                                               \
   const KernelTable* k = avx2_or_skip();                                                           \
   if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";                                \
-  if (!fs::exists(kDir / "README.md"))                                                             \
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***"
+  if (!fs::exists(kDir / "README.md")) STRATA_MISSING_FIXTURE(kDir.string() + " (kernel accuracy)")
 
 // Every vec_dot of table `k` on the golden rows vs llama.cpp's result.
 void check_vec_dot_golden(const KernelTable* k) {
@@ -70,8 +69,7 @@ TEST(Avx2Golden, VecDotMatchesLlamaCpp) {
 static void check_table_golden(Isa isa, const char* cpu_lacks) {
   const KernelTable* k = kernel_table(isa);
   if (!k) GTEST_SKIP() << "*** no " << cpu_lacks << " on this CPU: the " << isa_name(isa) << " kernels are NOT tested here ***";
-  if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (kernel accuracy NOT checked) ***";
+  if (!fs::exists(kDir / "README.md")) STRATA_MISSING_FIXTURE(kDir.string() + " (kernel accuracy)");
   check_vec_dot_golden(k);
 }
 

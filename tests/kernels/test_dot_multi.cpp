@@ -2,6 +2,7 @@
 // the single-token vec_dot gives (bit for bit): a sequence's logits may not depend on which
 // other tokens share its batch. Also checks matmul() over a batch against per-token calls.
 #include <gtest/gtest.h>
+#include "../fixture_sets.h"
 
 #include <cmath>
 #include <cstring>
@@ -69,7 +70,7 @@ std::vector<const KernelTable*> simd_tables() {
 
 TEST(DotMulti, BitIdenticalToSingleToken) {
   if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (multi-token dots NOT checked) ***";
+    STRATA_MISSING_FIXTURE(kDir.string() + " (multi-token dots)");
   const auto tables = simd_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
   std::mt19937 rng(7);
@@ -117,7 +118,7 @@ TEST(DotMulti, BitIdenticalToSingleToken) {
 // on every golden row (zeros, subnormals, near-max, outliers) and on random rows and batches.
 TEST(DotMulti, WiderTablesBitIdenticalToAvx2) {
   if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (wider SIMD tables NOT checked) ***";
+    STRATA_MISSING_FIXTURE(kDir.string() + " (wider SIMD tables)");
   const KernelTable* a2 = kernel_table(Isa::Avx2);
   std::vector<const KernelTable*> wide;
   for (Isa isa : {Isa::Avx512, Isa::AvxVnni})
@@ -187,7 +188,7 @@ TEST(DotMulti, TablesPairWithTheirSingleTokenKernel) {
 // threads, for batch sizes that hit the n = 1 path, the remainders and several token tiles.
 TEST(DotMulti, MatmulBatchEqualsPerToken) {
   if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (batched matmul NOT checked) ***";
+    STRATA_MISSING_FIXTURE(kDir.string() + " (batched matmul)");
   std::mt19937 rng(11);
   ThreadPool pool2(2);
   std::vector<const KernelTable*> tables = simd_tables();

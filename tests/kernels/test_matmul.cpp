@@ -107,7 +107,7 @@ void check_matmul(const KernelTable& k, ThreadPool* pool, const std::string& ste
 TEST(Matmul, MatchesDoubleReference) {
   if (!kernel_table(Isa::Avx2)) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
   if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (matmul NOT checked) ***";
+    STRATA_MISSING_FIXTURE(kDir.string() + " (matmul)");
   std::mt19937 rng(42);
   ThreadPool pool3(3);
   ThreadPool pool2(2);
@@ -159,7 +159,7 @@ TEST(Matmul, BlasBackendMatchesDoubleReference) {
     GTEST_SKIP() << "built without OpenBLAS (--gemm blas not available)";
   }
   if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (BLAS matmul NOT checked) ***";
+    STRATA_MISSING_FIXTURE(kDir.string() + " (BLAS matmul)");
   EXPECT_EQ(parse_gemm_backend("blas"), GemmBackend::Blas);
   EXPECT_EQ(parse_gemm_backend("int8"), GemmBackend::Int8);
   EXPECT_THROW(parse_gemm_backend("mkl"), Error);
@@ -212,7 +212,7 @@ TEST(Matmul, ManyEqualsOneByOne) {
   const KernelTable* k = kernel_table(Isa::Avx2);
   if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
   if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (matmul_many NOT checked) ***";
+    STRATA_MISSING_FIXTURE(kDir.string() + " (matmul_many)");
   std::mt19937 rng(5);
   ThreadPool pool(2);
   const int64_t cols = 512;

@@ -90,7 +90,7 @@ std::unique_ptr<Engine> make_engine(const std::string& path, int n_batch) {
 // The longest prompt crosses the 128-token HCA block and many indexer-selected CSA blocks.
 TEST(Deepseek4, ChunkedPrefillMatchesOneBatch) {
   const std::string dir = fixtures_dir() + "/deepseek4-f32";
-  if (!std::filesystem::exists(dir + "/model.gguf")) GTEST_SKIP() << "fixture " << dir << " absent";
+  if (!std::filesystem::exists(dir + "/model.gguf")) STRATA_MISSING_FIXTURE(dir + "/model.gguf");
   const auto j = read_json(dir + "/golden/p3.json");
   const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
   std::vector<float> ref;

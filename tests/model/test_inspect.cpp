@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "../fixture_sets.h"
 #include "gguf/gguf_file.h"
 #include "model/model_summary.h"
 
@@ -193,11 +194,8 @@ std::vector<fs::path> fixture_models() {
   return out;
 }
 
-#define SKIP_WITHOUT_FIXTURES(models)                                                                                          \
-  if ((models).empty()) {                                                                                                      \
-    std::fprintf(stderr, "\n*** WARNING: no fixtures under %s: the inspect tests are SKIPPED ***\n\n", STRATA_FIXTURES_DIR); \
-    GTEST_SKIP() << "no fixtures under " STRATA_FIXTURES_DIR;                                                                  \
-  }
+#define SKIP_WITHOUT_FIXTURES(models) \
+  if ((models).empty()) STRATA_MISSING_FIXTURE("model sets under " STRATA_FIXTURES_DIR " (inspect tests)")
 
 void expect_hparam(const std::optional<int64_t>& got, const Readme& r, const std::string& key) {
   EXPECT_EQ(got, meta_int(r, key)) << key;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "../fixture_sets.h"
 #include "runtime/engine.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -20,11 +21,8 @@ namespace strata::test {
 inline std::string server_fixture(const char* set = "qwen3moe-q8_0") { return std::string(STRATA_FIXTURES_DIR) + "/" + set + "/model.gguf"; }
 inline bool have_server_fixture() { return std::filesystem::exists(server_fixture()); }
 
-#define SKIP_WITHOUT_SERVER_FIXTURE()                                                                                              \
-  if (!::strata::test::have_server_fixture()) {                                                                                    \
-    std::fprintf(stderr, "\n*** WARNING: %s is absent: server tests SKIPPED ***\n\n", ::strata::test::server_fixture().c_str()); \
-    GTEST_SKIP() << "no fixture " << ::strata::test::server_fixture();                                                             \
-  }
+#define SKIP_WITHOUT_SERVER_FIXTURE() \
+  if (!::strata::test::have_server_fixture()) STRATA_MISSING_FIXTURE(::strata::test::server_fixture() + " (server tests)")
 
 inline std::unique_ptr<Engine> load_fixture_engine(int n_seq, int n_ctx, std::unique_ptr<tok::Tokenizer>* tok,
                                                    const char* set = "qwen3moe-q8_0", const TierOptions& tier = {}) {

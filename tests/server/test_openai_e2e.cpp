@@ -1,6 +1,7 @@
 // End to end with the official `openai` npm client (tests/server/openai_e2e/e2e.mjs) against an
-// in-process server. Runs only when node and tests/server/openai_e2e/node_modules exist
-// (scripts/setup-npm.sh installs them); skips loudly otherwise.
+// in-process server. Needs node and tests/server/openai_e2e/node_modules (scripts/setup-npm.sh,
+// run by `make test-release`); without them it skips loudly, or fails where fixtures are
+// required (CI, STRATA_REQUIRE_FIXTURES).
 #include <cstdlib>
 #include <filesystem>
 
@@ -14,15 +15,9 @@ namespace fs = std::filesystem;
 TEST(ServerOpenAiE2E, OfficialNodeClient) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   const fs::path dir = fs::path(STRATA_TEST_DATA_DIR).parent_path() / "server" / "openai_e2e";
-  if (std::system("node --version > /dev/null 2>&1") != 0) {
-    std::fprintf(stderr, "\n*** WARNING: node is not installed: the openai npm end-to-end test is SKIPPED ***\n\n");
-    GTEST_SKIP() << "node not found";
-  }
-  if (!fs::exists(dir / "node_modules" / "openai")) {
-    std::fprintf(stderr, "\n*** WARNING: %s/node_modules/openai is absent (run scripts/setup-npm.sh): the openai npm end-to-end test is SKIPPED ***\n\n",
-                 dir.c_str());
-    GTEST_SKIP() << "run scripts/setup-npm.sh";
-  }
+  if (std::system("node --version > /dev/null 2>&1") != 0) STRATA_MISSING_FIXTURE("node (not installed: the openai npm end-to-end test)");
+  if (!fs::exists(dir / "node_modules" / "openai"))
+    STRATA_MISSING_FIXTURE((dir / "node_modules" / "openai").string() + " (run scripts/setup-npm.sh: the openai npm end-to-end test)");
   server::ServerOptions so;
   so.api_key = "e2e-key";
   TestServer ts(so, /*n_seq=*/2, /*n_ctx=*/256);

@@ -8,6 +8,7 @@
 
 #include "runtime/sampler.h"
 #include "server/scheduler.h"
+#include "../wait_until.h"
 #include "server_util.h"
 
 namespace strata::test {
@@ -37,8 +38,9 @@ void run_turn(server::Scheduler& sched, Turn& t, int n_vocab) {
   while (!r->done()) r->wait(100);
 }
 
+// The reuse counter once the scheduler has counted n_done finished requests.
 uint64_t reused_after(server::Scheduler& sched, uint64_t n_done) {
-  for (int i = 0; i < 400 && sched.stats().requests_done < n_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(wait_until([&] { return sched.stats().requests_done >= n_done; })) << "request " << n_done << " is not counted as done";
   return sched.stats().prompt_tokens_reused;
 }
 
@@ -47,10 +49,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixReuse, ::testing::Values("qwen3moe-f32"
 
 TEST_P(PrefixReuse, LogitsEqualFreshRun) {
   const char* set = GetParam();
-  if (!std::filesystem::exists(server_fixture(set))) {
-    std::fprintf(stderr, "\n*** WARNING: %s is absent: prefix reuse test SKIPPED ***\n\n", server_fixture(set).c_str());
-    GTEST_SKIP() << "no fixture " << server_fixture(set);
-  }
+  if (!std::filesystem::exists(server_fixture(set))) STRATA_MISSING_FIXTURE(server_fixture(set) + " (prefix reuse test)");
   std::unique_ptr<tok::Tokenizer> tok;
   auto eng = load_fixture_engine(/*n_seq=*/2, kCtx, &tok, set);
   const int nv = eng->config().n_vocab;

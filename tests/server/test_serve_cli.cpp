@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../wait_until.h"
 #include "server_util.h"
 
 extern char** environ;
@@ -41,21 +42,27 @@ TEST(ServeCli, ListensAnswersAndStopsOnSigterm) {
   pid_t pid = 0;
   ASSERT_EQ(0, posix_spawn(&pid, STRATA_BINARY, &fa, nullptr, argv.data(), environ));
   posix_spawn_file_actions_destroy(&fa);
-  int port = 0;
-  bool ready = false;
-  for (int i = 0; i < 200 && !ready; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Wait until it answers /health (or exits early).
+  int port = 0, early_status = 0;
+  bool exited = false;
+  const bool ready = wait_until([&] {
+    if (::waitpid(pid, &early_status, WNOHANG) == pid) return exited = true;
     std::smatch m;
     const std::string text = slurp(log);
     static const std::regex re("listening on http://127\\.0\\.0\\.1:(\\d+)");
     if (port == 0 && std::regex_search(text, m, re)) port = std::stoi(m[1]);
-    if (port) {
-      httplib::Client c("127.0.0.1", port);
-      auto h = c.Get("/health");
-      ready = h && h->status == 200;
+    if (!port) return false;
+    httplib::Client c("127.0.0.1", port);
+    auto h = c.Get("/health");
+    return h && h->status == 200;
+  });
+  if (!ready || exited) {
+    if (!exited) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
     }
+    FAIL() << (exited ? "strata serve exited before answering /health" : "strata serve did not answer /health within 60 s") << ":\n" << slurp(log);
   }
-  ASSERT_TRUE(ready) << slurp(log);
   httplib::Client c("127.0.0.1", port);
   auto r = c.Post("/v1/chat/completions", {{"Authorization", "Bearer k1"}},
                   json{{"messages", json::array({json{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 4}}.dump(), "application/json");

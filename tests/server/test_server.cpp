@@ -14,6 +14,7 @@
 #include "server/chat_format.h"
 #include "server/scheduler.h"
 #include "server/text_stream.h"
+#include "../wait_until.h"
 #include "server_util.h"
 
 namespace strata::test {
@@ -248,7 +249,7 @@ TEST_F(Server, CachedTokensInUsage) {
   EXPECT_EQ(cached(usage("/v1/chat/completions", chat, false)), n - 2);
   // strata_prompt_tokens_reused_total counts the same tokens.
   auto* sched = one.srv->scheduler();
-  for (int i = 0; i < 400 && sched->stats().requests_done < 7; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(wait_until([&] { return sched->stats().requests_done >= 7; })) << "the 7 requests are not all counted as done";
   EXPECT_EQ(sched->stats().prompt_tokens_reused, static_cast<uint64_t>(sum));
 }
 
@@ -454,11 +455,10 @@ TEST_F(Server, ClientDisconnectFreesTheSlot) {
   cl->send(req);
   EXPECT_GE(chunks, 1);
   server::SchedulerStats st;
-  for (int i = 0; i < 100; ++i) {
+  wait_until([&] {
     st = ts.srv->scheduler()->stats();
-    if (st.requests_cancelled == 1 && st.busy == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return st.requests_cancelled == 1 && st.busy == 0;
+  });
   EXPECT_EQ(st.requests_cancelled, 1u);
   EXPECT_EQ(st.busy, 0);
   EXPECT_LT(st.completion_tokens, 2000u);
@@ -486,15 +486,14 @@ int open_request(int port, const std::string& path, const std::string& body) {
   return fd;
 }
 
-// Polls the scheduler's figures until `ok` holds or `timeout_s` passes; returns the last figures.
+// Polls the scheduler's figures until `ok` holds (or something is stuck); returns the last figures.
 template <typename F>
-server::SchedulerStats wait_stats(server::Scheduler& s, F ok, double timeout_s = 20) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  server::SchedulerStats st = s.stats();
-  while (!ok(st) && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+server::SchedulerStats wait_stats(server::Scheduler& s, F ok) {
+  server::SchedulerStats st;
+  wait_until([&] {
     st = s.stats();
-  }
+    return ok(st);
+  });
   return st;
 }
 
@@ -524,17 +523,13 @@ TEST_F(Server, NonStreamingClientDisconnectFreesTheSlot) {
   EXPECT_EQ(st.busy, 1);  // A still generates
   EXPECT_EQ(st.requests_done, 0u);
 
-  const auto t0 = std::chrono::steady_clock::now();
   ::close(a);
   st = wait_stats(sch, [](const server::SchedulerStats& s) { return s.requests_cancelled == 2 && s.busy == 0; });
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(st.requests_cancelled, 2u);
   EXPECT_EQ(st.busy, 0);
-  EXPECT_EQ(st.requests_done, 0u);       // A did not run to max_tokens
+  EXPECT_EQ(st.requests_done, 0u);  // A did not run to max_tokens: cancelled, not finished
   EXPECT_LT(st.completion_tokens, static_cast<uint64_t>(kMax));
-  EXPECT_LT(dt, 5.0);
-  std::printf("[disconnect] non-streaming request cancelled after %llu of %d tokens, %.0f ms after the client hung up\n",
-              static_cast<unsigned long long>(st.completion_tokens), kMax, dt * 1e3);
+  std::printf("[disconnect] non-streaming request cancelled after %llu of %d tokens\n", static_cast<unsigned long long>(st.completion_tokens), kMax);
   // The slot serves the next request.
   auto r = ts.client()->Post("/v1/completions", json{{"prompt", "again"}, {"max_tokens", 3}}.dump(), "application/json");
   ASSERT_TRUE(r);
@@ -551,10 +546,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, BatchedLogits, ::testing::Values("qwen3moe-f3
 
 TEST_P(BatchedLogits, EqualSoloRun) {
   const char* set = GetParam();
-  if (!std::filesystem::exists(server_fixture(set))) {
-    std::fprintf(stderr, "\n*** WARNING: %s is absent: batching invariance test SKIPPED ***\n\n", server_fixture(set).c_str());
-    GTEST_SKIP() << "no fixture " << server_fixture(set);
-  }
+  if (!std::filesystem::exists(server_fixture(set))) STRATA_MISSING_FIXTURE(server_fixture(set) + " (batching invariance test)");
   std::unique_ptr<tok::Tokenizer> tok;
   auto eng = load_fixture_engine(/*n_seq=*/4, kCtx, &tok, set);
   const std::vector<std::string> prompts = {"Hi", "The quick brown fox jumps over the lazy dog.",
@@ -577,7 +569,9 @@ TEST_P(BatchedLogits, EqualSoloRun) {
       p.on_logits = [&got, i](const float* l, int n) { got[i].emplace_back(l, l + n); };
       reqs.push_back(std::make_shared<server::GenRequest>(std::move(p)));
       ASSERT_TRUE(sched.submit(reqs.back()));
-      if (i == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // staggered arrivals
+      if (i == 1) {  // staggered arrivals: the last two come once the first two are being served
+        ASSERT_TRUE(wait_until([&] { return sched.stats().steps >= 1; })) << "the scheduler ran no step";
+      }
     }
     for (auto& r : reqs)
       while (!r->done()) r->wait(100);

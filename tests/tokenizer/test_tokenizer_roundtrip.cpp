@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../fixture_sets.h"
 #include "gguf/gguf_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -38,7 +39,7 @@ std::string random_text(std::mt19937& rng) {
 }
 
 void check_vocab(const fs::path& gguf, int n_texts) {
-  if (!fs::exists(gguf)) GTEST_SKIP() << gguf << " absent; round-trip NOT checked";
+  if (!fs::exists(gguf)) STRATA_MISSING_FIXTURE(gguf.string() + " (tokenizer round trip)");
   auto model = strata::GgufModel::open(gguf.string());
   auto tok = Tokenizer::from_gguf(*model);
   const bool exact_roundtrip = !tok->vocab().clean_spaces;

@@ -38,22 +38,23 @@ void compressor_push(Dsv4Compressor& cp, const CompressorWeights& w, const RopeP
       ++k;
     };
     if (m == 4) {
-      // Overlapping: first half of the previous block's tokens, second half of this block's.
-      if (b > 0)
+      // Overlapping: first half of the previous block's tokens, second half of this block's
+      // (block 0 has no previous half: llama.cpp scores it -inf with value 0).
+      if (b > 0) {
         for (int j = 0; j < m; ++j) take((b - 1) * m + j, 0);
+      } else {
+        for (int j = 0; j < m; ++j, ++k) s[k] = -INFINITY, v[k] = 0.0f;
+      }
       for (int j = 0; j < m; ++j) take(b * m + j, cp.head);
     } else {
       for (int j = 0; j < m; ++j) take(b * m + j, 0);
     }
-    float mx = s[0];
-    for (int j = 1; j < k; ++j) mx = std::max(mx, s[j]);
-    float sum = 0, acc = 0;
-    for (int j = 0; j < k; ++j) {
-      const float e = std::exp(s[j] - mx);
-      sum += e;
-      acc += e * v[j];
-    }
-    out[ch] = acc / sum;
+    // As llama.cpp's graph: p = ggml's softmax of the scores, then the sum of p * v over the
+    // row (ggml's sum_rows adds in double).
+    softmax(s, k);
+    double acc = 0;
+    for (int j = 0; j < k; ++j) acc += static_cast<double>(s[j] * v[j]);
+    out[ch] = static_cast<float>(acc);
   }
   rmsnorm(out, w.norm.data, out, cp.head, eps);
   rope_cache(rp, static_cast<float>(b * m), cs);
@@ -264,6 +265,8 @@ void attend_all(FwdCtx& c, Dsv4Cache& cache, int layer, const RopeParams& rp) {
 }
 
 // Grouped low-rank output: group g's heads through its slice of attn_output_a, then attn_output_b.
+// llama.cpp multiplies a permuted (non-contiguous) view of the heads there, so its tiled GEMM
+// never applies: every token takes the dot association (mm_rows), chunk or not.
 void grouped_output(FwdCtx& c, Dsv4Cache& cache, int layer) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];
@@ -279,7 +282,7 @@ void grouped_output(FwdCtx& c, Dsv4Cache& cache, int layer) {
       std::memcpy(s.grp_in.data() + static_cast<size_t>(i) * gw, st.attn.data() + static_cast<size_t>(i) * hd + static_cast<size_t>(g) * gw,
                   sizeof(float) * gw);
     const QMatrix wa{lw.wo_a.type, ol, gw, lw.wo_a.row(static_cast<int64_t>(g) * ol), lw.wo_a.row_stride_bytes};
-    c.mm(wa, s.grp_in.data(), n, s.grp_out.data());
+    c.mm_rows(wa, s.grp_in.data(), n, s.grp_out.data());
     for (int i = 0; i < n; ++i)
       std::memcpy(s.grp_cat.data() + static_cast<size_t>(i) * G * ol + static_cast<size_t>(g) * ol, s.grp_out.data() + static_cast<size_t>(i) * ol,
                   sizeof(float) * ol);

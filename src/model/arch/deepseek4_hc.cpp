@@ -127,7 +127,20 @@ void hc_readout(FwdCtx& c, Dsv4Scratch& s, const HcWeights& w, int n, float* out
   for (int i = 0; i < n; ++i)
     for (int k = 0; k < nh; ++k)
       s.pre[static_cast<size_t>(i) * nh + k] = sigmoid(s.mix[static_cast<size_t>(i) * nh + k] * w.scale.data[0] + w.base.data[k]) + c.cfg.hc_eps;
-  hc_collapse(c, s, n, out);
+  // sum_k pre[k] * x_k in stream order, but unlike the sub-blocks' fused op llama.cpp builds the
+  // head's read-out from separate ggml mul and add ops: every product is rounded before its add.
+  const int d = c.cfg.n_embd;
+  for (int i = 0; i < n; ++i) {
+    const float* x = s.streams.data() + static_cast<size_t>(i) * nh * d;
+    const float* pre = s.pre.data() + static_cast<size_t>(i) * nh;
+    float* o = out + static_cast<size_t>(i) * d;
+    for (int j = 0; j < d; ++j) o[j] = x[j] * pre[0];
+    for (int k = 1; k < nh; ++k)
+      for (int j = 0; j < d; ++j) {
+        const float prod = x[static_cast<size_t>(k) * d + j] * pre[k];
+        o[j] = o[j] + prod;
+      }
+  }
 }
 
 }  // namespace strata::arch
