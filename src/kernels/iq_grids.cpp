@@ -443,6 +443,14 @@ constexpr uint16_t kIq1sCodes[2048] = {
     0xaa82, 0xaa88, 0xaa8a, 0xaa95, 0xaaa0, 0xaaa2, 0xaaa8, 0xaaaa,
 };
 
+constexpr std::array<uint64_t, 128> make_sign_bytes() {
+  const auto signs = make_signs();
+  std::array<uint64_t, 128> b{};
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 8; ++j) b[i] |= static_cast<uint64_t>((signs[i] >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+  return b;
+}
+
 }  // namespace
 
 alignas(64) extern const std::array<uint64_t, kIq2xxsGridSize> kIq2xxsGrid = expand<uint64_t>(kIq2xxsCodes, kLevelsIq2, 2, 8);
@@ -452,5 +460,6 @@ alignas(64) extern const std::array<uint32_t, kIq3xxsGridSize> kIq3xxsGrid = exp
 alignas(64) extern const std::array<uint32_t, kIq3sGridSize> kIq3sGrid = expand<uint32_t>(kIq3sCodes, kLevelsIq3s, 3, 4);
 alignas(64) extern const std::array<uint64_t, kIq1sGridSize> kIq1sGrid = expand<uint64_t>(kIq1sCodes, kLevelsIq1, 2, 8);
 alignas(64) extern const std::array<uint8_t, 128> kSignsIq2 = make_signs();
+alignas(64) extern const std::array<uint64_t, 128> kSignBytesIq2 = make_sign_bytes();
 
 }  // namespace strata::iq

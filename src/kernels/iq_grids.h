@@ -24,6 +24,8 @@ alignas(64) extern const std::array<uint64_t, kIq1sGridSize> kIq1sGrid;
 
 // 7 stored sign bits -> 8 sign bits (bit j set: value j is negative), even number of negatives.
 alignas(64) extern const std::array<uint8_t, 128> kSignsIq2;
+// The same patterns as 8 int8 multipliers (-1 where the sign bit is set, else +1), for SIMD kernels.
+alignas(64) extern const std::array<uint64_t, 128> kSignBytesIq2;
 
 // Offset added to every IQ1_S / IQ1_M grid value, with the sign its block stores.
 inline constexpr float kIq1Delta = 0.125f;

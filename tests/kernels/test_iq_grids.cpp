@@ -65,6 +65,8 @@ TEST(IqGrids, SignTable) {
     const uint8_t s = iq::kSignsIq2[i];
     EXPECT_EQ(s & 127, i);
     EXPECT_EQ(std::popcount(static_cast<unsigned>(s)) % 2, 0) << i;
+    for (int j = 0; j < 8; ++j)
+      EXPECT_EQ(static_cast<int8_t>(iq::kSignBytesIq2[i] >> (8 * j)), (s >> j) & 1 ? -1 : 1) << i << " " << j;
   }
 }
 

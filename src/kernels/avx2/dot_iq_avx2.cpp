@@ -22,13 +22,11 @@ struct IqGroup {
   int neg_ls;   // IQ1_S: ls with the delta's sign, for the sum(a) term
 };
 
-inline __m256i signs_pm1(uint32_t bits) {  // bit i set -> byte i = -1, else +1
-  return _mm256_or_si256(bits_to_bytes32(bits), _mm256_set1_epi8(1));
-}
-inline uint32_t signs4(uint32_t codes28) {  // four 7-bit sign codes -> 32 sign bits
-  const uint8_t* s = iq::kSignsIq2.data();
-  return s[codes28 & 127] | (s[(codes28 >> 7) & 127] << 8) | (s[(codes28 >> 14) & 127] << 16) |
-         (static_cast<uint32_t>(s[(codes28 >> 21) & 127]) << 24);
+// Four 7-bit sign codes (bits 0..27 of `codes`) -> 32 int8 multipliers +-1.
+inline __m256i signs4(uint32_t codes) {
+  const uint64_t* sb = iq::kSignBytesIq2.data();
+  return _mm256_set_epi64x(static_cast<int64_t>(sb[(codes >> 21) & 127]), static_cast<int64_t>(sb[(codes >> 14) & 127]),
+                           static_cast<int64_t>(sb[(codes >> 7) & 127]), static_cast<int64_t>(sb[codes & 127]));
 }
 inline __m256i ls_pair(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(hi)), _mm_set1_epi16(static_cast<int16_t>(lo))); }
 inline __m256i grid4(const uint64_t* g, int i0, int i1, int i2, int i3) {
@@ -46,7 +44,7 @@ struct Iq2xxs {
     uint32_t aux;
     std::memcpy(&aux, p + 4, 4);
     x.v = grid4(iq::kIq2xxsGrid.data(), p[0], p[1], p[2], p[3]);
-    x.sgn = signs_pm1(signs4(aux));
+    x.sgn = signs4(aux);
     x.ls = _mm256_set1_epi16(static_cast<int16_t>(2 * (aux >> 28) + 1));
   }
 };
@@ -60,7 +58,7 @@ struct Iq2xs {
     const uint16_t* q = b.qs + 4 * g;
     x.v = grid4(grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
     const uint32_t codes = (q[0] >> 9) | ((q[1] >> 9) << 7) | ((q[2] >> 9) << 14) | (static_cast<uint32_t>(q[3] >> 9) << 21);
-    x.sgn = signs_pm1(signs4(codes));
+    x.sgn = signs4(codes);
     x.ls = ls_pair(2 * (b.scales[g] & 0xF) + 1, 2 * (b.scales[g] >> 4) + 1);
   }
 };
@@ -77,7 +75,7 @@ struct Iq3xxs {
     x.v = _mm256_setr_epi32(static_cast<int>(grid[p[0]]), static_cast<int>(grid[p[1]]), static_cast<int>(grid[p[2]]),
                                static_cast<int>(grid[p[3]]), static_cast<int>(grid[p[4]]), static_cast<int>(grid[p[5]]),
                                static_cast<int>(grid[p[6]]), static_cast<int>(grid[p[7]]));
-    x.sgn = signs_pm1(signs4(aux));
+    x.sgn = signs4(aux);
     x.ls = _mm256_set1_epi16(static_cast<int16_t>(2 * (aux >> 28) + 1));
   }
 };
