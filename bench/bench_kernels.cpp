@@ -515,7 +515,8 @@ void register_all() {
         if (full(t)) reg_gemm(t, sh, n, GemmPath::BlasOb, {2});
   benchmark::RegisterBenchmark("dram_read", BM_DramRead)->Arg(1)->Arg(2)->MinTime(kMinTime)->UseRealTime();
   const GgmlType formats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                              GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::F16, GgmlType::BF16};
+                              GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::F16, GgmlType::BF16,
+                              GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S};
   for (GgmlType t : formats)
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
       const std::string name = std::string("gemv/") + ggml_type_name(t) + "/" + isa_name(isa);

@@ -20,7 +20,9 @@ constexpr std::array<GgmlType, kGgmlTypeCount> make_act_types() {
   for (GgmlType w : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4})
     set(w, GgmlType::Q8_0);
   for (GgmlType w : {GgmlType::Q4_1, GgmlType::Q5_1}) set(w, GgmlType::Q8_1);
-  for (GgmlType w : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+  for (GgmlType w : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS,
+                     GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S,
+                     GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::TQ1_0, GgmlType::TQ2_0})
     set(w, GgmlType::Q8_K);
   set(GgmlType::F16, GgmlType::F16);
   set(GgmlType::BF16, GgmlType::BF16);

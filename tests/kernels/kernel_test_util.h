@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 
 inline const fs::path kDir = fs::path(STRATA_FIXTURES_DIR) / "quant-blocks";
 inline const char* const kTypes[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k",
-                              "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4", "bf16", "f16"};
+                              "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4", "bf16", "f16",
+                              "iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "tq1_0", "tq2_0"};
 
 inline std::vector<uint8_t> read_bytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

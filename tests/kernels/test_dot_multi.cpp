@@ -20,7 +20,8 @@ namespace {
 
 using namespace strata::testing;
 
-const char* const kXnTypes[] = {"q4_k", "q5_k", "q6_k", "iq4_xs", "q8_0", "q4_0", "iq4_nl", "mxfp4"};
+const char* const kXnTypes[] = {"q4_k", "q5_k", "q6_k", "iq4_xs", "q8_0", "q4_0", "iq4_nl", "mxfp4",
+                                "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s"};
 
 uint32_t bits(float f) {
   uint32_t u;
@@ -179,6 +180,38 @@ TEST(DotMulti, TablesPairWithTheirSingleTokenKernel) {
     for (uint32_t i = 0; i < kGgmlTypeCount; ++i) {
       if (w->vec_dot[i] != a2->vec_dot[i]) {
         EXPECT_NE(w->vec_dot_xn[i], a2->vec_dot_xn[i]) << w->name << " type " << i;
+      }
+    }
+  }
+}
+
+// The lattice i-quants' SIMD kernels are bit-identical to the scalar reference (same integer
+// sums, same double accumulation): every golden row and random rows of many blocks.
+TEST(DotMulti, IqLatticeSimdBitIdenticalToScalar) {
+  if (!fs::exists(kDir / "README.md"))
+    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (i-quant kernels NOT checked) ***";
+  const KernelTable* sc = kernel_table(Isa::Scalar);
+  const auto tables = simd_tables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  std::mt19937 rng(31);
+  for (const KernelTable* k : tables) {
+    for (const char* stem : {"iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s"}) {
+      SCOPED_TRACE(std::string(k->name) + " " + stem);
+      const Golden g = load_golden(stem);
+      const auto ti = static_cast<uint32_t>(g.type);
+      ASSERT_NE(k->vec_dot[ti], sc->vec_dot[ti]) << "no SIMD kernel";
+      for (int64_t r = 0; r < g.rows; ++r) {
+        const uint8_t* w = g.blocks.data() + r * g.row_bytes;
+        ASSERT_EQ(bits(k->vec_dot[ti](g.cols, w, g.act_blocks.data())), bits(sc->vec_dot[ti](g.cols, w, g.act_blocks.data())))
+            << "golden row " << r;
+      }
+      for (int64_t cols : {256, 1024, 2816}) {
+        const auto w = random_rows(g, 1, cols, rng);
+        const size_t stride = ggml_row_size(GgmlType::Q8_K, cols);
+        const auto act = random_act(*k, GgmlType::Q8_K, cols, 3, stride, rng);
+        for (int t = 0; t < 3; ++t)
+          ASSERT_EQ(bits(k->vec_dot[ti](cols, w.data(), act.data() + t * stride)), bits(sc->vec_dot[ti](cols, w.data(), act.data() + t * stride)))
+              << "cols " << cols << " token " << t;
       }
     }
   }

@@ -94,9 +94,44 @@ TEST(QuantTraits, VecDotTypesAsLlamaCpp) {
       {GgmlType::IQ4_NL, GgmlType::Q8_0}, {GgmlType::MXFP4, GgmlType::Q8_0},  {GgmlType::Q4_1, GgmlType::Q8_1},
       {GgmlType::Q5_1, GgmlType::Q8_1},   {GgmlType::Q2_K, GgmlType::Q8_K},   {GgmlType::Q3_K, GgmlType::Q8_K},
       {GgmlType::Q4_K, GgmlType::Q8_K},   {GgmlType::Q5_K, GgmlType::Q8_K},   {GgmlType::Q6_K, GgmlType::Q8_K},
-      {GgmlType::IQ4_XS, GgmlType::Q8_K},
+      {GgmlType::IQ4_XS, GgmlType::Q8_K},  {GgmlType::IQ1_S, GgmlType::Q8_K},  {GgmlType::IQ1_M, GgmlType::Q8_K},
+      {GgmlType::IQ2_XXS, GgmlType::Q8_K}, {GgmlType::IQ2_XS, GgmlType::Q8_K}, {GgmlType::IQ2_S, GgmlType::Q8_K},
+      {GgmlType::IQ3_XXS, GgmlType::Q8_K}, {GgmlType::IQ3_S, GgmlType::Q8_K},  {GgmlType::TQ1_0, GgmlType::Q8_K},
+      {GgmlType::TQ2_0, GgmlType::Q8_K},
   };
   for (const auto& [w, a] : expect) EXPECT_EQ(quant_traits(w).vec_dot_type, a) << ggml_type_name(w);
+}
+
+// Decode-only formats (read from GGUF files, never written): ggml's block geometry, the block
+// structs' sizes, and the reference dequantization and dot wired into the scalar table.
+TEST(QuantTraits, DecodeOnlyFormatSizes) {
+  struct Case {
+    GgmlType type;
+    size_t block_bytes;
+  };
+  const Case cases[] = {{GgmlType::IQ1_S, sizeof(block_iq1_s)},     {GgmlType::IQ1_M, sizeof(block_iq1_m)},
+                        {GgmlType::IQ2_XXS, sizeof(block_iq2_xxs)}, {GgmlType::IQ2_XS, sizeof(block_iq2_xs)},
+                        {GgmlType::IQ2_S, sizeof(block_iq2_s)},     {GgmlType::IQ3_XXS, sizeof(block_iq3_xxs)},
+                        {GgmlType::IQ3_S, sizeof(block_iq3_s)},     {GgmlType::TQ1_0, sizeof(block_tq1_0)},
+                        {GgmlType::TQ2_0, sizeof(block_tq2_0)}};
+  const KernelTable* t = kernel_table(Isa::Scalar);
+  ASSERT_NE(t, nullptr);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(ggml_type_name(c.type));
+    const auto& info = ggml_info(c.type);
+    EXPECT_EQ(info.block_size, QK_K);
+    EXPECT_EQ(static_cast<size_t>(info.type_size), c.block_bytes);
+    EXPECT_EQ(ggml_row_size(c.type, 3 * QK_K), 3 * c.block_bytes);
+    const auto& q = quant_traits(c.type);
+    EXPECT_TRUE(has_dequantize(c.type));
+    EXPECT_NE(q.vec_dot, nullptr);
+    EXPECT_EQ(q.from_float, nullptr);
+    const auto i = static_cast<uint32_t>(c.type);
+    EXPECT_EQ(t->vec_dot[i], q.vec_dot);
+    EXPECT_EQ(t->dequantize[i], q.to_float);
+  }
+  EXPECT_EQ(ggml_row_size(GgmlType::IQ2_XXS, 2048), 8u * 66u);
+  EXPECT_EQ(ggml_row_size(GgmlType::IQ1_S, 7168), 28u * 50u);
 }
 
 TEST(QuantTraits, ActivationFormatsRoundTrip) {

@@ -29,6 +29,8 @@ void register_float_quants(QuantTable& t);
 void register_legacy_quants(QuantTable& t);
 void register_k_quants(QuantTable& t);
 void register_iq_quants(QuantTable& t);
+void register_iq_lattice_quants(QuantTable& t);
+void register_iq1_ternary_quants(QuantTable& t);
 void register_mxfp4_quants(QuantTable& t);
 
 inline float f16(uint16_t h) { return f16_to_f32(h); }
