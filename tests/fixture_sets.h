@@ -44,7 +44,7 @@ inline constexpr const char* kExpectedModelSets[] = {
     "deepseek2-f32", "deepseek2-q4_0",  "deepseek2-q4_k_m", "deepseek2-q6_k",   "deepseek2-q8_0",   "deepseek4-f32",     "deepseek4-q4_k_m",
     "deepseek4-q8_0", "gpt-oss-f32",    "gpt-oss-mxfp4_moe", "gpt-oss-q4_0",    "gpt-oss-q4_k_m",   "gpt-oss-q6_k",      "gpt-oss-q8_0",
     "kimi-k2-q8_0",   "mixtral-f32",    "mixtral-q4_0",     "mixtral-q4_k_m",   "mixtral-q6_k",     "mixtral-q8_0",      "qwen3moe-f32",
-    "qwen3moe-iq4_xs", "qwen3moe-q2_k", "qwen3moe-q4_0",    "qwen3moe-q4_k_m",  "qwen3moe-q6_k",    "qwen3moe-q8_0",
+    "deepseek2-iq2_xs", "deepseek2-iq3_xxs", "qwen3moe-iq1_s", "qwen3moe-iq2_xxs", "qwen3moe-iq4_xs", "qwen3moe-q2_k", "qwen3moe-q4_0",    "qwen3moe-q4_k_m",  "qwen3moe-q6_k",    "qwen3moe-q8_0",
 };
 
 // Tokenizer-only sets (vocab.gguf + golden/tokens.json) whose tokenizer loads today.
@@ -61,11 +61,6 @@ struct UnsupportedSet {
 };
 
 inline constexpr UnsupportedSet kUnsupportedSets[] = {
-    // #14: i-quant weight types.
-    {"deepseek2-iq2_xs", "#14", "has type iq2_xs which Strata cannot compute with yet", nullptr},
-    {"deepseek2-iq3_xxs", "#14", "has type iq3_s which Strata cannot compute with yet", nullptr},
-    {"qwen3moe-iq1_s", "#14", "has type iq1_s which Strata cannot compute with yet", nullptr},
-    {"qwen3moe-iq2_xxs", "#14", "has type iq2_xxs which Strata cannot compute with yet", nullptr},
     // #15: architectures and variants of the large MoE families.
     {"deepseek2-kvb-q8_0", "#15", "old attn_kv_b layout", nullptr},
     {"deepseek32-q4_k_m", "#15", "architecture 'deepseek32' is not supported", nullptr},

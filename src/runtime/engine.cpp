@@ -21,7 +21,12 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   model_->set_threads(pool_.get());
   // Everything a pass needs is allocated first, so the plan counts what is really held.
   model_->prepare(*kv_, opt_.n_batch, opt_.n_threads);
-  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes(), opt_.tier);
+  // The logits a pass returns (one row per sequence; Logits::All rows of a long prompt are the
+  // caller's extra) and eval's row of one chunk.
+  const uint64_t row = sizeof(float) * static_cast<uint64_t>(model_->config().n_vocab);
+  part_.reserve(static_cast<size_t>(model_->config().n_vocab));
+  const uint64_t logits = row * static_cast<uint64_t>(opt_.n_seq) + row;
+  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes() + logits, opt_.tier);
   seqs_.resize(static_cast<size_t>(opt_.n_seq));
 }
 

@@ -32,6 +32,7 @@ std::string fixture(const char* set) { return fixtures_dir() + "/" + set + "/mod
 // A freshly loaded model and its tier (a tier changes the model's mapping and provider).
 struct Planned {
   std::unique_ptr<Model> model;
+  std::unique_ptr<KvCache> kv;
   std::unique_ptr<ExpertTier> tier;
   const MemoryPlan& plan() const { return tier->plan(); }
 };
@@ -42,7 +43,12 @@ Planned plan_for(const char* set, uint64_t budget, int64_t cache_experts = 0, in
   TierOptions o;
   o.ram_budget = budget;
   o.cache_experts = cache_experts;
-  p.tier = std::make_unique<ExpertTier>(*p.model, kKv, n_batch, o);
+  // The scratch as the engine plans it: what the model holds once prepared for n_batch tokens.
+  KvCacheOptions ko;
+  ko.n_ctx = 64;
+  p.kv = std::make_unique<KvCache>(p.model->config(), ko);
+  p.model->prepare(*p.kv, n_batch, 1);
+  p.tier = std::make_unique<ExpertTier>(*p.model, kKv, p.model->scratch_bytes(), o);
   return p;
 }
 
@@ -102,10 +108,12 @@ TEST(MemoryPlan, ScratchGrowsWithTheBatch) {
   NEED_FIXTURE("qwen3moe-q8_0");
   const uint64_t one = plan_for("qwen3moe-q8_0", 0, 0, 1).plan().scratch, many = plan_for("qwen3moe-q8_0", 0, 0, 256).plan().scratch;
   EXPECT_GT(many, one);
-  // Per token: at least the logits row and the residual stream, in f32.
+  // Per token: at least the residual stream and the normalized input of a sub-block, in f32.
   const Planned p = plan_for("qwen3moe-q8_0", 0);
   const auto& cfg = p.model->config();
-  EXPECT_GE(many - one, 255ull * 4 * static_cast<uint64_t>(cfg.n_vocab + cfg.n_embd));
+  EXPECT_GE(many - one, 255ull * 4 * 2 * static_cast<uint64_t>(cfg.n_embd));
+  EXPECT_EQ(p.plan().scratch - p.model->scratch_bytes(), one - plan_for("qwen3moe-q8_0", 0, 0, 1).model->scratch_bytes())
+      << "the plan adds the same fixed part (allowance, policy tables, logits) to what the model holds";
 }
 
 TEST(MemoryPlan, BudgetIsSpentInWholeSlots) {
