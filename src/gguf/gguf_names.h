@@ -136,6 +136,7 @@ inline constexpr const char* kAttnKvAMqa = "attn_kv_a_mqa.weight";
 inline constexpr const char* kAttnKvANorm = "attn_kv_a_norm.weight";
 inline constexpr const char* kAttnKB = "attn_k_b.weight";
 inline constexpr const char* kAttnVB = "attn_v_b.weight";
+inline constexpr const char* kAttnKvB = "attn_kv_b.weight";  // older MLA layout: k_b and v_b unsplit
 inline constexpr const char* kAttnKv = "attn_kv.weight";
 inline constexpr const char* kAttnOutputA = "attn_output_a.weight";
 inline constexpr const char* kAttnOutputB = "attn_output_b.weight";

@@ -9,7 +9,10 @@ namespace strata {
 
 class GgufModel;
 
-enum class AttnKind { Gqa, Mla, SharedKv };  // SharedKv: one vector per token is both K and V (DeepSeek-V4)
+// Mla: absorbed latent attention (the cache holds the latent); MlaKvB: the older DeepSeek layout with
+// one attn_kv_b up-projection, computed as plain multi-head attention over per-head K/V rows;
+// SharedKv: one vector per token is both K and V (DeepSeek-V4).
+enum class AttnKind { Gqa, Mla, MlaKvB, SharedKv };
 enum class RopeStyle { Norm, Neox };      // Norm: pairs (2i, 2i+1); Neox: pairs (i, i + n/2)
 enum class FfnKind { Dense, Moe };
 enum class GatingFunc { Softmax, Sigmoid, SoftmaxWeight, SqrtSoftplus };

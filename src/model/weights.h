@@ -69,6 +69,7 @@ struct LayerWeights {
   QMatrix wkv_a;               // [kv_lora + rope, n_embd]
   const GgufTensor* wk_b = nullptr;  // ne {nope, kv_lora, n_head}: per head [kv_lora, nope]
   const GgufTensor* wv_b = nullptr;  // ne {kv_lora, v_dim, n_head}: per head [v_dim, kv_lora]
+  QMatrix wkv_b;               // [n_head*(nope+v_dim), kv_lora] older layout (MlaKvB): per head nope key rows, then v_dim value rows
   // Dense FFN
   QMatrix ffn_gate, ffn_up, ffn_down;
   // MoE

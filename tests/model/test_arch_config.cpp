@@ -1,0 +1,66 @@
+// Issue 15 architectures: unsupported or inconsistent metadata fails at load naming the key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+#include "gguf/gguf_writer.h"
+#include "model/model.h"
+
+using namespace strata;
+
+namespace {
+
+// Metadata only (no tensors): a bad value must be reported before any tensor is bound.
+std::string write_meta(const std::string& name, const std::string& arch, const std::function<void(GgufWriter&, const std::string&)>& extra) {
+  GgufWriter w;
+  const std::string a = arch + ".";
+  w.set_string("general.architecture", arch);
+  w.set_u32(a + "vocab_size", 64);
+  w.set_u32(a + "embedding_length", 64);
+  w.set_u32(a + "block_count", 2);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_u32(a + "attention.head_count", 2);
+  w.set_u32(a + "expert_count", 4);
+  w.set_u32(a + "expert_used_count", 2);
+  w.set_u32(a + "expert_feed_forward_length", 64);
+  w.set_u32(a + "feed_forward_length", 64);
+  w.set_u32(a + "rope.dimension_count", 16);
+  extra(w, a);
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  w.write(path);
+  return path;
+}
+
+std::string load_error(const std::string& path) {
+  std::string err;
+  try {
+    Model::load(path);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  std::filesystem::remove(path);
+  return err;
+}
+
+}  // namespace
+
+TEST(ArchConfig, Deepseek2NeedsBothMlaKeysOrNone) {
+  const std::string err = load_error(write_meta("strata_ds2_mla.gguf", "deepseek2", [](GgufWriter& w, const std::string& a) {
+    w.set_u32(a + "attention.kv_lora_rank", 32);
+    w.set_u32(a + "attention.key_length_mla", 48);
+  }));
+  EXPECT_NE(err.find("deepseek2.attention.value_length_mla"), std::string::npos) << err;
+}
+
+TEST(ArchConfig, Deepseek2KvbLayoutNeedsOneKvHeadPerHead) {
+  const std::string err = load_error(write_meta("strata_ds2_kvb.gguf", "deepseek2", [](GgufWriter& w, const std::string& a) {
+    w.set_u32(a + "attention.kv_lora_rank", 32);
+    w.set_u32(a + "attention.key_length", 48);
+    w.set_u32(a + "attention.value_length", 32);
+    w.set_u32(a + "attention.head_count_kv", 1);
+  }));
+  EXPECT_NE(err.find("deepseek2.attention.head_count_kv"), std::string::npos) << err;
+}
