@@ -37,7 +37,7 @@ struct LayerConfig {
   AttnKind attn = AttnKind::Gqa;
   int n_head = 0, n_head_kv = 0;
   int head_dim_k = 0, head_dim_v = 0;  // per head, as stored in the KV cache
-  bool qk_norm = false;                // per-head RMSNorm of q and k (Qwen3)
+  bool qk_norm = false;                // per-head RMSNorm of q and k (Qwen3, GLM-4.5)
   bool attn_bias = false;              // biases on q/k/v/o (gpt-oss)
   bool sinks = false;                  // per-head attention sink logits (gpt-oss)
   int sliding_window = 0;              // 0: full attention
@@ -81,7 +81,10 @@ struct ModelConfig {
   int n_hc = 0;
   int hc_sinkhorn_iters = 0;
   float hc_eps = 0.0f;
-  std::vector<LayerConfig> layers;
+  std::vector<LayerConfig> layers;     // the trunk: the blocks the forward pass runs
+  // NextN / multi-token-prediction blocks (GLM-4.5): blocks n_layer .. n_layer + size - 1 of the
+  // file, bound and checked but not run (llama.cpp's normal forward skips them; no KV cache).
+  std::vector<LayerConfig> nextn;
 
 };
 

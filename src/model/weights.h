@@ -91,12 +91,24 @@ struct LayerWeights {
   QMatrix idx_proj;            // [idx_n_head, n_embd]
 };
 
+// A NextN / MTP block (GLM-4.5): a decoder block plus its input projection and draft head.
+// Bound and shape-checked; the forward pass does not run it.
+struct NextnWeights {
+  LayerWeights block;
+  QMatrix eh_proj;             // [n_embd, 2*n_embd]
+  VecF32 enorm, hnorm;         // [n_embd]
+  QMatrix embed_tokens;        // [n_vocab, n_embd] (optional)
+  QMatrix shared_head_head;    // [n_vocab, n_embd] (optional)
+  VecF32 shared_head_norm;     // [n_embd] (optional)
+};
+
 struct ModelWeights {
   QMatrix tok_embd;            // [n_vocab, n_embd]
   VecF32 output_norm;
   QMatrix output;              // [n_vocab, n_embd] (tied: same as tok_embd)
   HcWeights output_hc;         // hyper-connection read-out (DeepSeek-V4)
   std::vector<LayerWeights> layers;
+  std::vector<NextnWeights> nextn;  // [cfg.nextn.size()]
 };
 
 // Checked lookup of tensors by name.

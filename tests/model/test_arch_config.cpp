@@ -1,4 +1,5 @@
-// Issue 15 architectures: unsupported or inconsistent metadata fails at load naming the key.
+// Issue 15 architectures: unsupported or inconsistent metadata fails at load naming the key, and
+// glm4moe's NextN blocks are bound (shape-checked) but kept out of the trunk the forward runs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,9 +8,11 @@
 
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
+#include "golden_util.h"
 #include "model/model.h"
 
 using namespace strata;
+using namespace strata::test;
 
 namespace {
 
@@ -63,4 +66,32 @@ TEST(ArchConfig, Deepseek2KvbLayoutNeedsOneKvHeadPerHead) {
     w.set_u32(a + "attention.head_count_kv", 1);
   }));
   EXPECT_NE(err.find("deepseek2.attention.head_count_kv"), std::string::npos) << err;
+}
+
+TEST(ArchConfig, Glm4MoeRejectsMRopeAndTooManyNextnLayers) {
+  std::string err = load_error(write_meta("strata_glm_mrope.gguf", "glm4moe", [](GgufWriter& w, const std::string& a) {
+    w.set_array_i32(a + "rope.dimension_sections", {8, 8, 0, 0});
+  }));
+  EXPECT_NE(err.find("glm4moe.rope.dimension_sections"), std::string::npos) << err;
+  err = load_error(write_meta("strata_glm_nextn.gguf", "glm4moe", [](GgufWriter& w, const std::string& a) { w.set_u32(a + "nextn_predict_layers", 2); }));
+  EXPECT_NE(err.find("glm4moe.nextn_predict_layers"), std::string::npos) << err;
+}
+
+TEST(ArchConfig, Glm4MoeNextnBlockBoundButNotInTheTrunk) {
+  const std::string path = fixtures_dir() + "/glm4moe-q8_0/model.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "!!! fixture glm4moe-q8_0 absent: NextN binding check SKIPPED !!!";
+  auto m = Model::load(path);
+  const ModelConfig& cfg = m->config();
+  EXPECT_EQ(cfg.n_layer, 3);  // block_count 4 = 3 trunk blocks + 1 NextN block
+  ASSERT_EQ(cfg.layers.size(), 3u);
+  ASSERT_EQ(cfg.nextn.size(), 1u);
+  ASSERT_EQ(m->weights().nextn.size(), 1u);
+  const NextnWeights& nw = m->weights().nextn[0];
+  EXPECT_EQ(nw.eh_proj.rows, cfg.n_embd);
+  EXPECT_EQ(nw.eh_proj.cols, 2 * cfg.n_embd);
+  EXPECT_FALSE(nw.enorm.empty());
+  EXPECT_FALSE(nw.block.gate_exps.empty());
+  EXPECT_FALSE(nw.shared_head_head.empty());
+  EXPECT_EQ(cfg.layers[0].ffn, FfnKind::Dense);
+  EXPECT_EQ(cfg.layers[2].ffn, FfnKind::Moe);
 }

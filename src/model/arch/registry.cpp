@@ -8,8 +8,9 @@ extern const ArchDef kArchLlama;
 extern const ArchDef kArchDeepseek2;
 extern const ArchDef kArchGptOss;
 extern const ArchDef kArchDeepseek4;
+extern const ArchDef kArchGlm4Moe;
 
-static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchGptOss, &kArchDeepseek4};
+static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchGptOss, &kArchDeepseek4, &kArchGlm4Moe};
 
 const ArchDef* find_arch(const std::string& name) {
   for (const ArchDef* a : kArchs)
