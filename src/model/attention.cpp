@@ -188,7 +188,10 @@ void attention_gqa(FwdCtx& c, int layer) {
   for (int i = 0; i < n; ++i) {
     float* qi = st.q.data() + static_cast<size_t>(i) * dq;
     float* ki = st.k.data() + static_cast<size_t>(i) * dk;
-    if (lc.qk_norm) {
+    if (lc.qk_norm_full) {  // one RMSNorm over all heads' values at once
+      rmsnorm(qi, lw.q_norm.data, qi, dq, c.cfg.rms_eps);
+      rmsnorm(ki, lw.k_norm.data, ki, dk, c.cfg.rms_eps);
+    } else if (lc.qk_norm) {
       for (int h = 0; h < lc.n_head; ++h) rmsnorm(qi + h * lc.head_dim_k, lw.q_norm.data, qi + h * lc.head_dim_k, lc.head_dim_k, c.cfg.rms_eps);
       for (int h = 0; h < lc.n_head_kv; ++h) rmsnorm(ki + h * lc.head_dim_k, lw.k_norm.data, ki + h * lc.head_dim_k, lc.head_dim_k, c.cfg.rms_eps);
     }

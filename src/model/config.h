@@ -38,6 +38,7 @@ struct LayerConfig {
   int n_head = 0, n_head_kv = 0;
   int head_dim_k = 0, head_dim_v = 0;  // per head, as stored in the KV cache
   bool qk_norm = false;                // per-head RMSNorm of q and k (Qwen3, GLM-4.5)
+  bool qk_norm_full = false;           // RMSNorm of q and k over all heads at once (MiniMax-M2)
   bool attn_bias = false;              // biases on q/k/v/o (gpt-oss)
   bool sinks = false;                  // per-head attention sink logits (gpt-oss)
   int sliding_window = 0;              // 0: full attention

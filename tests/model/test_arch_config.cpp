@@ -77,6 +77,18 @@ TEST(ArchConfig, Glm4MoeRejectsMRopeAndTooManyNextnLayers) {
   EXPECT_NE(err.find("glm4moe.nextn_predict_layers"), std::string::npos) << err;
 }
 
+TEST(ArchConfig, MinimaxM2NeedsSigmoidGatingAndOneExpertWidth) {
+  std::string err = load_error(write_meta("strata_mm2_nogate.gguf", "minimax-m2", [](GgufWriter&, const std::string&) {}));
+  EXPECT_NE(err.find("minimax-m2.expert_gating_func"), std::string::npos) << err;
+  err = load_error(write_meta("strata_mm2_softmax.gguf", "minimax-m2", [](GgufWriter& w, const std::string& a) { w.set_u32(a + "expert_gating_func", 1); }));
+  EXPECT_NE(err.find("minimax-m2.expert_gating_func"), std::string::npos) << err;
+  err = load_error(write_meta("strata_mm2_ff.gguf", "minimax-m2", [](GgufWriter& w, const std::string& a) {
+    w.set_u32(a + "expert_gating_func", 2);
+    w.set_u32(a + "feed_forward_length", 128);
+  }));
+  EXPECT_NE(err.find("minimax-m2.feed_forward_length"), std::string::npos) << err;
+}
+
 TEST(ArchConfig, Glm4MoeNextnBlockBoundButNotInTheTrunk) {
   const std::string path = fixtures_dir() + "/glm4moe-q8_0/model.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "!!! fixture glm4moe-q8_0 absent: NextN binding check SKIPPED !!!";

@@ -1,5 +1,5 @@
 // Issue 7: for every deepseek4 and gpt-oss golden set (and the issue-15 architectures: deepseek2's
-// attn_kv_b layout, glm4moe), a prompt fed in chunks (7 tokens per
+// attn_kv_b layout, glm4moe, minimax-m2), a prompt fed in chunks (7 tokens per
 // forward pass, so chunks straddle the sliding window and the compressed blocks) gives
 // last-position logits within the same bound of llama.cpp's as the golden suite asks of a
 // one-batch prompt: cosine >= 0.9999 and max|d| <= 1% of the logits' std for float sets,
@@ -22,7 +22,7 @@ namespace {
 std::vector<std::string> chunk_sets() {
   std::vector<std::string> v;
   for (const auto& s : model_sets())
-    for (const char* prefix : {"deepseek4-", "gpt-oss-", "deepseek2-kvb-", "glm4moe-"})
+    for (const char* prefix : {"deepseek4-", "gpt-oss-", "deepseek2-kvb-", "glm4moe-", "minimax-m2-"})
       if (s.rfind(prefix, 0) == 0) v.push_back(s);
   if (v.empty()) v.push_back("");  // one skipped instance, with a loud message
   return v;
