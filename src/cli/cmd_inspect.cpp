@@ -33,6 +33,11 @@ void print_text(const GgufModel& m, const ModelSummary& s, const std::optional<B
   fmt::print("architecture   {}{}\n", h.arch, h.name.empty() ? "" : fmt::format("  ({})", h.name));
   fmt::print("layers         {}   embedding {}   vocab {}   context {}\n", opt_str(h.n_layer), opt_str(h.n_embd), opt_str(h.n_vocab),
              opt_str(h.n_ctx_train));
+  if (h.nextn_predict_layers && *h.nextn_predict_layers > 0) {
+    const int64_t n = *h.nextn_predict_layers, L = h.n_layer.value_or(0);
+    fmt::print("nextn          {} NextN (multi-token prediction) layer{} (blocks {}..{} of {}): loaded and checked, not run by the forward pass\n", n,
+               n == 1 ? "" : "s", L - n, L - 1, L);
+  }
   fmt::print("attention      heads {}   kv heads {}   head dim k/v {}/{}", opt_str(h.n_head), opt_str(h.n_head_kv), opt_str(h.head_dim_k),
              opt_str(h.head_dim_v));
   if (h.q_lora_rank || h.kv_lora_rank) fmt::print("   q_lora {}   kv_lora {}", opt_str(h.q_lora_rank), opt_str(h.kv_lora_rank));

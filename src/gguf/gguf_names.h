@@ -43,6 +43,7 @@ inline constexpr const char* kSwigluLimit = "swiglu_limit";
 inline constexpr const char* kSwigluClampExp = "swiglu_clamp_exp";
 inline constexpr const char* kSwigluClampShexp = "swiglu_clamp_shexp";
 inline constexpr const char* kHashLayerCount = "hash_layer_count";
+inline constexpr const char* kNextnPredictLayers = "nextn_predict_layers";
 inline constexpr const char* kAttnHeadCount = "attention.head_count";
 inline constexpr const char* kAttnHeadCountKv = "attention.head_count_kv";
 inline constexpr const char* kAttnKeyLength = "attention.key_length";
@@ -68,6 +69,7 @@ inline constexpr const char* kRopeScalingOrigCtx = "rope.scaling.original_contex
 inline constexpr const char* kRopeScalingYarnLogMul = "rope.scaling.yarn_log_multiplier";
 inline constexpr const char* kRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
 inline constexpr const char* kRopeScalingYarnBetaSlow = "rope.scaling.yarn_beta_slow";
+inline constexpr const char* kRopeDimensionSections = "rope.dimension_sections";  // M-RoPE
 inline constexpr const char* kHcCount = "hyper_connection.count";
 inline constexpr const char* kHcSinkhornIterations = "hyper_connection.sinkhorn_iterations";
 inline constexpr const char* kHcEpsilon = "hyper_connection.epsilon";
@@ -136,6 +138,7 @@ inline constexpr const char* kAttnKvAMqa = "attn_kv_a_mqa.weight";
 inline constexpr const char* kAttnKvANorm = "attn_kv_a_norm.weight";
 inline constexpr const char* kAttnKB = "attn_k_b.weight";
 inline constexpr const char* kAttnVB = "attn_v_b.weight";
+inline constexpr const char* kAttnKvB = "attn_kv_b.weight";  // older MLA layout: k_b and v_b unsplit
 inline constexpr const char* kAttnKv = "attn_kv.weight";
 inline constexpr const char* kAttnOutputA = "attn_output_a.weight";
 inline constexpr const char* kAttnOutputB = "attn_output_b.weight";
@@ -171,6 +174,13 @@ inline constexpr const char* kFfnUpShexp = "ffn_up_shexp.weight";
 inline constexpr const char* kFfnDownShexp = "ffn_down_shexp.weight";
 inline constexpr const char* kExpProbsBias = "exp_probs_b.bias";
 inline constexpr const char* kFfnGateTid2eid = "ffn_gate_tid2eid.weight";
+// NextN / MTP block (GLM-4.5).
+inline constexpr const char* kNextnEhProj = "nextn.eh_proj.weight";
+inline constexpr const char* kNextnEnorm = "nextn.enorm.weight";
+inline constexpr const char* kNextnHnorm = "nextn.hnorm.weight";
+inline constexpr const char* kNextnEmbedTokens = "nextn.embed_tokens.weight";
+inline constexpr const char* kNextnSharedHeadHead = "nextn.shared_head_head.weight";
+inline constexpr const char* kNextnSharedHeadNorm = "nextn.shared_head_norm.weight";
 // Routed expert tensors ([n_expert, rows, cols]) have this in their name.
 inline constexpr std::string_view kRoutedExpertsMark = "_exps.";
 

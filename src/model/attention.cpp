@@ -100,6 +100,60 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
 
 int window_start(const LayerConfig& lc, int pos) { return lc.sliding_window > 0 ? std::max(0, pos - lc.sliding_window + 1) : 0; }
 
+// Every query head of the batch (st.q: [n, n_head * head_dim_k]) against its sequence's cached
+// K/V rows of n_head_kv heads; output [n, n_head * head_dim_v] in st.attn.
+void attend_heads(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  auto& st = c.st;
+  const int n = c.b.n;
+  const int dq = lc.n_head * lc.head_dim_k;
+  const int group = lc.n_head / lc.n_head_kv;
+  const int dvo = lc.n_head * lc.head_dim_v;
+  c.parallel(static_cast<int64_t>(n) * lc.n_head, [&](int64_t a, int64_t e, int tid) {
+    float* buf = st.thread_buf[tid].data();
+    for (int64_t it = a; it < e; ++it) {
+      const int i = static_cast<int>(it / lc.n_head), h = static_cast<int>(it % lc.n_head);
+      HeadAttn ha;
+      ha.q = st.q.data() + static_cast<size_t>(i) * dq + h * lc.head_dim_k;
+      ha.dk = lc.head_dim_k;
+      ha.dv = lc.head_dim_v;
+      ha.layer = layer;
+      ha.seq = c.seq(i);
+      ha.kv_head = h / group;
+      ha.k_off = ha.kv_head * lc.head_dim_k;
+      ha.v_off = ha.kv_head * lc.head_dim_v;
+      ha.v_in_k = false;
+      ha.scale = lc.kq_scale;
+      ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
+      ha.k = &c.k;
+      ha.solo = c.solo(i);
+      const int pos = c.b.pos[i];
+      attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + static_cast<size_t>(i) * dvo + h * lc.head_dim_v, buf);
+    }
+  });
+}
+
+// MLA projections of st.xn: queries [n, n_head * (nope + rope)] in st.q (low-rank with its norm,
+// or direct), the compressed latent + shared rope key [n, kv_lora + rope] in st.k (not yet normalized).
+void mla_project(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  auto& st = c.st;
+  const int n = c.b.n;
+  if (!lw.wq_a.empty()) {
+    c.mm(lw.wq_a, st.xn.data(), n, st.tmp.data());
+    for (int i = 0; i < n; ++i) {
+      float* r = st.tmp.data() + static_cast<size_t>(i) * lc.q_lora_rank;
+      rmsnorm(r, lw.q_a_norm.data, r, lc.q_lora_rank, c.cfg.rms_eps);
+    }
+    c.mm(lw.wq_b, st.tmp.data(), n, st.q.data());
+  } else {
+    c.mm(lw.wq, st.xn.data(), n, st.q.data());
+  }
+  c.mm(lw.wkv_a, st.xn.data(), n, st.k.data());  // [n, kv_lora + rope]
+}
+
 }  // namespace
 
 void check_batch_positions(const FwdCtx& c) {
@@ -134,7 +188,10 @@ void attention_gqa(FwdCtx& c, int layer) {
   for (int i = 0; i < n; ++i) {
     float* qi = st.q.data() + static_cast<size_t>(i) * dq;
     float* ki = st.k.data() + static_cast<size_t>(i) * dk;
-    if (lc.qk_norm) {
+    if (lc.qk_norm_full) {  // one RMSNorm over all heads' values at once
+      rmsnorm(qi, lw.q_norm.data, qi, dq, c.cfg.rms_eps);
+      rmsnorm(ki, lw.k_norm.data, ki, dk, c.cfg.rms_eps);
+    } else if (lc.qk_norm) {
       for (int h = 0; h < lc.n_head; ++h) rmsnorm(qi + h * lc.head_dim_k, lw.q_norm.data, qi + h * lc.head_dim_k, lc.head_dim_k, c.cfg.rms_eps);
       for (int h = 0; h < lc.n_head_kv; ++h) rmsnorm(ki + h * lc.head_dim_k, lw.k_norm.data, ki + h * lc.head_dim_k, lc.head_dim_k, c.cfg.rms_eps);
     }
@@ -144,30 +201,7 @@ void attention_gqa(FwdCtx& c, int layer) {
     for (int h = 0; h < lc.n_head_kv; ++h) rope_apply(rp, cs, ki + h * lc.head_dim_k);
     c.kv.store(layer, c.seq(i), c.b.pos[i], ki, st.v.data() + static_cast<size_t>(i) * dv);
   }
-  const int group = lc.n_head / lc.n_head_kv;
-  const int dvo = lc.n_head * lc.head_dim_v;
-  c.parallel(static_cast<int64_t>(n) * lc.n_head, [&](int64_t a, int64_t e, int tid) {
-    float* buf = st.thread_buf[tid].data();
-    for (int64_t it = a; it < e; ++it) {
-      const int i = static_cast<int>(it / lc.n_head), h = static_cast<int>(it % lc.n_head);
-      HeadAttn ha;
-      ha.q = st.q.data() + static_cast<size_t>(i) * dq + h * lc.head_dim_k;
-      ha.dk = lc.head_dim_k;
-      ha.dv = lc.head_dim_v;
-      ha.layer = layer;
-      ha.seq = c.seq(i);
-      ha.kv_head = h / group;
-      ha.k_off = ha.kv_head * lc.head_dim_k;
-      ha.v_off = ha.kv_head * lc.head_dim_v;
-      ha.v_in_k = false;
-      ha.scale = lc.kq_scale;
-      ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
-      ha.k = &c.k;
-      ha.solo = c.solo(i);
-      const int pos = c.b.pos[i];
-      attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + static_cast<size_t>(i) * dvo + h * lc.head_dim_v, buf);
-    }
-  });
+  attend_heads(c, layer);
   c.mm(lw.wo, st.attn.data(), n, st.out.data());
   add_bias(st.out.data(), lw.bo, n);
 }
@@ -181,17 +215,7 @@ void attention_mla(FwdCtx& c, int layer) {
   const int dq = lc.n_head * dqh;
   const int kvw = lc.kv_lora_rank + lc.qk_rope_dim;  // cache row
   check_batch_positions(c);
-  if (!lw.wq_a.empty()) {
-    c.mm(lw.wq_a, st.xn.data(), n, st.tmp.data());
-    for (int i = 0; i < n; ++i) {
-      float* r = st.tmp.data() + static_cast<size_t>(i) * lc.q_lora_rank;
-      rmsnorm(r, lw.q_a_norm.data, r, lc.q_lora_rank, c.cfg.rms_eps);
-    }
-    c.mm(lw.wq_b, st.tmp.data(), n, st.q.data());
-  } else {
-    c.mm(lw.wq, st.xn.data(), n, st.q.data());
-  }
-  c.mm(lw.wkv_a, st.xn.data(), n, st.k.data());  // [n, kv_lora + rope]
+  mla_project(c, layer);
   const RopeParams rp = rope_params(lc.rope);
   // Absorbed queries: [n, n_head, kv_lora + rope]
   float* qabs = st.v.data();
@@ -260,6 +284,49 @@ void attention_mla(FwdCtx& c, int layer) {
                   sizeof(float) * lc.v_head_dim);
   }
   c.mm(lw.wo, st.q.data(), n, st.out.data());
+}
+
+// The older DeepSeek layout (attn_kv_b): plain multi-head attention, as llama.cpp computes it
+// for such files. Key of head h = [k_nope_h, k_pe] with k_nope_h from attn_kv_b . latent and the
+// shared RoPE'd k_pe; query [q_nope_h, RoPE(q_pe_h)]; value v_h from attn_kv_b. The cache holds
+// n_head * (nope + rope) key and n_head * v_dim value numbers per token.
+void attention_mla_kvb(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  auto& st = c.st;
+  const int n = c.b.n;
+  const int dqh = lc.qk_nope_dim + lc.qk_rope_dim;   // per-head q/k width (= head_dim_k)
+  const int dq = lc.n_head * dqh;
+  const int kvw = lc.kv_lora_rank + lc.qk_rope_dim;  // kv_a row
+  const int dkvb = lc.qk_nope_dim + lc.v_head_dim;   // per-head rows of attn_kv_b
+  const int dv = lc.n_head * lc.v_head_dim;
+  check_batch_positions(c);
+  mla_project(c, layer);
+  const RopeParams rp = rope_params(lc.rope);
+  float* latent = st.gather.data();  // [n, kv_lora]
+  for (int i = 0; i < n; ++i) {
+    float* kvi = st.k.data() + static_cast<size_t>(i) * kvw;
+    rmsnorm(kvi, lw.kv_a_norm.data, latent + static_cast<size_t>(i) * lc.kv_lora_rank, lc.kv_lora_rank, c.cfg.rms_eps);
+  }
+  c.mm(lw.wkv_b, latent, n, st.tmp.data());  // [n, n_head * (nope + v_dim)]
+  for (int i = 0; i < n; ++i) {
+    float* k_pe = st.k.data() + static_cast<size_t>(i) * kvw + lc.kv_lora_rank;
+    float* cs = st.rope_cs.data();
+    rope_cache(rp, static_cast<float>(c.b.pos[i]), cs);
+    rope_apply(rp, cs, k_pe);
+    const float* kv = st.tmp.data() + static_cast<size_t>(i) * lc.n_head * dkvb;
+    float* krow = st.v.data() + static_cast<size_t>(i) * dq;    // [n_head, nope + rope]
+    float* vrow = st.out.data() + static_cast<size_t>(i) * dv;  // [n_head, v_dim]
+    for (int h = 0; h < lc.n_head; ++h) {
+      rope_apply(rp, cs, st.q.data() + static_cast<size_t>(i) * dq + h * dqh + lc.qk_nope_dim);
+      std::memcpy(krow + h * dqh, kv + h * dkvb, sizeof(float) * lc.qk_nope_dim);
+      std::memcpy(krow + h * dqh + lc.qk_nope_dim, k_pe, sizeof(float) * lc.qk_rope_dim);
+      std::memcpy(vrow + h * lc.v_head_dim, kv + h * dkvb + lc.qk_nope_dim, sizeof(float) * lc.v_head_dim);
+    }
+    c.kv.store(layer, c.seq(i), c.b.pos[i], krow, vrow);
+  }
+  attend_heads(c, layer);
+  c.mm(lw.wo, st.attn.data(), n, st.out.data());
 }
 
 }  // namespace strata

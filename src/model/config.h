@@ -9,7 +9,10 @@ namespace strata {
 
 class GgufModel;
 
-enum class AttnKind { Gqa, Mla, SharedKv };  // SharedKv: one vector per token is both K and V (DeepSeek-V4)
+// Mla: absorbed latent attention (the cache holds the latent); MlaKvB: the older DeepSeek layout with
+// one attn_kv_b up-projection, computed as plain multi-head attention over per-head K/V rows;
+// SharedKv: one vector per token is both K and V (DeepSeek-V4).
+enum class AttnKind { Gqa, Mla, MlaKvB, SharedKv };
 enum class RopeStyle { Norm, Neox };      // Norm: pairs (2i, 2i+1); Neox: pairs (i, i + n/2)
 enum class FfnKind { Dense, Moe };
 enum class GatingFunc { Softmax, Sigmoid, SoftmaxWeight, SqrtSoftplus };
@@ -34,7 +37,8 @@ struct LayerConfig {
   AttnKind attn = AttnKind::Gqa;
   int n_head = 0, n_head_kv = 0;
   int head_dim_k = 0, head_dim_v = 0;  // per head, as stored in the KV cache
-  bool qk_norm = false;                // per-head RMSNorm of q and k (Qwen3)
+  bool qk_norm = false;                // per-head RMSNorm of q and k (Qwen3, GLM-4.5)
+  bool qk_norm_full = false;           // RMSNorm of q and k over all heads at once (MiniMax-M2)
   bool attn_bias = false;              // biases on q/k/v/o (gpt-oss)
   bool sinks = false;                  // per-head attention sink logits (gpt-oss)
   int sliding_window = 0;              // 0: full attention
@@ -78,7 +82,10 @@ struct ModelConfig {
   int n_hc = 0;
   int hc_sinkhorn_iters = 0;
   float hc_eps = 0.0f;
-  std::vector<LayerConfig> layers;
+  std::vector<LayerConfig> layers;     // the trunk: the blocks the forward pass runs
+  // NextN / multi-token-prediction blocks (GLM-4.5): blocks n_layer .. n_layer + size - 1 of the
+  // file, bound and checked but not run (llama.cpp's normal forward skips them; no KV cache).
+  std::vector<LayerConfig> nextn;
 
 };
 

@@ -93,6 +93,7 @@ struct FwdCtx {
 // Sub-blocks: read st.xn [n, n_embd], write st.out [n, n_embd].
 void attention_gqa(FwdCtx& c, int layer);
 void attention_mla(FwdCtx& c, int layer);
+void attention_mla_kvb(FwdCtx& c, int layer);
 void ffn_dense(FwdCtx& c, int layer);
 void ffn_moe(FwdCtx& c, int layer);
 

@@ -54,7 +54,8 @@ void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_thread
     const size_t kvw = static_cast<size_t>(l.kv_lora_rank + l.qk_rope_dim);
     w = std::max({w, static_cast<size_t>(l.n_head) * l.head_dim_k, static_cast<size_t>(l.n_head) * l.head_dim_v,
                   static_cast<size_t>(l.n_head) * (l.qk_nope_dim + l.qk_rope_dim), static_cast<size_t>(l.n_head) * kvw,
-                  static_cast<size_t>(l.q_lora_rank), static_cast<size_t>(l.n_head_kv) * l.head_dim_k});
+                  static_cast<size_t>(l.q_lora_rank), static_cast<size_t>(l.n_head_kv) * l.head_dim_k,
+                  static_cast<size_t>(l.n_head) * (l.qk_nope_dim + l.v_head_dim)});
     ff = std::max({ff, static_cast<size_t>(l.n_ff), static_cast<size_t>(l.n_ff_exp), static_cast<size_t>(l.n_ff_shexp)});
     ne = std::max(ne, static_cast<size_t>(l.n_expert));
     kk = std::max(kk, static_cast<size_t>(l.n_expert_used));
@@ -205,8 +206,12 @@ void Model::run_layers(FwdCtx& c) {
     const LayerWeights& lw = w_.layers[l];
     for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.attn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
     c.trace("attn_norm", l, st.xn.data(), n, d);
-    if (lc.attn == AttnKind::Mla) attention_mla(c, l);
-    else attention_gqa(c, l);
+    switch (lc.attn) {
+      case AttnKind::Mla: attention_mla(c, l); break;
+      case AttnKind::MlaKvB: attention_mla_kvb(c, l); break;
+      case AttnKind::Gqa: attention_gqa(c, l); break;
+      case AttnKind::SharedKv: fail("layer {}: shared-KV attention needs its architecture's own layer loop", l);
+    }
     c.trace("attn_out", l, st.out.data(), n, d);
     for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.x[x] += st.out[x];
     c.trace("ffn_inp", l, st.x.data(), n, d);

@@ -54,6 +54,7 @@ MoeHParams MoeHParams::read(const GgufModel& m) {
   h.expert_gating_func = i(key::kExpertGatingFunc);
   h.hash_layer_count = i(key::kHashLayerCount);
   h.hyper_connection_count = i(key::kHcCount);
+  h.nextn_predict_layers = i(key::kNextnPredictLayers);
   h.rope_freq_base = f(key::kRopeFreqBase);
   h.rope_scaling_factor = f(key::kRopeScalingFactor);
   h.rope_scaling_orig_ctx = i(key::kRopeScalingOrigCtx);
@@ -188,6 +189,7 @@ nlohmann::json ModelSummary::to_json() const {
   put_opt(h, "sliding_window", hp.sliding_window);
   put_opt(h, "hash_layer_count", hp.hash_layer_count);
   put_opt(h, "hyper_connection_count", hp.hyper_connection_count);
+  put_opt(h, "nextn_predict_layers", hp.nextn_predict_layers);
   if (!hp.compress_ratios.empty()) h["compress_ratios"] = hp.compress_ratios;
 
   json j;

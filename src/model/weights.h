@@ -69,6 +69,7 @@ struct LayerWeights {
   QMatrix wkv_a;               // [kv_lora + rope, n_embd]
   const GgufTensor* wk_b = nullptr;  // ne {nope, kv_lora, n_head}: per head [kv_lora, nope]
   const GgufTensor* wv_b = nullptr;  // ne {kv_lora, v_dim, n_head}: per head [v_dim, kv_lora]
+  QMatrix wkv_b;               // [n_head*(nope+v_dim), kv_lora] older layout (MlaKvB): per head nope key rows, then v_dim value rows
   // Dense FFN
   QMatrix ffn_gate, ffn_up, ffn_down;
   // MoE
@@ -90,12 +91,24 @@ struct LayerWeights {
   QMatrix idx_proj;            // [idx_n_head, n_embd]
 };
 
+// A NextN / MTP block (GLM-4.5): a decoder block plus its input projection and draft head.
+// Bound and shape-checked; the forward pass does not run it.
+struct NextnWeights {
+  LayerWeights block;
+  QMatrix eh_proj;             // [n_embd, 2*n_embd]
+  VecF32 enorm, hnorm;         // [n_embd]
+  QMatrix embed_tokens;        // [n_vocab, n_embd] (optional)
+  QMatrix shared_head_head;    // [n_vocab, n_embd] (optional)
+  VecF32 shared_head_norm;     // [n_embd] (optional)
+};
+
 struct ModelWeights {
   QMatrix tok_embd;            // [n_vocab, n_embd]
   VecF32 output_norm;
   QMatrix output;              // [n_vocab, n_embd] (tied: same as tok_embd)
   HcWeights output_hc;         // hyper-connection read-out (DeepSeek-V4)
   std::vector<LayerWeights> layers;
+  std::vector<NextnWeights> nextn;  // [cfg.nextn.size()]
 };
 
 // Checked lookup of tensors by name.

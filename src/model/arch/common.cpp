@@ -58,8 +58,9 @@ GatingFunc read_gating(const MetaReader& r, GatingFunc def) {
   }
 }
 
-void bind_moe(const WeightBinder& b, const ModelConfig& cfg, int l, LayerWeights& lw) {
-  const LayerConfig& lc = cfg.layers[l];
+void bind_moe(const WeightBinder& b, const ModelConfig& cfg, int l, LayerWeights& lw) { bind_moe(b, cfg, cfg.layers[l], l, lw); }
+
+void bind_moe(const WeightBinder& b, const ModelConfig& cfg, const LayerConfig& lc, int l, LayerWeights& lw) {
   STRATA_CHECK(lc.n_expert > 0 && lc.n_expert_used > 0 && lc.n_expert_used <= lc.n_expert,
                "layer {}: invalid expert counts ({} experts, {} used)", l, lc.n_expert, lc.n_expert_used);
   lw.router = b.mat(blk(l, tn::kFfnGateInp), lc.n_expert, cfg.n_embd);

@@ -19,5 +19,7 @@ void read_gqa(const MetaReader& r, const ModelConfig& cfg, RopeStyle style, Laye
 GatingFunc read_gating(const MetaReader& r, GatingFunc def);
 // Routed experts + router of a MoE layer (gate/up/down_exps, ffn_gate_inp).
 void bind_moe(const WeightBinder& b, const ModelConfig& cfg, int l, LayerWeights& lw);
+// The same for block `il` of the file with configuration `lc` (a block outside cfg.layers: NextN).
+void bind_moe(const WeightBinder& b, const ModelConfig& cfg, const LayerConfig& lc, int il, LayerWeights& lw);
 
 }  // namespace strata::arch

@@ -1,5 +1,6 @@
 // DeepSeek-V2/V3/R1/V3.1 and Kimi K2: multi-head latent attention (absorbed form: the cache
-// holds the compressed latent + shared rope key), first k dense layers, shared experts,
+// holds the compressed latent + shared rope key; files of the older attn_kv_b layout run as
+// plain multi-head attention, as llama.cpp does), first k dense layers, shared experts,
 // sigmoid (or softmax) router with selection bias, group-limited top-k, YaRN.
 #include <cmath>
 
@@ -14,13 +15,20 @@ static void deepseek2_config(const GgufModel& m, ModelConfig& cfg) {
   const int q_lora = static_cast<int>(r.opt_int(key::kAttnQLoraRank, 0));
   const int kv_lora = static_cast<int>(r.req_int(key::kAttnKvLoraRank));
   const int rope_dim = static_cast<int>(r.req_int(key::kRopeDimensionCount));
-  STRATA_CHECK(r.has(key::kAttnKeyLengthMla) && r.has(key::kAttnValueLengthMla),
-               "{}: this DeepSeek GGUF has no attention.key_length_mla / value_length_mla (old attn_kv_b layout); re-convert it with a "
-               "current converter (split attn_k_b / attn_v_b)",
-               m.path());
-  const int k_mla = static_cast<int>(r.req_int(key::kAttnKeyLengthMla));
-  const int v_mla = static_cast<int>(r.req_int(key::kAttnValueLengthMla));
-  STRATA_CHECK(k_mla > rope_dim, "{}: key_length_mla {} must exceed rope.dimension_count {}", m.path(), k_mla, rope_dim);
+  // Absorbed layout (attn_k_b / attn_v_b): *_mla keys give the per-head sizes. Older layout
+  // (attn_kv_b, no *_mla keys): key_length / value_length do, and every head has its own K/V rows.
+  const bool kvb = !r.has(key::kAttnKeyLengthMla);
+  STRATA_CHECK(kvb == !r.has(key::kAttnValueLengthMla), "{}: {}{} and {}{} must be both present (attn_k_b / attn_v_b layout) or both absent (attn_kv_b layout)",
+               m.path(), r.prefix, key::kAttnKeyLengthMla, r.prefix, key::kAttnValueLengthMla);
+  const int k_mla = static_cast<int>(r.req_int(kvb ? key::kAttnKeyLength : key::kAttnKeyLengthMla));
+  const int v_mla = static_cast<int>(r.req_int(kvb ? key::kAttnValueLength : key::kAttnValueLengthMla));
+  STRATA_CHECK(k_mla > rope_dim, "{}: {}{} {} must exceed rope.dimension_count {}", m.path(), r.prefix, kvb ? key::kAttnKeyLength : key::kAttnKeyLengthMla,
+               k_mla, rope_dim);
+  if (kvb) {
+    const int64_t n_head_kv = r.opt_int(key::kAttnHeadCountKv, n_head);
+    STRATA_CHECK(n_head_kv == n_head, "{}: {}{} is {} but the attn_kv_b layout needs one K/V head per query head ({})", m.path(), r.prefix,
+                 key::kAttnHeadCountKv, n_head_kv, n_head);
+  }
   const int n_dense = static_cast<int>(r.opt_int(key::kLeadingDenseBlockCount, 0));
   const int n_expert = static_cast<int>(r.req_int(key::kExpertCount));
   const int n_shared = static_cast<int>(r.opt_int(key::kExpertSharedCount, 0));
@@ -37,16 +45,16 @@ static void deepseek2_config(const GgufModel& m, ModelConfig& cfg) {
   const GatingFunc gating = read_gating(r, GatingFunc::Softmax);
   for (int il = 0; il < cfg.n_layer; ++il) {
     LayerConfig& l = cfg.layers[il];
-    l.attn = AttnKind::Mla;
+    l.attn = kvb ? AttnKind::MlaKvB : AttnKind::Mla;
     l.n_head = n_head;
-    l.n_head_kv = 1;
+    l.n_head_kv = kvb ? n_head : 1;
     l.q_lora_rank = q_lora;
     l.kv_lora_rank = kv_lora;
     l.qk_rope_dim = rope_dim;
     l.qk_nope_dim = k_mla - rope_dim;
     l.v_head_dim = v_mla;
-    l.head_dim_k = kv_lora + rope_dim;
-    l.head_dim_v = kv_lora;
+    l.head_dim_k = kvb ? k_mla : kv_lora + rope_dim;  // as cached
+    l.head_dim_v = kvb ? v_mla : kv_lora;
     l.kq_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
     l.rope = rope;
     if (il < n_dense) {
@@ -89,8 +97,12 @@ static void deepseek2_bind(const WeightBinder& b, const ModelConfig& cfg, ModelW
     }
     lw.wkv_a = b.mat(blk(l, tn::kAttnKvAMqa), lc.kv_lora_rank + lc.qk_rope_dim, cfg.n_embd);
     lw.kv_a_norm = b.vec(blk(l, tn::kAttnKvANorm), lc.kv_lora_rank);
-    lw.wk_b = b.tensor3(blk(l, tn::kAttnKB), lc.qk_nope_dim, lc.kv_lora_rank, lc.n_head);
-    lw.wv_b = b.tensor3(blk(l, tn::kAttnVB), lc.kv_lora_rank, lc.v_head_dim, lc.n_head);
+    if (lc.attn == AttnKind::MlaKvB) {
+      lw.wkv_b = b.mat(blk(l, tn::kAttnKvB), lc.n_head * (lc.qk_nope_dim + lc.v_head_dim), lc.kv_lora_rank);
+    } else {
+      lw.wk_b = b.tensor3(blk(l, tn::kAttnKB), lc.qk_nope_dim, lc.kv_lora_rank, lc.n_head);
+      lw.wv_b = b.tensor3(blk(l, tn::kAttnVB), lc.kv_lora_rank, lc.v_head_dim, lc.n_head);
+    }
     lw.wo = b.mat(blk(l, tn::kAttnOutput), cfg.n_embd, lc.n_head * lc.v_head_dim);
     lw.ffn_norm = b.vec(blk(l, tn::kFfnNorm), cfg.n_embd);
     if (lc.ffn == FfnKind::Dense) {
