@@ -1,14 +1,19 @@
 // strata: one executable, one subcommand per job.
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "model/model.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Strata: runs Mixture-of-Experts models larger than RAM by streaming experts from SSD"};
   app.require_subcommand(1);
+  std::string archs;
+  for (const auto& a : strata::supported_archs()) archs += (archs.empty() ? "" : ", ") + a;
+  app.footer("Architectures (GGUF general.architecture): " + archs);
   std::vector<strata::cli::Command> cmds;
   cmds.push_back(strata::cli::add_inspect(app));
   cmds.push_back(strata::cli::add_tokenize(app));
