@@ -47,7 +47,7 @@ const std::vector<PreTokenizerSpec>& specs() {
       {.names = {"glm4", "chatglm-bpe"}, .regexes = {kRegexLlama3}, .no_default_bos = true},
       {.names = {"minimax-m2"}, .regexes = {kRegexGpt4o}, .clean_spaces = false},
       {.names = {"qwen35"}, .regexes = {kRegexQwen35}, .clean_spaces = false},
-      {.names = {"kimi-k2"}, .clean_spaces = false, .custom = split_kimi_k2},
+      {.names = {"kimi-k2"}, .regexes = {}, .clean_spaces = false, .custom = split_kimi_k2},
   };
   return kSpecs;
 }
