@@ -26,6 +26,18 @@ std::string opt_str(const std::optional<T>& v) {
   return v ? fmt::format("{}", *v) : "-";
 }
 
+// Per-type histogram, dense and routed experts side by side, with bits per weight.
+void print_type_mix(const ModelSummary& s) {
+  auto bpw = [](uint64_t bytes, uint64_t values) { return values ? 8.0 * static_cast<double>(bytes) / static_cast<double>(values) : 0.0; };
+  auto cell = [&](int64_t n, uint64_t bytes, uint64_t values) {
+    return n ? fmt::format("{:>5} {:>10} {:>5.2f} bpw", n, format_bytes(bytes), bpw(bytes, values)) : fmt::format("{:>26}", "-");
+  };
+  fmt::print("  {:<8} {:>26}   {:>26}\n", "type", "dense: tensors bytes", "routed experts: tensors bytes");
+  for (const auto& [name, tu] : s.types)
+    fmt::print("  {:<8} {}   {}\n", name, cell(tu.tensors - tu.routed_tensors, tu.bytes - tu.routed_bytes, tu.values - tu.routed_values),
+               cell(tu.routed_tensors, tu.routed_bytes, tu.routed_values));
+}
+
 void print_text(const GgufModel& m, const ModelSummary& s, const std::optional<BudgetFit>& fit, const InspectOptions& o) {
   const auto& h = s.hp;
   fmt::print("model          {}\n", s.path);
@@ -61,11 +73,13 @@ void print_text(const GgufModel& m, const ModelSummary& s, const std::optional<B
                opt_str(h.hyper_connection_count), cr);
   }
   fmt::print("tensors        {}\n", s.n_tensors);
-  for (const auto& [name, tu] : s.types) fmt::print("  {:<8} {:>6} tensors  {:>12}\n", name, tu.tensors, format_bytes(tu.bytes));
+  print_type_mix(s);
   fmt::print("dense          {:>12}  ({} bytes, always resident)\n", format_bytes(s.dense_bytes), s.dense_bytes);
   fmt::print("routed experts {:>12}  ({} bytes, {} experts, streamable)\n", format_bytes(s.routed_bytes), s.routed_bytes, s.n_routed_experts);
   fmt::print("touched/token  {:>12}  ({} bytes: dense with one embedding row + top-k experts per MoE layer)\n", format_bytes(s.touched_per_token),
              s.touched_per_token);
+  fmt::print("  dense        {:>12}  (resident)\n  routed       {:>12}  (read per token when no expert is cached: {:.1f} MB/token)\n",
+             format_bytes(s.touched_dense), format_bytes(s.touched_routed), static_cast<double>(s.touched_routed) / 1e6);
   std::string per_layer;
   uint64_t last = UINT64_MAX;
   for (const auto& lb : s.layers) {

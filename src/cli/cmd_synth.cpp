@@ -1,4 +1,4 @@
-// strata synth --preset NAME --out FILE [--layers N] [--experts N] [--expert-type q4_K] [--skew S] [--seed N] ...
+// strata synth --preset NAME [--recipe MIX] --out FILE [--layers N] [--experts N] [--expert-type q4_K] [--skew S] [--seed N] ...
 #include <fmt/format.h>
 
 #include <memory>
@@ -14,12 +14,13 @@ namespace {
 
 struct SynthOptions {
   std::string preset = "demo";
+  std::string recipe;
   std::string out;
   std::string name;
   int threads = 0;
   std::optional<int> layers, embd, heads, kv_heads, head_dim, experts, experts_used, expert_ffn, ffn, shared, dense_layers, vocab, ctx;
   std::optional<int> q_lora, kv_lora;
-  std::optional<std::string> expert_type, attn_type, embd_type, output_type, shexp_type;
+  std::optional<std::string> expert_type, expert_down_type, attn_type, embd_type, output_type, shexp_type;
   std::optional<double> skew;
   std::optional<uint64_t> seed;
 };
@@ -37,6 +38,7 @@ void over(T& field, const std::optional<T>& v) {
 
 SynthSpec make_spec(const SynthOptions& o) {
   SynthSpec s = synth_preset(o.preset);
+  if (!o.recipe.empty()) synth_apply_recipe(s, o.recipe);
   over(s.n_layer, o.layers);
   over(s.n_embd, o.embd);
   over(s.n_head, o.heads);
@@ -55,6 +57,7 @@ SynthSpec make_spec(const SynthOptions& o) {
   over(s.skew, o.skew);
   over(s.seed, o.seed);
   if (o.expert_type) s.expert_type = parse_type(*o.expert_type, "--expert-type");
+  if (o.expert_down_type) s.expert_down_type = parse_type(*o.expert_down_type, "--expert-down-type");
   if (o.attn_type) s.attn_type = parse_type(*o.attn_type, "--attn-type");
   if (o.embd_type) s.embd_type = parse_type(*o.embd_type, "--embd-type");
   if (o.output_type) s.output_type = parse_type(*o.output_type, "--output-type");
@@ -72,6 +75,9 @@ Command add_synth(CLI::App& app) {
   std::string presets;
   for (const auto& p : synth_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
   sub->add_option("--preset", o->preset, "Model shape: " + presets)->capture_default_str();
+  std::string recipes;
+  for (const auto& r : synth_recipe_names()) recipes += (recipes.empty() ? "" : ", ") + r;
+  sub->add_option("--recipe", o->recipe, "Per-tensor type mix over the shape (like the low-bit files people download): " + recipes);
   sub->add_option("--out", o->out, "Output GGUF file (written to a temporary name, then renamed)")->required();
   sub->add_option("--name", o->name, "general.name");
   sub->add_option("--layers", o->layers, "Number of layers");
@@ -89,7 +95,8 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--kv-lora", o->kv_lora, "kv LoRA rank (deepseek2)");
   sub->add_option("--vocab", o->vocab, "Vocabulary size");
   sub->add_option("--ctx", o->ctx, "Training context length (metadata)");
-  sub->add_option("--expert-type", o->expert_type, "Routed expert weight type (q4_K, q5_K, q6_K, q8_0, q4_0, f16, f32)");
+  sub->add_option("--expert-type", o->expert_type, "Routed expert weight type (e.g. q4_K, q6_K, q8_0, iq2_xxs, iq1_s, tq1_0, f16)");
+  sub->add_option("--expert-down-type", o->expert_down_type, "Routed ffn_down_exps type (default: --expert-type)");
   sub->add_option("--shexp-type", o->shexp_type, "Shared-expert / dense FFN weight type");
   sub->add_option("--attn-type", o->attn_type, "Attention weight type");
   sub->add_option("--embd-type", o->embd_type, "token_embd type (q4_K, q6_K, q8_0, q4_0, f16, f32)");
@@ -103,9 +110,9 @@ Command add_synth(CLI::App& app) {
     uint64_t routed = 0;
     for (const auto& t : plan)
       if (t.name.find("_exps.") != std::string::npos) routed += t.nbytes();
-    fmt::print("synth {} ({}): {} layers, {} embd, {} experts top-{}, expert ffn {}, vocab {}, experts {}, skew {}, seed {}\n", o->preset,
-               synth_arch_name(s.arch), s.n_layer, s.n_embd, s.n_expert, s.n_expert_used, s.n_ff_exp, s.n_vocab, ggml_type_name(s.expert_type),
-               s.skew, s.seed);
+    fmt::print("synth {}{}{} ({}): {} layers, {} embd, {} experts top-{}, expert ffn {}, vocab {}, experts {}, skew {}, seed {}\n", o->preset,
+               o->recipe.empty() ? "" : " --recipe ", o->recipe, synth_arch_name(s.arch), s.n_layer, s.n_embd, s.n_expert, s.n_expert_used, s.n_ff_exp,
+               s.n_vocab, ggml_type_name(s.expert_type), s.skew, s.seed);
     const SynthResult r = synth_write(s, o->out, o->threads);
     const double gbps = r.seconds > 0 ? static_cast<double>(r.file_bytes) / r.seconds / 1e9 : 0.0;
     fmt::print("wrote {}: {} ({} bytes), {} tensors, routed experts {} ({} dense), {:.2f} s ({:.2f} GB/s)\n", o->out, format_bytes(r.file_bytes),

@@ -89,10 +89,16 @@ ModelSummary ModelSummary::of(const GgufModel& m) {
   bool has_output = false;
   for (const auto& t : m.tensors()) {
     auto& tu = s.types[ggml_type_name(t.type)];
+    uint64_t values = 1;
+    for (int d = 0; d < t.n_dims; ++d) values *= t.ne[d];
     tu.tensors++;
     tu.bytes += t.nbytes;
+    tu.values += values;
     const int l = tensor_layer(t.name);
     if (is_routed_expert_tensor(t.name)) {
+      tu.routed_tensors++;
+      tu.routed_bytes += t.nbytes;
+      tu.routed_values += values;
       STRATA_CHECK(l >= 0, "{}: routed expert tensor '{}' is not in a blk.N layer", m.path(), t.name);
       const int64_t ne = static_cast<int64_t>(t.ne[t.n_dims - 1]);
       auto& lb = s.layers[l];
@@ -119,10 +125,12 @@ ModelSummary ModelSummary::of(const GgufModel& m) {
   s.touched_per_token = s.dense_bytes;
   // Only one embedding row is read per token, unless the output head is tied to it.
   if (has_output && embd_bytes) s.touched_per_token -= embd_bytes - embd_row;
+  s.touched_dense = s.touched_per_token;
   for (const auto& lb : s.layers) {
     s.n_routed_experts += lb.n_expert;
-    s.touched_per_token += static_cast<uint64_t>(std::min<int64_t>(top_k, lb.n_expert)) * lb.expert_bytes;
+    s.touched_routed += static_cast<uint64_t>(std::min<int64_t>(top_k, lb.n_expert)) * lb.expert_bytes;
   }
+  s.touched_per_token += s.touched_routed;
   return s;
 }
 
@@ -198,12 +206,22 @@ nlohmann::json ModelSummary::to_json() const {
   j["hparams"] = h;
   j["tensor_count"] = n_tensors;
   json types_j = json::object();
-  for (const auto& [name, tu] : types) types_j[name] = {{"tensors", tu.tensors}, {"bytes", tu.bytes}};
+  for (const auto& [name, tu] : types)
+    types_j[name] = {{"tensors", tu.tensors},
+                     {"bytes", tu.bytes},
+                     {"values", tu.values},
+                     {"dense_tensors", tu.tensors - tu.routed_tensors},
+                     {"dense_bytes", tu.bytes - tu.routed_bytes},
+                     {"routed_tensors", tu.routed_tensors},
+                     {"routed_bytes", tu.routed_bytes},
+                     {"bits_per_weight", tu.values ? 8.0 * static_cast<double>(tu.bytes) / static_cast<double>(tu.values) : 0.0}};
   j["types"] = types_j;
   j["dense_bytes"] = dense_bytes;
   j["routed_expert_bytes"] = routed_bytes;
   j["routed_expert_count"] = n_routed_experts;
   j["bytes_touched_per_token"] = touched_per_token;
+  j["bytes_touched_per_token_dense"] = touched_dense;
+  j["bytes_touched_per_token_routed"] = touched_routed;
   json layers_j = json::array();
   for (const auto& lb : layers)
     layers_j.push_back({{"layer", lb.layer}, {"n_expert", lb.n_expert}, {"dense_bytes", lb.dense_bytes}, {"routed_bytes", lb.routed_bytes},

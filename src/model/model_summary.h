@@ -33,9 +33,14 @@ struct MoeHParams {
   static MoeHParams read(const GgufModel& m);
 };
 
+// One weight type's share of a model: all of it, and its routed-expert part (the rest is dense).
 struct TypeUse {
   int64_t tensors = 0;
   uint64_t bytes = 0;
+  uint64_t values = 0;
+  int64_t routed_tensors = 0;
+  uint64_t routed_bytes = 0;
+  uint64_t routed_values = 0;
 };
 
 struct LayerBytes {
@@ -57,6 +62,8 @@ struct ModelSummary {
   int64_t n_routed_experts = 0;          // over all layers
   std::vector<LayerBytes> layers;
   uint64_t touched_per_token = 0;        // dense (one embedding row) + top-k experts per MoE layer
+  uint64_t touched_dense = 0;            // its dense part (always resident)
+  uint64_t touched_routed = 0;           // its routed part: what a token reads when no expert is cached
 
   static ModelSummary of(const GgufModel& m);
   nlohmann::json to_json() const;

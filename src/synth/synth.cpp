@@ -40,10 +40,24 @@ float embd_shared(const SynthSpec& s) { return s.skew > 0 ? kEmbdSharedSkewed : 
 // logit units (the router's noise has std 1).
 constexpr float kRouterGain = 0.5f;
 
-// llama.cpp's quantizer falls back when a row does not split into the type's blocks.
+// llama.cpp's quantizer falls back when a row does not split into the type's 256-value blocks:
+// the low-bit types to IQ4_NL, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0 (32-value blocks), and
+// to F16 when even those do not fit.
+GgmlType fallback_type(GgmlType want) {
+  switch (want) {
+    case GgmlType::TQ1_0: case GgmlType::TQ2_0: return GgmlType::Q4_0;
+    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S:
+    case GgmlType::IQ1_S: case GgmlType::IQ1_M: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::IQ4_XS: return GgmlType::IQ4_NL;
+    case GgmlType::Q4_K: return GgmlType::Q5_0;
+    case GgmlType::Q5_K: return GgmlType::Q5_1;
+    case GgmlType::Q6_K: return GgmlType::Q8_0;
+    default: return GgmlType::F16;
+  }
+}
 GgmlType fit_type(GgmlType want, uint64_t ne0) {
   if (ne0 % static_cast<uint64_t>(ggml_info(want).block_size) == 0) return want;
-  if (ggml_info(want).quantized && ne0 % 32 == 0) return GgmlType::Q8_0;
+  const GgmlType f = fallback_type(want);
+  if (ne0 % static_cast<uint64_t>(ggml_info(f).block_size) == 0) return f;
   return GgmlType::F16;
 }
 
@@ -67,9 +81,13 @@ struct Planner {
     const uint64_t n = static_cast<uint64_t>(s.n_embd), ff = static_cast<uint64_t>(s.n_ff_exp), E = static_cast<uint64_t>(s.n_expert);
     const float g = residual_gain(s);
     out.push_back({blk(l, tn::kFfnGateInp), GgmlType::F32, {n, E}, SynthRole::Router, 0, l});
-    weight(blk(l, tn::kFfnGateExps), s.expert_type, {n, ff, E}, l);
-    weight(blk(l, tn::kFfnUpExps), s.expert_type, {n, ff, E}, l);
-    weight(blk(l, tn::kFfnDownExps), s.expert_type, {ff, n, E}, l, g);
+    if (s.sigmoid_gating) out.push_back({blk(l, tn::kExpProbsBias), GgmlType::F32, {E}, SynthRole::Bias, 0, l});
+    const bool hi = l - s.n_dense_lead < s.n_hi_layers;
+    const GgmlType gate_up = hi ? s.expert_hi_type : s.expert_type;
+    const GgmlType down = hi ? s.expert_hi_type : s.expert_down_type.value_or(s.expert_type);
+    weight(blk(l, tn::kFfnGateExps), gate_up, {n, ff, E}, l);
+    weight(blk(l, tn::kFfnUpExps), gate_up, {n, ff, E}, l);
+    weight(blk(l, tn::kFfnDownExps), down, {ff, n, E}, l, g);
   }
 
   void qwen3moe_layer(int l) {
@@ -191,10 +209,18 @@ void fill_embedding(const FillJob& j, uint8_t* dst, uint64_t) {
   else work(0, rows, 0);
 }
 
+// Selection bias of sigmoid routers: small, so the router's popularity skew still decides.
+void fill_bias(const FillJob& j, uint8_t* dst, uint64_t nbytes) {
+  SynthRng r(j.seed);
+  float* y = reinterpret_cast<float*>(dst);
+  for (uint64_t i = 0; i < nbytes / 4; ++i) y[i] = 0.01f * r.symmetric();
+}
+
 void fill(void* ctx, uint8_t* dst, uint64_t nbytes) {
   const FillJob& j = *static_cast<const FillJob*>(ctx);
   switch (j.t->role) {
     case SynthRole::Norm: fill_norm(j, dst, nbytes); return;
+    case SynthRole::Bias: fill_bias(j, dst, nbytes); return;
     case SynthRole::Router: fill_router(j, dst, nbytes); return;
     case SynthRole::Embedding: fill_embedding(j, dst, nbytes); return;
     case SynthRole::Weight: synth_fill_random(j.t->type, dst, nbytes, j.t->sigma, j.seed, j.c->pool); return;
@@ -209,7 +235,7 @@ void write_metadata(GgufWriter& w, const SynthSpec& s) {
   w.set_string(key::kDescription, fmt::format("synthetic random-weight model written by strata synth (seed {}, skew {}); NOT a trained model",
                                                   s.seed, s.skew));
   w.set_u32(key::kQuantizationVersion, 2);
-  w.set_u32(key::kFileType, s.expert_type == GgmlType::Q4_K ? 15u : 0u);  // 15: mostly Q4_K_M
+  w.set_u32(key::kFileType, s.file_type != 0 ? s.file_type : s.expert_type == GgmlType::Q4_K ? 15u : 0u);  // 15: mostly Q4_K_M
   w.set_u32(k(key::kVocabSize), static_cast<uint32_t>(s.n_vocab));
   w.set_u32(k(key::kContextLength), static_cast<uint32_t>(s.n_ctx));
   w.set_u32(k(key::kEmbeddingLength), static_cast<uint32_t>(s.n_embd));
@@ -241,8 +267,12 @@ void write_metadata(GgufWriter& w, const SynthSpec& s) {
   w.set_u32(k(key::kLeadingDenseBlockCount), static_cast<uint32_t>(s.n_dense_lead));
   w.set_u32(k(key::kExpertSharedCount), static_cast<uint32_t>(s.n_shared));
   w.set_f32(k(key::kExpertWeightsScale), s.routed_scale);
-  w.set_bool(k(key::kExpertWeightsNorm), false);
-  w.set_u32(k(key::kExpertGatingFunc), 1);  // softmax (DeepSeek-V2)
+  w.set_bool(k(key::kExpertWeightsNorm), s.sigmoid_gating);
+  w.set_u32(k(key::kExpertGatingFunc), s.sigmoid_gating ? 2 : 1);  // 2: sigmoid (DeepSeek-V3), 1: softmax (V2)
+  if (s.n_group > 0) {
+    w.set_u32(k(key::kExpertGroupCount), static_cast<uint32_t>(s.n_group));
+    w.set_u32(k(key::kExpertGroupUsedCount), static_cast<uint32_t>(s.n_group_used));
+  }
   if (s.yarn_factor > 0) {
     w.set_string(k(key::kRopeScalingType), "yarn");
     w.set_f32(k(key::kRopeScalingFactor), s.yarn_factor);

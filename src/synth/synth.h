@@ -5,6 +5,7 @@
 // hot set: every token embedding carries a shared component along a fixed direction u, and router
 // row e carries alpha_e * u with alpha_e decreasing with a random per-layer popularity rank.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ struct SynthSpec {
   int qk_rope = 0;
   int v_head = 0;
   float routed_scale = 1.0f;      // expert_weights_scale
+  // DeepSeek-V3-style routing (deepseek2): sigmoid scores with a selection bias (exp_probs_b),
+  // group-limited top-k, normalized weights. false: DeepSeek-V2's softmax.
+  bool sigmoid_gating = false;
+  int n_group = 0;
+  int n_group_used = 0;
   int n_vocab = 0;                // rows of token_embd/output (tokens are padded to it)
   int n_ctx = 0;                  // context_length
   float rope_base = 10000.0f;
@@ -49,6 +55,10 @@ struct SynthSpec {
   GgmlType attn_type = GgmlType::Q4_K;    // attention projections
   GgmlType embd_type = GgmlType::Q4_K;    // token_embd
   GgmlType output_type = GgmlType::Q6_K;  // output
+  std::optional<GgmlType> expert_down_type;  // routed ffn_down_exps (default: expert_type)
+  int n_hi_layers = 0;                    // the first n MoE layers keep their routed experts in...
+  GgmlType expert_hi_type = GgmlType::Q4_K;  // ...this type (per-layer mixes of "dynamic" quants)
+  uint32_t file_type = 0;                 // general.file_type (0: derived from expert_type)
   // Router rows and norms are always F32.
   double skew = 1.0;              // 0: uniform routing; 1: Zipf-like popularity
   uint64_t seed = 1;
@@ -56,12 +66,18 @@ struct SynthSpec {
   void validate() const;  // throws strata::Error naming the bad field
 };
 
-// Named shapes: qwen3-30b-a3b, deepseek-v2-lite, demo, tiny, tiny-deepseek2.
+// Named shapes: qwen3-30b-a3b, deepseek-v3, deepseek-v2-lite, demo, tiny, tiny-deepseek2.
 SynthSpec synth_preset(const std::string& name);
 std::vector<std::string> synth_preset_names();
 
+// Named per-tensor type mixes over a shape, like the low-bit files people download (e.g.
+// ud-iq1_s: routed gate/up IQ1_S, down IQ2_XXS, the first MoE layers higher, attention Q4_K,
+// shared experts Q6_K). Rows that do not split into a type's blocks fall back as llama.cpp does.
+void synth_apply_recipe(SynthSpec& s, const std::string& name);
+std::vector<std::string> synth_recipe_names();
+
 // One tensor of the planned file.
-enum class SynthRole { Norm, Router, Embedding, Weight };
+enum class SynthRole { Norm, Bias, Router, Embedding, Weight };
 struct SynthTensor {
   std::string name;
   GgmlType type = GgmlType::F32;

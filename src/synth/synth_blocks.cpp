@@ -8,6 +8,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/blocks.h"
+#include "synth/synth_blocks_layout.h"
 
 namespace strata {
 
@@ -255,7 +256,7 @@ void quant_q6_k(const float* x, uint8_t* dst, int64_t n) {
 
 }  // namespace
 
-bool synth_random_supported(GgmlType t) { return gen_for(t) != nullptr; }
+bool synth_random_supported(GgmlType t) { return gen_for(t) != nullptr || synth_layout_supported(t); }
 
 bool synth_quantize_supported(GgmlType t) {
   switch (t) {
@@ -266,7 +267,8 @@ bool synth_quantize_supported(GgmlType t) {
 
 void synth_fill_random(GgmlType t, uint8_t* dst, uint64_t nbytes, float sigma, uint64_t seed, ThreadPool* pool) {
   const GenFn gen = gen_for(t);
-  STRATA_CHECK(gen, "synth: no random generator for type {}", ggml_type_name(t));
+  STRATA_CHECK(gen || synth_layout_supported(t), "synth: no random generator for type {}", ggml_type_name(t));
+  if (!gen) synth_layout_prepare(t);
   const auto& info = ggml_info(t);
   const uint64_t unit = static_cast<uint64_t>(info.type_size);  // bytes per block (per value for F32/F16)
   const uint64_t per = info.quantized ? 1 : static_cast<uint64_t>(info.block_size);
@@ -279,7 +281,8 @@ void synth_fill_random(GgmlType t, uint8_t* dst, uint64_t nbytes, float sigma, u
     for (int64_t c = c0; c < c1; ++c) {
       SynthRng r(synth_mix(seed, static_cast<uint64_t>(c)));
       const uint64_t u0 = static_cast<uint64_t>(c) * chunk_units, u1 = std::min(n_units, u0 + chunk_units);
-      gen(dst + u0 * unit, (u1 - u0) * per, sigma, r);
+      if (gen) gen(dst + u0 * unit, (u1 - u0) * per, sigma, r);
+      else synth_layout_fill(t, dst + u0 * unit, u1 - u0, sigma, r);
     }
   };
   if (pool) pool->parallel_for(n_chunks, 1, work);

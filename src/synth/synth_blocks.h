@@ -28,7 +28,8 @@ struct SynthRng {
 uint64_t synth_mix(uint64_t a, uint64_t b);
 uint64_t synth_hash(const char* s, uint64_t n);
 
-// Types with a random-block generator: F32, F16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K.
+// Types with a random-block generator: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, the i-quants
+// (IQ1_S..IQ4_XS, IQ4_NL) and TQ1_0/TQ2_0.
 bool synth_random_supported(GgmlType t);
 // Types with a quantizer from f32: F32, F16, Q4_0, Q8_0, Q4_K, Q6_K.
 bool synth_quantize_supported(GgmlType t);

@@ -83,6 +83,34 @@ SynthSpec deepseek_v2_lite() {
   return s;
 }
 
+// DeepSeek-V3 / R1 (and Kimi K2's layout with other counts): MLA with q LoRA, 3 dense layers,
+// 256 routed experts top-8 in 8 groups (4 used) with a sigmoid router, 1 shared expert.
+SynthSpec deepseek_v3() {
+  SynthSpec s = deepseek_v2_lite();
+  s.name = "synth-deepseek-v3";
+  s.n_layer = 61;
+  s.n_embd = 7168;
+  s.n_head = 128;
+  s.q_lora = 1536;
+  s.kv_lora = 512;
+  s.n_expert = 256;
+  s.n_expert_used = 8;
+  s.n_shared = 1;
+  s.n_ff_exp = 2048;
+  s.n_ff = 18432;
+  s.n_dense_lead = 3;
+  s.routed_scale = 2.5f;
+  s.sigmoid_gating = true;
+  s.n_group = 8;
+  s.n_group_used = 4;
+  s.n_vocab = 129280;
+  s.n_ctx = 163840;
+  s.yarn_factor = 40.0f;
+  s.yarn_orig_ctx = 4096;
+  s.yarn_log_mul = 0.1f;
+  return s;
+}
+
 // The README's default model: small enough to generate in seconds, big enough that a RAM budget
 // below its size forces expert streaming.
 SynthSpec demo() {
@@ -155,10 +183,28 @@ struct Preset {
   SynthSpec (*make)();
 };
 constexpr Preset kPresets[] = {
-    {"qwen3-30b-a3b", qwen3_30b_a3b}, {"deepseek-v2-lite", deepseek_v2_lite}, {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2},
+    {"qwen3-30b-a3b", qwen3_30b_a3b}, {"deepseek-v3", deepseek_v3}, {"deepseek-v2-lite", deepseek_v2_lite}, {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2},
 };
 
 }  // namespace
+
+// Type mixes. The "ud-" ones follow what the popular dynamic low-bit files do: the routed
+// experts (the bulk of the bytes) at 1-2 bits with their down projections one step up, the first
+// MoE layers one step up again, attention at 4 bits, shared experts and dense FFNs at 6 bits.
+struct Recipe {
+  const char* name;
+  GgmlType gate_up, down, hi;  // routed experts: most layers, their down projections, the first MoE layers
+  int n_hi;
+  GgmlType attn, shexp;
+  uint32_t file_type;  // llama.cpp's LLAMA_FTYPE_MOSTLY_* id
+};
+constexpr Recipe kRecipes[] = {
+    {"ud-iq1_s", GgmlType::IQ1_S, GgmlType::IQ2_XXS, GgmlType::IQ2_XXS, 2, GgmlType::Q4_K, GgmlType::Q6_K, 24},
+    {"ud-iq1_m", GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, 2, GgmlType::Q4_K, GgmlType::Q6_K, 31},
+    {"ud-iq2_xxs", GgmlType::IQ2_XXS, GgmlType::IQ3_XXS, GgmlType::IQ3_XXS, 2, GgmlType::Q4_K, GgmlType::Q6_K, 19},
+    // Plain llama.cpp-style IQ2_XXS: every routed expert IQ2_XXS, attention in the 3-bit i-quant.
+    {"iq2_xxs", GgmlType::IQ2_XXS, GgmlType::IQ2_XXS, GgmlType::IQ2_XXS, 0, GgmlType::IQ3_S, GgmlType::Q6_K, 19},
+};
 
 SynthSpec synth_preset(const std::string& name) {
   for (const auto& p : kPresets)
@@ -166,6 +212,31 @@ SynthSpec synth_preset(const std::string& name) {
   std::string known;
   for (const auto& p : kPresets) known += (known.empty() ? "" : ", ") + std::string(p.name);
   fail("synth: unknown preset '{}' (known: {})", name, known);
+}
+
+void synth_apply_recipe(SynthSpec& s, const std::string& name) {
+  for (const auto& r : kRecipes) {
+    if (name != r.name) continue;
+    s.expert_type = r.gate_up;
+    s.expert_down_type = r.down;
+    s.expert_hi_type = r.hi;
+    s.n_hi_layers = r.n_hi;
+    s.attn_type = r.attn;
+    s.shexp_type = r.shexp;
+    s.embd_type = GgmlType::Q4_K;
+    s.output_type = GgmlType::Q6_K;
+    s.file_type = r.file_type;
+    return;
+  }
+  std::string known;
+  for (const auto& r : kRecipes) known += (known.empty() ? "" : ", ") + std::string(r.name);
+  fail("synth: unknown recipe '{}' (known: {})", name, known);
+}
+
+std::vector<std::string> synth_recipe_names() {
+  std::vector<std::string> v;
+  for (const auto& r : kRecipes) v.emplace_back(r.name);
+  return v;
 }
 
 std::vector<std::string> synth_preset_names() {
@@ -205,8 +276,13 @@ void SynthSpec::validate() const {
     STRATA_CHECK(qk_rope % 2 == 0, "synth: qk_rope {} must be even", qk_rope);
   }
   STRATA_CHECK(n_vocab >= 256 + 8, "synth: vocab {} is too small (256 byte tokens + specials)", n_vocab);
-  for (GgmlType t : {expert_type, shexp_type, attn_type, output_type})
-    STRATA_CHECK(synth_random_supported(t), "synth: weight type {} is not supported (f32, f16, q4_0, q8_0, q4_K, q5_K, q6_K)", ggml_type_name(t));
+  STRATA_CHECK(n_hi_layers >= 0, "synth: n_hi_layers must be >= 0");
+  if (n_group > 0)
+    STRATA_CHECK(n_expert % n_group == 0 && n_group_used >= 1 && n_group_used <= n_group, "synth: {} experts do not split into {} groups ({} used)",
+                 n_expert, n_group, n_group_used);
+  for (GgmlType t : {expert_type, expert_down_type.value_or(expert_type), expert_hi_type, shexp_type, attn_type, output_type})
+    STRATA_CHECK(synth_random_supported(t), "synth: weight type {} is not supported (f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, the K-quants, the i-quants, tq1_0, tq2_0)",
+                 ggml_type_name(t));
   STRATA_CHECK(synth_quantize_supported(embd_type), "synth: embedding type {} is not supported (f32, f16, q4_0, q8_0, q4_K, q6_K)",
                ggml_type_name(embd_type));
 }

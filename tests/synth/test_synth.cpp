@@ -69,7 +69,11 @@ struct Expected {
 Expected expected_bytes(const SynthSpec& s) {
   Expected e;
   const int n = s.n_embd;
-  auto fit = [](GgmlType t, int ne0) { return ne0 % ggml_info(t).block_size == 0 ? t : GgmlType::Q8_0; };
+  // llama.cpp's fallbacks for rows that do not split into 256-value blocks.
+  auto fit = [](GgmlType t, int ne0) {
+    if (ne0 % ggml_info(t).block_size == 0) return t;
+    return t == GgmlType::Q4_K ? GgmlType::Q5_0 : t == GgmlType::Q6_K ? GgmlType::Q8_0 : GgmlType::IQ4_NL;
+  };
   e.dense += row_bytes(s.embd_type, n) * s.n_vocab + row_bytes(s.output_type, n) * s.n_vocab + 4ull * n;
   e.tensors += 3;
   int moe_layers = s.n_layer;
@@ -191,7 +195,7 @@ TEST(Synth, RejectsBadSpecs) {
   s.n_expert_used = s.n_expert + 1;
   EXPECT_THROW(s.validate(), Error);
   s = synth_preset("tiny");
-  s.expert_type = GgmlType::IQ2_XXS;
+  s.expert_type = GgmlType::Q8_K;  // an activation type: no weight generator
   EXPECT_THROW(s.validate(), Error);
   s = synth_preset("tiny");
   s.n_embd = 300;
@@ -217,7 +221,7 @@ TEST(Synth, PresetShapes) {
   EXPECT_LT(ds, 12'000'000'000ull);
   for (const auto& t : synth_plan(synth_preset("deepseek-v2-lite")))
     if (t.name == "blk.0.attn_k_b.weight") {
-      EXPECT_EQ(t.type, GgmlType::Q8_0) << "128-wide rows cannot hold Q4_K blocks";
+      EXPECT_EQ(t.type, GgmlType::Q5_0) << "128-wide rows cannot hold Q4_K blocks: llama.cpp falls back to Q5_0";
     }
 }
 
@@ -347,7 +351,7 @@ TEST(SynthCli, WritesPresetWithOverrides) {
   EXPECT_EQ(s.hp.n_layer, 3);
   EXPECT_EQ(s.hp.n_expert, 16);
   EXPECT_EQ(s.types.count("q5_K"), 1u);
-  const std::string bad = std::string(STRATA_BINARY) + " synth --preset tiny --expert-type iq2_xxs --out " + out + " > " + log + " 2>&1";
+  const std::string bad = std::string(STRATA_BINARY) + " synth --preset tiny --expert-type q8_K --out " + out + " > " + log + " 2>&1";
   EXPECT_NE(std::system(bad.c_str()), 0);
   std::filesystem::remove(out);
   std::filesystem::remove(log);
