@@ -100,6 +100,15 @@ int main(int argc, char** argv) {
       for (GgmlType t : types) add(w, fmt::format("t{}.{}", k++, ggml_type_name(t)), t, {256}, static_cast<uint8_t>(k));
       w.write(dir + "/types_align64.gguf");
     }
+    {  // the low-bit types of "dynamic" quants, two patterned rows each
+      GgufWriter w;
+      w.set_string("general.architecture", "test");
+      const GgmlType types[] = {GgmlType::IQ1_S,   GgmlType::IQ1_M, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS,
+                                GgmlType::IQ3_S,   GgmlType::TQ1_0, GgmlType::TQ2_0,   GgmlType::Q2_K,   GgmlType::Q3_K,  GgmlType::IQ4_XS};
+      int k = 0;
+      for (GgmlType t : types) add(w, fmt::format("blk.{}.ffn_down_exps.weight", k), t, {256, 2, 1}, static_cast<uint8_t>(0xF0 + k)), ++k;
+      w.write(dir + "/types_lowbit.gguf");
+    }
     {  // split-style metadata, alignment 32, 4-d tensor
       GgufWriter w;
       w.set_u16("split.no", 0);
