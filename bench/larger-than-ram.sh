@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Strata vs llama.cpp (../shared/peer) on the same synthetic Qwen3-30B-A3B-shaped Q4_K file
-# (~16 GiB), in RAM and under a memory cgroup (page cache included). Prints both results and
-# their ratios. A benchmark, not a test: figures only.
+# (~16 GiB), or another type mix (RECIPE=iq2_xxs: ~8 GiB of 2-bit experts), in RAM and under a
+# memory cgroup (page cache included). Prints both results and their ratios. A benchmark, not a
+# test: figures only.
 #
 #   bench/larger-than-ram.sh                 # everything (generates the model on first use)
 #   LIMITS="6G" PP=128 TG=32 bench/larger-than-ram.sh
+#   RECIPE=iq2_xxs LIMITS=4G TG_INPUT=random bench/larger-than-ram.sh
 #
-# Env: STRATA (binary), OUT (folder for the model), LIMITS (cgroup limits, default "6G 20G"),
+# Env: STRATA (binary), OUT (folder for the model), RECIPE (strata synth --recipe), LIMITS (cgroup limits, default "6G 20G"),
 # PP / TG (prompt / generated tokens), PEER_PP / PEER_TG (for llama.cpp under a limit, where it
 # crawls), SKIP_PEER=1, SKIP_RAM=1, TG_INPUT (strata bench --tg-input: greedy by default, the
 # same work as the peer's llbench; random gives varied routing, as real text does).
@@ -14,7 +16,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$here/build/bin/strata}
 OUT=${OUT:-/var/tmp/strata-bench}
-MODEL=$OUT/qwen3-30b-a3b-synth-q4_K.gguf
+RECIPE=${RECIPE:-}
+MODEL=$OUT/qwen3-30b-a3b-synth-${RECIPE:-q4_K}.gguf
 LIMITS=${LIMITS:-"6G 20G"}
 PP=${PP:-512}; TG=${TG:-128}
 PEER_PP=${PEER_PP:-32}; PEER_TG=${PEER_TG:-8}
@@ -29,7 +32,7 @@ mkdir -p "$OUT"
 [ -x "$STRATA" ] || { echo "build Strata first (make build)"; exit 1; }
 if [ ! -f "$MODEL" ]; then
   echo "== generating $MODEL"
-  "$STRATA" synth --preset qwen3-30b-a3b --out "$MODEL"
+  "$STRATA" synth --preset qwen3-30b-a3b ${RECIPE:+--recipe "$RECIPE"} --out "$MODEL"
 fi
 if [ "${SKIP_PEER:-0}" != 1 ] && [ ! -x "$PEER_DIR/llbench/llbench" ]; then
   PEER_DIR=$PEER_DIR "$SHARED/peer/setup.sh" >/dev/null
@@ -69,13 +72,16 @@ strata_bench() {  # limit-or-empty
 
 if [ "${SKIP_RAM:-0}" != 1 ]; then
   run "strata in RAM" "$STRATA" $(strata_bench "")
-  [ "${SKIP_PEER:-0}" = 1 ] || run "llama.cpp in RAM" "$PEER_DIR/llbench/llbench" --model "$MODEL" --threads 2 --pp "$PP" --tg "$TG"
+  [ "${SKIP_PEER:-0}" = 1 ] || run "llama.cpp in RAM" "$PEER_DIR/llbench/llbench" --model "$MODEL" --threads 2 --pp "$PP" --tg "$TG" \
+    --tg-input "$TG_INPUT"
 fi
 for lim in $LIMITS; do
   run "strata @$lim" "$CG" "$lim" -- "$STRATA" $(strata_bench "$lim")
   if [ "${SKIP_PEER:-0}" != 1 ]; then
-    run "llama.cpp @$lim (default, repack)" "$CG" "$lim" -- "$PEER_DIR/llbench/llbench" --model "$MODEL" --threads 2 --pp "$PEER_PP" --tg "$PEER_TG"
-    run "llama.cpp @$lim (--repack 0)" "$CG" "$lim" -- "$PEER_DIR/llbench/llbench" --model "$MODEL" --threads 2 --pp "$PEER_PP" --tg "$PEER_TG" --repack 0
+    run "llama.cpp @$lim (default, repack)" "$CG" "$lim" -- "$PEER_DIR/llbench/llbench" --model "$MODEL" --threads 2 --pp "$PEER_PP" --tg "$PEER_TG" \
+      --tg-input "$TG_INPUT"
+    run "llama.cpp @$lim (--repack 0)" "$CG" "$lim" -- "$PEER_DIR/llbench/llbench" --model "$MODEL" --threads 2 --pp "$PEER_PP" --tg "$PEER_TG" \
+      --tg-input "$TG_INPUT" --repack 0
   fi
 done
 
