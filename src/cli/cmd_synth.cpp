@@ -89,8 +89,8 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--experts-used", o->experts_used, "Experts selected per token");
   sub->add_option("--expert-ffn", o->expert_ffn, "Hidden size of one routed expert");
   sub->add_option("--ffn", o->ffn, "Hidden size of the dense FFN");
-  sub->add_option("--shared", o->shared, "Shared experts (deepseek2)");
-  sub->add_option("--dense-layers", o->dense_layers, "Leading dense layers (deepseek2)");
+  sub->add_option("--shared", o->shared, "Shared experts (deepseek2, glm4moe)");
+  sub->add_option("--dense-layers", o->dense_layers, "Leading dense layers (deepseek2, glm4moe)");
   sub->add_option("--q-lora", o->q_lora, "q LoRA rank, 0 = plain attn_q (deepseek2)");
   sub->add_option("--kv-lora", o->kv_lora, "kv LoRA rank (deepseek2)");
   sub->add_option("--vocab", o->vocab, "Vocabulary size");

@@ -90,7 +90,24 @@ struct Planner {
     weight(blk(l, tn::kFfnDownExps), down, {ff, n, E}, l, g);
   }
 
-  void qwen3moe_layer(int l) {
+  void bias(std::string name, uint64_t n, int layer) { out.push_back({std::move(name), GgmlType::F32, {n}, SynthRole::Bias, 0, layer}); }
+
+  void dense_ffn(int l) {
+    const uint64_t n = static_cast<uint64_t>(s.n_embd), ff = static_cast<uint64_t>(s.n_ff);
+    weight(blk(l, tn::kFfnGate), s.shexp_type, {n, ff}, l);
+    weight(blk(l, tn::kFfnUp), s.shexp_type, {n, ff}, l);
+    weight(blk(l, tn::kFfnDown), s.shexp_type, {ff, n}, l, residual_gain(s));
+  }
+  void shared_expert(int l) {
+    if (s.n_shared <= 0) return;
+    const uint64_t n = static_cast<uint64_t>(s.n_embd), sh = static_cast<uint64_t>(s.n_ff_exp) * static_cast<uint64_t>(s.n_shared);
+    weight(blk(l, tn::kFfnGateShexp), s.shexp_type, {n, sh}, l);
+    weight(blk(l, tn::kFfnUpShexp), s.shexp_type, {n, sh}, l);
+    weight(blk(l, tn::kFfnDownShexp), s.shexp_type, {sh, n}, l, residual_gain(s));
+  }
+
+  // Grouped-query attention layers: qwen3moe, glm4moe, minimax-m2.
+  void gqa_layer(int l) {
     const uint64_t n = static_cast<uint64_t>(s.n_embd), hd = static_cast<uint64_t>(s.head_dim);
     const uint64_t q = hd * static_cast<uint64_t>(s.n_head), kv = hd * static_cast<uint64_t>(s.n_head_kv);
     norm(blk(l, tn::kAttnNorm), n, l);
@@ -98,10 +115,36 @@ struct Planner {
     weight(blk(l, tn::kAttnK), s.attn_type, {n, kv}, l);
     weight(blk(l, tn::kAttnV), s.attn_type, {n, kv}, l);
     weight(blk(l, tn::kAttnOutput), s.attn_type, {q, n}, l, residual_gain(s));
-    norm(blk(l, tn::kAttnQNorm), hd, l);
-    norm(blk(l, tn::kAttnKNorm), hd, l);
-    norm(blk(l, tn::kFfnNorm), n, l);
+    if (s.attn_bias) {
+      bias(blk(l, tn::kAttnQBias), q, l);
+      bias(blk(l, tn::kAttnKBias), kv, l);
+      bias(blk(l, tn::kAttnVBias), kv, l);
+    }
+    if (s.qk_norm != SynthQkNorm::None) {
+      const bool full = s.qk_norm == SynthQkNorm::Full;
+      norm(blk(l, tn::kAttnQNorm), full ? q : hd, l);
+      norm(blk(l, tn::kAttnKNorm), full ? kv : hd, l);
+    }
+    // GLM names its pre-FFN norm post_attention_norm.
+    norm(blk(l, s.arch == SynthArch::Glm4Moe ? tn::kPostAttnNorm : tn::kFfnNorm), n, l);
+    if (l < s.n_dense_lead) {
+      dense_ffn(l);
+      return;
+    }
     moe(l);
+    shared_expert(l);
+  }
+
+  // GLM's NextN block: a full layer plus the multi-token-prediction head's tensors.
+  void nextn_layer(int l) {
+    const uint64_t n = static_cast<uint64_t>(s.n_embd), V = static_cast<uint64_t>(s.n_vocab);
+    gqa_layer(l);
+    weight(blk(l, tn::kNextnEhProj), s.attn_type, {2 * n, n}, l);
+    out.push_back({blk(l, tn::kNextnEmbedTokens), s.embd_type, {n, V}, SynthRole::Embedding, 0, l});
+    norm(blk(l, tn::kNextnEnorm), n, l);
+    norm(blk(l, tn::kNextnHnorm), n, l);
+    weight(blk(l, tn::kNextnSharedHeadHead), s.output_type, {n, V}, l);
+    norm(blk(l, tn::kNextnSharedHeadNorm), n, l);
   }
 
   void deepseek2_layer(int l) {
@@ -125,19 +168,11 @@ struct Planner {
     weight(blk(l, tn::kAttnOutput), s.attn_type, {H * vh, n}, l, g);
     norm(blk(l, tn::kFfnNorm), n, l);
     if (l < s.n_dense_lead) {
-      const uint64_t ff = static_cast<uint64_t>(s.n_ff);
-      weight(blk(l, tn::kFfnGate), s.shexp_type, {n, ff}, l);
-      weight(blk(l, tn::kFfnUp), s.shexp_type, {n, ff}, l);
-      weight(blk(l, tn::kFfnDown), s.shexp_type, {ff, n}, l, g);
+      dense_ffn(l);
       return;
     }
     moe(l);
-    if (s.n_shared > 0) {
-      const uint64_t sh = static_cast<uint64_t>(s.n_ff_exp) * static_cast<uint64_t>(s.n_shared);
-      weight(blk(l, tn::kFfnGateShexp), s.shexp_type, {n, sh}, l);
-      weight(blk(l, tn::kFfnUpShexp), s.shexp_type, {n, sh}, l);
-      weight(blk(l, tn::kFfnDownShexp), s.shexp_type, {sh, n}, l, g);
-    }
+    shared_expert(l);
   }
 };
 
@@ -239,7 +274,7 @@ void write_metadata(GgufWriter& w, const SynthSpec& s) {
   w.set_u32(k(key::kVocabSize), static_cast<uint32_t>(s.n_vocab));
   w.set_u32(k(key::kContextLength), static_cast<uint32_t>(s.n_ctx));
   w.set_u32(k(key::kEmbeddingLength), static_cast<uint32_t>(s.n_embd));
-  w.set_u32(k(key::kBlockCount), static_cast<uint32_t>(s.n_layer));
+  w.set_u32(k(key::kBlockCount), static_cast<uint32_t>(s.n_layer + s.n_nextn));
   w.set_f32(k(key::kAttnRmsEps), s.rms_eps);
   w.set_f32(k(key::kRopeFreqBase), s.rope_base);
   w.set_u32(k(key::kExpertFeedForwardLength), static_cast<uint32_t>(s.n_ff_exp));
@@ -247,11 +282,24 @@ void write_metadata(GgufWriter& w, const SynthSpec& s) {
   w.set_u32(k(key::kExpertUsedCount), static_cast<uint32_t>(s.n_expert_used));
   w.set_u32(k(key::kAttnHeadCount), static_cast<uint32_t>(s.n_head));
   if (s.n_ff > 0) w.set_u32(k(key::kFeedForwardLength), static_cast<uint32_t>(s.n_ff));
-  if (s.arch == SynthArch::Qwen3Moe) {
+  if (s.arch != SynthArch::Deepseek2) {
     w.set_u32(k(key::kAttnHeadCountKv), static_cast<uint32_t>(s.n_head_kv));
     w.set_u32(k(key::kAttnKeyLength), static_cast<uint32_t>(s.head_dim));
     w.set_u32(k(key::kAttnValueLength), static_cast<uint32_t>(s.head_dim));
+    if (s.arch == SynthArch::Qwen3Moe) {
+      w.set_bool(k(key::kExpertWeightsNorm), true);
+      return;
+    }
+    w.set_u32(k(key::kRopeDimensionCount), static_cast<uint32_t>(s.rope_dims > 0 ? s.rope_dims : s.head_dim));
+    w.set_u32(k(key::kExpertGatingFunc), 2);  // sigmoid
+    if (s.arch == SynthArch::MinimaxM2) return;
+    w.set_u32(k(key::kExpertGroupCount), 1);
+    w.set_u32(k(key::kExpertGroupUsedCount), 1);
+    w.set_u32(k(key::kExpertSharedCount), static_cast<uint32_t>(s.n_shared));
+    w.set_u32(k(key::kLeadingDenseBlockCount), static_cast<uint32_t>(s.n_dense_lead));
+    w.set_f32(k(key::kExpertWeightsScale), s.routed_scale);
     w.set_bool(k(key::kExpertWeightsNorm), true);
+    w.set_u32(k(key::kNextnPredictLayers), static_cast<uint32_t>(s.n_nextn));
     return;
   }
   // deepseek2, MLA in the split attn_k_b / attn_v_b layout: key/value_length describe the
@@ -291,9 +339,10 @@ std::vector<SynthTensor> synth_plan(const SynthSpec& s) {
   p.norm(tn::kOutputNorm, n, -1);
   p.weight(tn::kOutput, s.output_type, {n, V}, -1);
   for (int l = 0; l < s.n_layer; ++l) {
-    if (s.arch == SynthArch::Qwen3Moe) p.qwen3moe_layer(l);
-    else p.deepseek2_layer(l);
+    if (s.arch == SynthArch::Deepseek2) p.deepseek2_layer(l);
+    else p.gqa_layer(l);
   }
+  for (int l = s.n_layer; l < s.n_layer + s.n_nextn; ++l) p.nextn_layer(l);
   return std::move(p.out);
 }
 

@@ -13,7 +13,10 @@
 
 namespace strata {
 
-enum class SynthArch { Qwen3Moe, Deepseek2 };
+// Qwen3Moe, Glm4Moe and MinimaxM2 share grouped-query attention (their differences are the
+// fields below); Deepseek2 has MLA.
+enum class SynthArch { Qwen3Moe, Deepseek2, Glm4Moe, MinimaxM2 };
+enum class SynthQkNorm { None, PerHead, Full };  // q/k RMSNorm over each head, or over the whole q/k width
 const char* synth_arch_name(SynthArch a);
 
 struct SynthSpec {
@@ -24,12 +27,16 @@ struct SynthSpec {
   int n_head = 0;
   int n_head_kv = 0;              // GQA only
   int head_dim = 0;               // GQA only
+  int rope_dims = 0;              // GQA: rotated dims per head (0: all; GLM and MiniMax rotate half)
+  bool attn_bias = false;         // GQA: q/k/v biases (GLM)
+  SynthQkNorm qk_norm = SynthQkNorm::PerHead;  // GQA
+  int n_nextn = 0;                // GLM: NextN (multi-token prediction) blocks after the n_layer ones
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;               // one routed expert's hidden size
   int n_ff = 0;                   // dense FFN hidden size (deepseek2 leading layers; metadata for qwen)
-  int n_shared = 0;               // shared experts (deepseek2)
-  int n_dense_lead = 0;           // leading dense layers (deepseek2)
+  int n_shared = 0;               // shared experts (deepseek2, glm4moe)
+  int n_dense_lead = 0;           // leading dense layers (deepseek2, glm4moe)
   // MLA (deepseek2)
   int q_lora = 0;                 // 0: plain attn_q
   int kv_lora = 0;
@@ -37,7 +44,7 @@ struct SynthSpec {
   int qk_rope = 0;
   int v_head = 0;
   float routed_scale = 1.0f;      // expert_weights_scale
-  // DeepSeek-V3-style routing (deepseek2): sigmoid scores with a selection bias (exp_probs_b),
+  // DeepSeek-V3-style routing (deepseek2; always on for glm4moe and minimax-m2): sigmoid scores with a selection bias (exp_probs_b),
   // group-limited top-k, normalized weights. false: DeepSeek-V2's softmax.
   bool sigmoid_gating = false;
   int n_group = 0;
@@ -66,7 +73,8 @@ struct SynthSpec {
   void validate() const;  // throws strata::Error naming the bad field
 };
 
-// Named shapes: qwen3-30b-a3b, deepseek-v3, deepseek-v2-lite, demo, tiny, tiny-deepseek2.
+// Named shapes: qwen3-30b-a3b, deepseek-v3, deepseek-v2-lite, glm-4.5-air, minimax-m2, demo, tiny,
+// tiny-deepseek2, tiny-glm4moe, tiny-minimax-m2.
 SynthSpec synth_preset(const std::string& name);
 std::vector<std::string> synth_preset_names();
 

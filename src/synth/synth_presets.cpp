@@ -11,6 +11,8 @@ const char* synth_arch_name(SynthArch a) {
   switch (a) {
     case SynthArch::Qwen3Moe: return "qwen3moe";
     case SynthArch::Deepseek2: return "deepseek2";
+    case SynthArch::Glm4Moe: return "glm4moe";
+    case SynthArch::MinimaxM2: return "minimax-m2";
   }
   return "?";
 }
@@ -111,6 +113,100 @@ SynthSpec deepseek_v3() {
   return s;
 }
 
+// GLM-4.5-Air (106B-A12B): 46 layers + 1 NextN block, the first dense, 128 routed experts top-8
+// and one shared, sigmoid routing with a selection bias, QKV biases, no QK-norm, half-rotated heads.
+SynthSpec glm45_air() {
+  SynthSpec s = qwen3moe_base();
+  s.arch = SynthArch::Glm4Moe;
+  s.name = "synth-glm-4.5-air";
+  s.n_layer = 46;
+  s.n_nextn = 1;
+  s.n_embd = 4096;
+  s.n_head = 96;
+  s.n_head_kv = 8;
+  s.head_dim = 128;
+  s.rope_dims = 64;
+  s.attn_bias = true;
+  s.qk_norm = SynthQkNorm::None;
+  s.n_expert = 128;
+  s.n_expert_used = 8;
+  s.n_shared = 1;
+  s.n_ff_exp = 1408;
+  s.n_ff = 10944;
+  s.n_dense_lead = 1;
+  s.sigmoid_gating = true;
+  s.routed_scale = 1.0f;
+  s.n_vocab = 151552;
+  s.n_ctx = 131072;
+  s.rms_eps = 1e-5f;
+  s.shexp_type = GgmlType::Q6_K;
+  return s;
+}
+
+// MiniMax-M2 (230B-A10B): 62 layers, 256 routed experts top-8, no shared expert, sigmoid routing
+// with a bias, QK-norm over the whole q/k width, half-rotated heads.
+SynthSpec minimax_m2() {
+  SynthSpec s = qwen3moe_base();
+  s.arch = SynthArch::MinimaxM2;
+  s.name = "synth-minimax-m2";
+  s.n_layer = 62;
+  s.n_embd = 3072;
+  s.n_head = 48;
+  s.n_head_kv = 8;
+  s.head_dim = 128;
+  s.rope_dims = 64;
+  s.qk_norm = SynthQkNorm::Full;
+  s.n_expert = 256;
+  s.n_expert_used = 8;
+  s.n_ff_exp = 1536;
+  s.n_ff = 1536;
+  s.sigmoid_gating = true;
+  s.n_vocab = 200064;
+  s.n_ctx = 196608;
+  s.rope_base = 5000000.0f;
+  return s;
+}
+
+// Small versions of the two, for tests.
+SynthSpec tiny_glm4moe() {
+  SynthSpec s = glm45_air();
+  s.name = "synth-tiny-glm4moe";
+  s.n_layer = 3;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 64;
+  s.rope_dims = 32;
+  s.n_expert = 16;
+  s.n_expert_used = 4;
+  s.n_ff_exp = 256;
+  s.n_ff = 512;
+  s.n_vocab = 512;
+  s.n_ctx = 4096;
+  s.attn_type = GgmlType::Q8_0;
+  s.embd_type = GgmlType::Q8_0;
+  return s;
+}
+SynthSpec tiny_minimax_m2() {
+  SynthSpec s = minimax_m2();
+  s.name = "synth-tiny-minimax-m2";
+  s.n_layer = 2;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 64;
+  s.rope_dims = 32;
+  s.n_expert = 16;
+  s.n_expert_used = 4;
+  s.n_ff_exp = 256;
+  s.n_ff = 256;
+  s.n_vocab = 512;
+  s.n_ctx = 4096;
+  s.attn_type = GgmlType::Q8_0;
+  s.embd_type = GgmlType::Q8_0;
+  return s;
+}
+
 // The README's default model: small enough to generate in seconds, big enough that a RAM budget
 // below its size forces expert streaming.
 SynthSpec demo() {
@@ -183,7 +279,8 @@ struct Preset {
   SynthSpec (*make)();
 };
 constexpr Preset kPresets[] = {
-    {"qwen3-30b-a3b", qwen3_30b_a3b}, {"deepseek-v3", deepseek_v3}, {"deepseek-v2-lite", deepseek_v2_lite}, {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2},
+    {"qwen3-30b-a3b", qwen3_30b_a3b}, {"deepseek-v3", deepseek_v3}, {"deepseek-v2-lite", deepseek_v2_lite}, {"glm-4.5-air", glm45_air},
+    {"minimax-m2", minimax_m2}, {"tiny-glm4moe", tiny_glm4moe}, {"tiny-minimax-m2", tiny_minimax_m2}, {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2},
 };
 
 }  // namespace
@@ -260,11 +357,16 @@ void SynthSpec::validate() const {
   STRATA_CHECK(n_layer <= 4096, "synth: {} layers is implausible", n_layer);
   STRATA_CHECK(n_embd % 256 == 0, "synth: n_embd {} must be a multiple of 256 (K-quant rows)", n_embd);
   STRATA_CHECK(skew >= 0, "synth: skew must be >= 0 (got {})", skew);
-  if (arch == SynthArch::Qwen3Moe) {
+  STRATA_CHECK(n_nextn >= 0 && (n_nextn == 0 || arch == SynthArch::Glm4Moe), "synth: NextN blocks are a glm4moe feature (got {})", n_nextn);
+  if (arch != SynthArch::Deepseek2) {
     pos(n_head_kv, "kv heads");
     pos(head_dim, "head dim");
     STRATA_CHECK(n_head % n_head_kv == 0, "synth: {} heads is not a multiple of {} kv heads", n_head, n_head_kv);
     STRATA_CHECK(head_dim % 2 == 0, "synth: head dim {} must be even (rope)", head_dim);
+    STRATA_CHECK(rope_dims >= 0 && rope_dims <= head_dim && rope_dims % 2 == 0, "synth: rope dims {} must be even and <= head dim {}", rope_dims,
+                 head_dim);
+    STRATA_CHECK(n_dense_lead >= 0 && n_dense_lead < n_layer, "synth: {} leading dense layers leave no MoE layer of {}", n_dense_lead, n_layer);
+    if (n_dense_lead > 0) pos(n_ff, "dense ffn");
   } else {
     pos(kv_lora, "kv_lora");
     pos(qk_nope, "qk_nope");

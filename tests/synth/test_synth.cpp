@@ -141,7 +141,9 @@ TEST_P(SynthArchTest, RoundTripsThroughReaderAndSummary) {
   std::filesystem::remove(path);
 }
 
-TEST_P(SynthArchTest, LoadsAndRunsForward) {
+class SynthForwardTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SynthForwardTest, LoadsAndRunsForward) {
   const SynthSpec s = synth_preset(GetParam());
   REQUIRE_KERNELS(s);
   const std::string path = tmp_path(std::string(GetParam()) + "-fwd.gguf");
@@ -175,6 +177,7 @@ TEST_P(SynthArchTest, LoadsAndRunsForward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, SynthArchTest, ::testing::Values("tiny", "tiny-deepseek2"));
+INSTANTIATE_TEST_SUITE_P(Presets, SynthForwardTest, ::testing::Values("tiny", "tiny-deepseek2", "tiny-glm4moe", "tiny-minimax-m2"));
 
 TEST(Synth, DeterministicInSeedAndThreads) {
   SynthSpec s = synth_preset("tiny");
