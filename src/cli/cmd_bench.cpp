@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "experts/io_backend.h"
+#include "model/model_summary.h"
 
 namespace strata::cli {
 namespace {
@@ -87,6 +88,18 @@ ExpertCacheCounters diff(const ExpertCacheCounters& a, const ExpertCacheCounters
   return d;
 }
 
+// The weight types of the routed experts and of the dense part, and the routed bytes a token
+// reads when no expert is cached (what the expert tier saves on).
+void print_weight_mix(const ModelSummary& s, nlohmann::json& j) {
+  std::string routed, dense;
+  for (const auto& [name, tu] : s.types) {
+    if (tu.routed_bytes) routed += fmt::format("{}{} {}", routed.empty() ? "" : ", ", name, format_bytes(tu.routed_bytes));
+    if (tu.bytes > tu.routed_bytes) dense += fmt::format("{}{} {}", dense.empty() ? "" : ", ", name, format_bytes(tu.bytes - tu.routed_bytes));
+  }
+  fmt::print("weights: routed experts [{}]; dense [{}]; routed bytes per token uncached {}\n", routed, dense, format_bytes(s.touched_routed));
+  j["routed_bytes_per_token_uncached"] = s.touched_routed;
+}
+
 int bench(const BenchOptions& o) {
   auto loaded = load_engine(o.model);
   Engine& eng = *loaded.engine;
@@ -129,6 +142,7 @@ int bench(const BenchOptions& o) {
   j["peak_rss"] = process_peak_rss();
   j["disk_bw"] = disk;
   fmt::print("{}\n", eng.tier().plan().describe());
+  print_weight_mix(ModelSummary::of(eng.model().gguf()), j);
   fmt::print("| test  | tokens/s | hit rate | read/token | read GB/s | I/O wait | limit fraction |\n");
   fmt::print("|-------|----------|----------|------------|-----------|----------|----------------|\n");
   for (const auto& p : phases) {
