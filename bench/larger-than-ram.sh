@@ -8,7 +8,8 @@
 #   LIMITS="6G" PP=128 TG=32 bench/larger-than-ram.sh
 #   RECIPE=iq2_xxs LIMITS=4G TG_INPUT=random bench/larger-than-ram.sh
 #
-# Env: STRATA (binary), OUT (folder for the model), RECIPE (strata synth --recipe), LIMITS (cgroup limits, default "6G 20G"),
+# Env: STRATA (binary), OUT (folder for the model), MODEL (another GGUF: any architecture),
+# RECIPE (strata synth --recipe), LIMITS (cgroup limits, default "6G 20G"),
 # PP / TG (prompt / generated tokens), PEER_PP / PEER_TG (for llama.cpp under a limit, where it
 # crawls), SKIP_PEER=1, SKIP_RAM=1, TG_INPUT (strata bench --tg-input: greedy by default, the
 # same work as the peer's llbench; random gives varied routing, as real text does).
@@ -17,7 +18,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$here/build/bin/strata}
 OUT=${OUT:-/var/tmp/strata-bench}
 RECIPE=${RECIPE:-}
-MODEL=$OUT/qwen3-30b-a3b-synth-${RECIPE:-q4_K}.gguf
+MODEL=${MODEL:-$OUT/qwen3-30b-a3b-synth-${RECIPE:-q4_K}.gguf}
 LIMITS=${LIMITS:-"6G 20G"}
 PP=${PP:-512}; TG=${TG:-128}
 PEER_PP=${PEER_PP:-32}; PEER_TG=${PEER_TG:-8}
