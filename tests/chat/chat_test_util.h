@@ -8,10 +8,8 @@
 
 namespace strata::chat_test {
 
-inline std::string data_dir() {
-  const std::string f = __FILE__;
-  return f.substr(0, f.rfind('/')) + "/data";
-}
+// An absolute path from the build (not __FILE__, which a compiler cache may make relative).
+inline std::string data_dir() { return std::string(STRATA_TEST_DATA_DIR) + "/../chat/data"; }
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
