@@ -7,8 +7,9 @@
 // A group of 32 values is decoded to unsigned bytes u (grid magnitudes) and a sign source s
 // (the activations are multiplied by sign(s): +-1 per value, 0 where s is 0), so that
 // vpmaddubsw(u, sign(a, s)) gives the products; vpmaddwd with the int16 scales ls widens them.
-// Grid rows come from the tables of kernels/iq_grids.h with gathers (indices are bit fields, so
-// always inside the table); sign codes go through kSignBytesIq2 or bit -> byte masks.
+// Grid rows come from the tables of kernels/iq_grids.h by scalar loads inserted into vectors
+// (measured faster than vpgather on Zen 4); indices are bit fields, so always inside the table.
+// Sign codes go through kSignBytesIq2, sign bits through bit -> byte masks.
 #include "kernels/avx2/dot_multi_impl.h"
 #include "kernels/avx2/kernels_avx2.h"
 #include "kernels/iq_grids.h"
@@ -24,13 +25,10 @@ struct IqGroup {
   __m256i ls;  // int16 scales: low lane for values 0..15, high lane for 16..31
 };
 
-// Four 64-bit rows of `table` (indices in the 4 int32 of idx).
-inline __m256i gather64(const uint64_t* table, __m128i idx) {
-  return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(table), idx, 8);
-}
-// Eight 32-bit rows.
-inline __m256i gather32(const uint32_t* table, __m256i idx) {
-  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(table), idx, 4);
+// Eight 32-bit rows from scalar indices.
+inline __m256i rows8(const uint32_t* t, const uint32_t (&i)[8]) {
+  return _mm256_setr_epi32(static_cast<int>(t[i[0]]), static_cast<int>(t[i[1]]), static_cast<int>(t[i[2]]), static_cast<int>(t[i[3]]),
+                           static_cast<int>(t[i[4]]), static_cast<int>(t[i[5]]), static_cast<int>(t[i[6]]), static_cast<int>(t[i[7]]));
 }
 // Four 64-bit rows from scalar indices (vmovq / vpinsrq: cheaper than a gather on AMD cores).
 inline __m256i rows4(const uint64_t* t, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
@@ -44,15 +42,25 @@ inline __m256i signs4(uint32_t aux) {
 // 32 sign bits (bit j set: value j negative) -> +-1 bytes.
 inline __m256i signs32(uint32_t bits) { return _mm256_or_si256(bits_to_bytes32(bits), _mm256_set1_epi8(1)); }
 inline __m256i ls_one(int s) { return _mm256_set1_epi16(static_cast<int16_t>(2 * s + 1)); }
-inline __m256i ls_two(int lo, int hi) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(2 * hi + 1)), _mm_set1_epi16(static_cast<int16_t>(2 * lo + 1)));
-}
+// The 16 per-16 scales ls = 2s + 1 of IQ2_XS / IQ2_S (s: nibbles of 8 bytes, low nibble
+// first) as int16, 8 per vector in both lanes (for scale_pair16).
+struct NibbleScales {
+  __m256i ls8[2];
+  explicit NibbleScales(const uint8_t* scales) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+    const __m128i ls = _mm_or_si128(_mm_add_epi8(s, s), _mm_set1_epi8(1));
+    ls8[0] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(ls));
+    ls8[1] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(ls, 8)));
+  }
+  __m256i group(int g) const { return scale_pair16(ls8[g / 4], g % 4); }
+};
 inline uint32_t load_u32(const void* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
 }
-inline __m128i bytes4_to_i32(uint32_t v) { return _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(v))); }
 
 // Decoders: Dec(block) prepares per-block state, group(g) decodes values 32g..32g+31.
 // kFactor: the final factor of the horizontal sum; kDelta: IQ1 delta term (None, S: one int
@@ -77,12 +85,13 @@ struct Iq2xs {
   static constexpr float kFactor = 0.125f;
   static constexpr Delta kDelta = Delta::None;
   const Block& b;
-  explicit Iq2xs(const Block& blk) : b(blk) {}
+  const NibbleScales ls;
+  explicit Iq2xs(const Block& blk) : b(blk), ls(blk.scales) {}
   IqGroup group(int g) const {
     const uint16_t* q = b.qs + 4 * g;
     const __m256i u = rows4(iq::kIq2xsGrid.data(), q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
     const __m256i s = rows4(iq::kSignBytesIq2.data(), q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9);
-    return {u, s, ls_two(b.scales[g] & 0xF, b.scales[g] >> 4)};
+    return {u, s, ls.group(g)};
   }
 };
 
@@ -91,14 +100,14 @@ struct Iq2s {
   static constexpr float kFactor = 0.125f;
   static constexpr Delta kDelta = Delta::None;
   const Block& b;
-  explicit Iq2s(const Block& blk) : b(blk) {}
+  const NibbleScales ls;
+  explicit Iq2s(const Block& blk) : b(blk), ls(blk.scales) {}
   IqGroup group(int g) const {
     const uint32_t h = b.qh[g];
     const uint8_t* q = b.qs + 4 * g;
     const __m256i u = rows4(iq::kIq2sGrid.data(), q[0] | ((h << 8) & 0x300), q[1] | ((h << 6) & 0x300), q[2] | ((h << 4) & 0x300),
                             q[3] | ((h << 2) & 0x300));
-    return {u, signs32(load_u32(b.qs + QK_K / 8 + 4 * g)),
-            ls_two(b.scales[g] & 0xF, b.scales[g] >> 4)};
+    return {u, signs32(load_u32(b.qs + QK_K / 8 + 4 * g)), ls.group(g)};
   }
 };
 
@@ -109,9 +118,10 @@ struct Iq3xxs {
   const Block& b;
   explicit Iq3xxs(const Block& blk) : b(blk) {}
   IqGroup group(int g) const {
-    const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * g)));
+    const uint8_t* q = b.qs + 8 * g;
+    const uint32_t idx[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
     const uint32_t aux = load_u32(b.qs + QK_K / 4 + 4 * g);
-    return {gather32(iq::kIq3xxsGrid.data(), idx), signs4(aux), ls_one(aux >> 28)};
+    return {rows8(iq::kIq3xxsGrid.data(), idx), signs4(aux), ls_one(aux >> 28)};
   }
 };
 
@@ -122,11 +132,11 @@ struct Iq3s {
   const Block& b;
   explicit Iq3s(const Block& blk) : b(blk) {}
   IqGroup group(int g) const {
-    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[g]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                                        _mm256_set1_epi32(1));
-    const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * g))),
-                                        _mm256_slli_epi32(hi, 8));
-    return {gather32(iq::kIq3sGrid.data(), idx), signs32(load_u32(b.signs + 4 * g)), ls_one((b.scales[g / 2] >> (4 * (g % 2))) & 0xF)};
+    const uint8_t* q = b.qs + 8 * g;
+    const uint32_t h = b.qh[g];
+    const uint32_t idx[8] = {q[0] | ((h << 8) & 256), q[1] | ((h << 7) & 256), q[2] | ((h << 6) & 256), q[3] | ((h << 5) & 256),
+                             q[4] | ((h << 4) & 256), q[5] | ((h << 3) & 256), q[6] | ((h << 2) & 256), q[7] | ((h << 1) & 256)};
+    return {rows8(iq::kIq3sGrid.data(), idx), signs32(load_u32(b.signs + 4 * g)), ls_one((b.scales[g / 2] >> (4 * (g % 2))) & 0xF)};
   }
 };
 
@@ -144,15 +154,13 @@ struct Iq1s {
                             q[3] | ((h >> 1) & 0x700));
     return {_mm256_abs_epi8(v), v, ls_one((h >> 12) & 7)};
   }
-  // sum over groups of ls * delta sign * (the activation's sum over the group): an int.
-  int32_t delta_sum(const block_q8_K& a) const {
-    int32_t s = 0;
-    for (int g = 0; g < 8; ++g) {
-      const int h = b.qh[g], ls = 2 * ((h >> 12) & 7) + 1;
-      const int32_t sa = (a.bsums[2 * g] + a.bsums[2 * g + 1]) * ls;
-      s += h & 0x8000 ? -sa : sa;
-    }
-    return s;
+  // Per 16 values (int16): ls with the delta's sign, for a vpmaddwd with the activation's
+  // per-16 sums (the int sum over groups of ls * sign * sum(a)).
+  __m256i delta_ls() const {
+    const __m128i h = load128(b.qh);
+    const __m128i ls = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(h, 11), _mm_set1_epi16(14)), _mm_set1_epi16(1));
+    const __m128i sls = _mm_sign_epi16(ls, _mm_or_si128(_mm_srai_epi16(h, 15), _mm_set1_epi16(1)));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(sls, sls), _mm_unpacklo_epi16(sls, sls));
   }
   float scale() const { return h2f(b.d); }
 };
@@ -163,20 +171,34 @@ struct Iq1m {
   static constexpr Delta kDelta = Delta::M;
   const Block& b;
   uint16_t sc[4];
-  explicit Iq1m(const Block& blk) : b(blk) { std::memcpy(sc, b.scales, sizeof(sc)); }
+  __m256i ls8[2];  // the 16 per-16 scales ls as int16, 8 per vector (in both lanes)
+  explicit Iq1m(const Block& blk) : b(blk) {
+    std::memcpy(sc, b.scales, sizeof(sc));
+    // Scale k is bits 3(k%4)..+2 of sc[k/4]: each u16 repeated 4 times, the field moved to the
+    // top 3 bits by a multiply, then shifted down.
+    const __m128i s4 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i mul = _mm_setr_epi16(1 << 13, 1 << 10, 1 << 7, 1 << 4, 1 << 13, 1 << 10, 1 << 7, 1 << 4);
+    for (int h = 0; h < 2; ++h) {
+      const char o = static_cast<char>(4 * h);
+      const __m128i rep = _mm_shuffle_epi8(s4, _mm_setr_epi8(o, o + 1, o, o + 1, o, o + 1, o, o + 1, o + 2, o + 3, o + 2, o + 3,
+                                                             o + 2, o + 3, o + 2, o + 3));
+      const __m128i f = _mm_srli_epi16(_mm_mullo_epi16(rep, mul), 13);
+      ls8[h] = _mm256_broadcastsi128_si256(_mm_or_si128(_mm_slli_epi16(f, 1), _mm_set1_epi16(1)));
+    }
+  }
   // Values 32g..: index nibbles of qh[2g], qh[2g+1] (3 high bits + delta sign), scales of the
-  // 16-value halves 2g, 2g+1 (3 bits each in sc[g/2]).
+  // 16-value halves 2g, 2g+1.
   IqGroup group(int g, __m256i& ls_delta) const {
     const uint32_t hq = b.qh[2 * g] | (b.qh[2 * g + 1] << 8);
     const uint8_t* q = b.qs + 4 * g;
     const __m256i v = rows4(iq::kIq1sGrid.data(), q[0] | ((hq << 8) & 0x700), q[1] | ((hq << 4) & 0x700), q[2] | (hq & 0x700),
                             q[3] | ((hq >> 4) & 0x700));
-    const int s16 = sc[g / 2] >> (6 * (g % 2));
-    const __m256i ls = ls_two(s16 & 7, (s16 >> 3) & 7);
-    // -1 per 8 values whose sign bit (bit 3 of the nibble) is set, else +1, as int16.
-    const __m256i neg = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(hq), _mm256_setr_epi64x(3, 7, 11, 15)),
-                                         _mm256_set1_epi64x(1));
-    ls_delta = _mm256_sign_epi16(ls, _mm256_or_si256(_mm256_sub_epi64(_mm256_setzero_si256(), neg), _mm256_set1_epi16(1)));
+    const __m256i ls = scale_pair16(ls8[g / 4], g % 4);
+    // ls negated per 8 values whose sign bit (bit 3 of the nibble) is set.
+    const __m256i bit = _mm256_setr_epi64x(0x0008000800080008LL, 0x0080008000800080LL, 0x0800080008000800LL,
+                                           static_cast<int64_t>(0x8000800080008000ULL));
+    const __m256i neg = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16(static_cast<int16_t>(hq)), bit), bit);
+    ls_delta = _mm256_sub_epi16(_mm256_xor_si256(ls, neg), neg);
     return {_mm256_abs_epi8(v), v, ls};
   }
   float scale() const {
@@ -223,13 +245,16 @@ struct IqDot {
         }
       }
       const float wd = weight_scale(dec, w[i]);
+      __m256i dls = _mm256_setzero_si256();
+      if constexpr (D::kDelta == Delta::S) dls = dec.delta_ls();
       for (int t = 0; t < N; ++t) {
         const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
         const float d = wd * a->d;
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum.total(t)), acc[t]);
         if constexpr (D::kDelta == Delta::M) acc2[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum2[t]), acc2[t]);
         if constexpr (D::kDelta == Delta::S) {
-          accd[t] = std::fma(d, static_cast<float>(dec.delta_sum(*a)), accd[t]);
+          const int32_t s2 = hsum_epi32(_mm256_madd_epi16(load256(a->bsums), dls));
+          accd[t] = std::fma(d, static_cast<float>(s2), accd[t]);
         }
       }
     }
