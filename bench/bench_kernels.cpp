@@ -485,7 +485,9 @@ void register_all() {
   // 4096x2048 projection; n = 8..512 tokens. The OpenBLAS-threaded cases run last (its
   // threads keep spinning for a while after a call).
   const GgmlType gemm_formats[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_K,
-                                   GgmlType::Q4_0, GgmlType::IQ4_XS, GgmlType::MXFP4};
+                                   GgmlType::Q4_0, GgmlType::IQ4_XS, GgmlType::MXFP4,
+                                   GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS,
+                                   GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::TQ1_0, GgmlType::TQ2_0};
   const int64_t shapes[][2] = {{768, 2048}, {2048, 768}, {4096, 2048}};
   auto reg_gemm = [&](GgmlType t, const int64_t* sh, int64_t n, GemmPath p, std::initializer_list<int> threads) {
     const std::string name = std::string("gemm/") + ggml_type_name(t) + "/" + std::to_string(sh[0]) + "x" +
@@ -516,7 +518,8 @@ void register_all() {
   benchmark::RegisterBenchmark("dram_read", BM_DramRead)->Arg(1)->Arg(2)->MinTime(kMinTime)->UseRealTime();
   const GgmlType formats[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                               GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::F16, GgmlType::BF16,
-                              GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::IQ1_S};
+                              GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS,
+                              GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::TQ1_0, GgmlType::TQ2_0};
   for (GgmlType t : formats)
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
       const std::string name = std::string("gemv/") + ggml_type_name(t) + "/" + isa_name(isa);

@@ -73,6 +73,40 @@ static void check_table_golden(Isa isa, const char* cpu_lacks) {
   check_vec_dot_golden(k);
 }
 
+// The i-quants and ternary types compute with llama.cpp's own AVX2 arithmetic (exact int32 lanes
+// per block, one fused multiply-add per lane with d_w * d_a, its horizontal sum; see Lanes8 in
+// kernels/scalar/quants_internal.h): their dots are the reference's floats bit for bit, in the
+// scalar table and in every SIMD table this CPU has, one token and several.
+TEST(IqGolden, VecDotBitExactWithLlamaCpp) {
+  if (!fs::exists(kDir / "README.md")) STRATA_MISSING_FIXTURE(kDir.string() + " (i-quant dots)");
+  int tables = 0;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+    const KernelTable* k = kernel_table(isa);
+    if (!k) continue;
+    ++tables;
+    for (const char* stem : {"iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "tq1_0", "tq2_0"}) {
+      SCOPED_TRACE(std::string(stem) + " " + k->name);
+      const Golden g = load_golden(stem);
+      const auto ti = static_cast<uint32_t>(g.type);
+      for (int64_t r = 0; r < g.rows; ++r) {
+        const uint8_t* w = g.blocks.data() + r * g.row_bytes;
+        const float want = g.result[r];
+        const float got = k->vec_dot[ti](g.cols, w, g.act_blocks.data());
+        float xn = -1;
+        if (k->vec_dot_xn[ti]) k->vec_dot_xn[ti](g.cols, w, g.act_blocks.data(), 0, 1, &xn, 1);
+        else xn = got;
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got) && std::isnan(xn)) << "row " << r;
+          continue;
+        }
+        EXPECT_EQ(f32_to_bits(got), f32_to_bits(want)) << "row " << r << ": " << got << " vs llama.cpp " << want;
+        EXPECT_EQ(f32_to_bits(xn), f32_to_bits(want)) << "row " << r << " (multi-token): " << xn << " vs llama.cpp " << want;
+      }
+    }
+  }
+  EXPECT_GE(tables, 1);
+}
+
 TEST(Avx512Golden, VecDotMatchesLlamaCpp) { check_table_golden(Isa::Avx512, "AVX-512 VNNI"); }
 TEST(AvxVnniGolden, VecDotMatchesLlamaCpp) { check_table_golden(Isa::AvxVnni, "AVX-VNNI or AVX-512 VNNI"); }
 

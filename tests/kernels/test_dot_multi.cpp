@@ -21,7 +21,7 @@ namespace {
 using namespace strata::testing;
 
 const char* const kXnTypes[] = {"q4_k", "q5_k", "q6_k", "iq4_xs", "q8_0", "q4_0", "iq4_nl", "mxfp4",
-                                "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s"};
+                                "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0"};
 
 uint32_t bits(float f) {
   uint32_t u;
@@ -185,33 +185,47 @@ TEST(DotMulti, TablesPairWithTheirSingleTokenKernel) {
   }
 }
 
-// The lattice i-quants' SIMD kernels are bit-identical to the scalar reference (same integer
-// sums, same double accumulation): every golden row and random rows of many blocks.
-TEST(DotMulti, IqLatticeSimdBitIdenticalToScalar) {
+// The i-quants' and ternary types' SIMD kernels are bit-identical to the scalar reference (both
+// are llama.cpp's AVX2 arithmetic): every golden row and random rows of many blocks, one token
+// and several.
+TEST(DotMulti, IqSimdBitIdenticalToScalar) {
   if (!fs::exists(kDir / "README.md"))
-    GTEST_SKIP() << "*** golden fixtures missing: " << kDir << " (i-quant kernels NOT checked) ***";
+    STRATA_MISSING_FIXTURE(kDir.string() + " (i-quant kernels)");
   const KernelTable* sc = kernel_table(Isa::Scalar);
   const auto tables = simd_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
   std::mt19937 rng(31);
   for (const KernelTable* k : tables) {
-    for (const char* stem : {"iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s"}) {
+    for (const char* stem : {"iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0"}) {
       SCOPED_TRACE(std::string(k->name) + " " + stem);
       const Golden g = load_golden(stem);
       const auto ti = static_cast<uint32_t>(g.type);
       ASSERT_NE(k->vec_dot[ti], sc->vec_dot[ti]) << "no SIMD kernel";
+      ASSERT_NE(k->vec_dot_xn[ti], nullptr) << "no multi-token kernel";
       for (int64_t r = 0; r < g.rows; ++r) {
         const uint8_t* w = g.blocks.data() + r * g.row_bytes;
-        ASSERT_EQ(bits(k->vec_dot[ti](g.cols, w, g.act_blocks.data())), bits(sc->vec_dot[ti](g.cols, w, g.act_blocks.data())))
-            << "golden row " << r;
+        const float want = sc->vec_dot[ti](g.cols, w, g.act_blocks.data());
+        float xn = -1;
+        k->vec_dot_xn[ti](g.cols, w, g.act_blocks.data(), 0, 1, &xn, 1);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(k->vec_dot[ti](g.cols, w, g.act_blocks.data())) && std::isnan(xn)) << "golden row " << r;
+          continue;
+        }
+        ASSERT_EQ(bits(k->vec_dot[ti](g.cols, w, g.act_blocks.data())), bits(want)) << "golden row " << r;
+        ASSERT_EQ(bits(xn), bits(want)) << "golden row " << r << " (multi-token)";
       }
       for (int64_t cols : {256, 1024, 2816}) {
         const auto w = random_rows(g, 1, cols, rng);
         const size_t stride = ggml_row_size(GgmlType::Q8_K, cols);
-        const auto act = random_act(*k, GgmlType::Q8_K, cols, 3, stride, rng);
-        for (int t = 0; t < 3; ++t)
-          ASSERT_EQ(bits(k->vec_dot[ti](cols, w.data(), act.data() + t * stride)), bits(sc->vec_dot[ti](cols, w.data(), act.data() + t * stride)))
-              << "cols " << cols << " token " << t;
+        const int nt = 7;
+        const auto act = random_act(*k, GgmlType::Q8_K, cols, nt, stride, rng);
+        std::vector<float> y(nt, -1.0f);
+        k->vec_dot_xn[ti](cols, w.data(), act.data(), stride, nt, y.data(), 1);
+        for (int t = 0; t < nt; ++t) {
+          const float want = sc->vec_dot[ti](cols, w.data(), act.data() + t * stride);
+          ASSERT_EQ(bits(k->vec_dot[ti](cols, w.data(), act.data() + t * stride)), bits(want)) << "cols " << cols << " token " << t;
+          ASSERT_EQ(bits(y[t]), bits(want)) << "cols " << cols << " token " << t << " (multi-token)";
+        }
       }
     }
   }

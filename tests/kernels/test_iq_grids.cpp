@@ -13,6 +13,7 @@
 #include "core/fp16.h"
 #include "kernels/blocks.h"
 #include "kernels/iq_grids.h"
+#include "kernels/kernel_table.h"
 #include "kernels/quants.h"
 
 namespace strata {
@@ -84,7 +85,14 @@ size_t d_offset(GgmlType t) {
   }
 }
 
-// Dequantizes and dots (with an all-ones activation) one block.
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Dequantizes and dots (with an all-ones activation) one block with the scalar reference; every
+// SIMD table this CPU has gives the same dot, one token and several (NaN where it gives NaN).
 void decode_and_dot(GgmlType t, const std::vector<uint8_t>& blk, std::vector<float>& y, float& dot) {
   const auto& q = quant_traits(t);
   ASSERT_NE(q.to_float, nullptr);
@@ -92,9 +100,22 @@ void decode_and_dot(GgmlType t, const std::vector<uint8_t>& blk, std::vector<flo
   y.assign(QK_K, 0.0f);
   q.to_float(blk.data(), y.data(), QK_K);
   std::vector<float> ones(QK_K, 1.0f);
-  std::vector<uint8_t> act(ggml_row_size(q.vec_dot_type, QK_K));
-  quantize_row(q.vec_dot_type, ones.data(), act.data(), QK_K);
+  const size_t ab = ggml_row_size(q.vec_dot_type, QK_K);
+  std::vector<uint8_t> act(3 * ab);
+  for (int k = 0; k < 3; ++k) quantize_row(q.vec_dot_type, ones.data(), act.data() + k * ab, QK_K);
   dot = q.vec_dot(QK_K, blk.data(), act.data());
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+    const KernelTable* k = kernel_table(isa);
+    if (!k) continue;
+    const auto ti = static_cast<uint32_t>(t);
+    const float got = k->vec_dot[ti](QK_K, blk.data(), act.data());
+    EXPECT_TRUE(bits(got) == bits(dot) || (std::isnan(got) && std::isnan(dot))) << k->name << ": " << got << " vs " << dot;
+    if (!k->vec_dot_xn[ti]) continue;
+    float yx[3] = {-1, -1, -1};
+    k->vec_dot_xn[ti](QK_K, blk.data(), act.data(), ab, 3, yx, 1);
+    for (float v : yx)
+      EXPECT_TRUE(bits(v) == bits(dot) || (std::isnan(v) && std::isnan(dot))) << k->name << " (multi-token): " << v << " vs " << dot;
+  }
 }
 
 void set_d(GgmlType t, std::vector<uint8_t>& blk, uint16_t h) {

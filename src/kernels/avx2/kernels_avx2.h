@@ -19,11 +19,17 @@ float vec_dot_q4_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q5_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_iq4_xs_q8_K(int64_t n, const void* w, const void* a);
-// Lattice i-quants (dot_iq_avx2.cpp): bit-identical to the scalar reference.
+// Grid i-quants (dot_iq_avx2.cpp) and ternary formats (dot_ternary_avx2.cpp): bit-identical
+// to the scalar reference (llama.cpp's arithmetic).
 float vec_dot_iq2_xxs_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_iq2_xs_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq2_s_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_iq3_xxs_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq3_s_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_iq1_s_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_iq1_m_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_tq1_0_q8_K(int64_t n, const void* w, const void* a);
+float vec_dot_tq2_0_q8_K(int64_t n, const void* w, const void* a);
 float vec_dot_f16_f16(int64_t n, const void* w, const void* a);
 float vec_dot_bf16_bf16(int64_t n, const void* w, const void* a);
 float vec_dot_f32_f32(int64_t n, const void* w, const void* a);
@@ -41,6 +47,11 @@ void vec_dot_xn_iq2_xxs_q8_K(int64_t n, const void* w, const void* a, size_t as,
 void vec_dot_xn_iq2_xs_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
 void vec_dot_xn_iq3_xxs_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
 void vec_dot_xn_iq1_s_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_iq2_s_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_iq3_s_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_iq1_m_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_tq1_0_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+void vec_dot_xn_tq2_0_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
 
 // Activation quantizers (f32 -> vec_dot_type), round to nearest even like ggml's AVX2 path.
 void quantize_q8_0(const float* x, void* y, int64_t n);

@@ -26,6 +26,11 @@ void fill_avx2_table(KernelTable& t) {
   set_dot(GgmlType::IQ2_XS, avx2::vec_dot_iq2_xs_q8_K);
   set_dot(GgmlType::IQ3_XXS, avx2::vec_dot_iq3_xxs_q8_K);
   set_dot(GgmlType::IQ1_S, avx2::vec_dot_iq1_s_q8_K);
+  set_dot(GgmlType::IQ2_S, avx2::vec_dot_iq2_s_q8_K);
+  set_dot(GgmlType::IQ3_S, avx2::vec_dot_iq3_s_q8_K);
+  set_dot(GgmlType::IQ1_M, avx2::vec_dot_iq1_m_q8_K);
+  set_dot(GgmlType::TQ1_0, avx2::vec_dot_tq1_0_q8_K);
+  set_dot(GgmlType::TQ2_0, avx2::vec_dot_tq2_0_q8_K);
   set_dot(GgmlType::F16, avx2::vec_dot_f16_f16);
   set_dot(GgmlType::BF16, avx2::vec_dot_bf16_bf16);
   set_dot(GgmlType::F32, avx2::vec_dot_f32_f32);
@@ -43,6 +48,11 @@ void fill_avx2_table(KernelTable& t) {
   set_xn(GgmlType::IQ2_XS, avx2::vec_dot_xn_iq2_xs_q8_K);
   set_xn(GgmlType::IQ3_XXS, avx2::vec_dot_xn_iq3_xxs_q8_K);
   set_xn(GgmlType::IQ1_S, avx2::vec_dot_xn_iq1_s_q8_K);
+  set_xn(GgmlType::IQ2_S, avx2::vec_dot_xn_iq2_s_q8_K);
+  set_xn(GgmlType::IQ3_S, avx2::vec_dot_xn_iq3_s_q8_K);
+  set_xn(GgmlType::IQ1_M, avx2::vec_dot_xn_iq1_m_q8_K);
+  set_xn(GgmlType::TQ1_0, avx2::vec_dot_xn_tq1_0_q8_K);
+  set_xn(GgmlType::TQ2_0, avx2::vec_dot_xn_tq2_0_q8_K);
 
   auto set_act = [&](GgmlType a, FromFloatFn f) { t.quantize_act[static_cast<uint32_t>(a)] = f; };
   set_act(GgmlType::Q8_0, avx2::quantize_q8_0);

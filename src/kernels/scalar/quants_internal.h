@@ -51,6 +51,25 @@ inline double block_dot(float dw, float da, int32_t isum) {
   return static_cast<double>(dw) * static_cast<double>(da) * static_cast<double>(isum);
 }
 
+// The accumulation of llama.cpp's AVX2 kernels for the 256-value i-quants and ternary types,
+// which their dot products reproduce bit for bit (the quant-blocks vec_dot references):
+//  - per super-block, 8 int32 lanes; value v lands in lane (v % 32) / 4 (what vpmaddubsw +
+//    vpmaddwd leave there for each 32-value chunk), so each lane is an exact integer;
+//  - each lane is converted to float (exact: |lane| < 2^24 for every format) and fused-
+//    multiply-added with the block scale d = d_w * d_a into 8 float accumulators, blocks in order;
+//  - at the end the horizontal sum (lane i + lane i+4, then (0 + 2) + (1 + 3)).
+inline constexpr int iq_lane(int v) { return (v & 31) >> 2; }
+struct Lanes8 {
+  float acc[8] = {};
+  void fma(float d, const int32_t (&lane)[8]) {
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lane[l]), acc[l]);
+  }
+  float hsum() const {
+    const float t0 = acc[0] + acc[4], t1 = acc[1] + acc[5], t2 = acc[2] + acc[6], t3 = acc[3] + acc[7];
+    return (t0 + t2) + (t1 + t3);
+  }
+};
+
 // The 16 non-uniform levels shared by IQ4_NL and IQ4_XS.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,   38,  53,  69,  89,  113};

@@ -9,8 +9,8 @@
 //   IQ1_M: qs[32] low index bits; per 8 values a nibble of qh[16]: 3 high index bits and the delta
 //          sign (bit 3); scales as four u16: s per 16 values (3 bits each, 12 bits per u16), and
 //          the f16 d spread over their top nibbles (u16 j holds d's bits 4j..4j+3)
-// The dot sums ls * (grid . a) and ls * sign * sum(a) in integers per block:
-//   block = d_w * d_a * (sum1 + kIq1Delta * sum2).
+// The dot sums ls * (grid . a) and ls * sign * sum(a) in integers per block and accumulates
+// them in float as llama.cpp's AVX2 kernels do (see vec_dot_iq1).
 //
 // TQ1_0 (d f16 last): 5 ternary digits per byte of qs[48] and 4 per byte of qh[4], stored as
 // a base-3 fraction: digit k of byte b is (uint8(b * 3^k) * 3) >> 8, value digit - 1. Values
@@ -80,30 +80,43 @@ void to_float_iq1(const void* src, float* y, int64_t n) {
   }
 }
 
-template <Iq1DecodeFn decode, typename Block>
+// The dot, with llama.cpp's arithmetic (Lanes8): lanes of ls * grid * a per block, fused into
+// 8 float accumulators with d = d_w * d_a. The delta term ls * sign * sum(a):
+//   IQ1_S: one int per block from the activation's per-16 sums, accumulated as a scalar
+//          fused multiply-add with d; result = hsum + kIq1Delta * that;
+//   IQ1_M: lanes of its own (sign per 8 values, ls per 16) in a second set of accumulators;
+//          result = hsum(first) + kIq1Delta * hsum(second).
+template <Iq1DecodeFn decode, typename Block, bool kM>
 float vec_dot_iq1(int64_t n, const void* w, const void* a) {
   const auto* b = static_cast<const Block*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
   Iq1Block x;
-  double s = 0;
+  Lanes8 acc1, acc2;
+  float acc_delta = 0.0f;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     decode(b + i, x);
-    int32_t sum1 = 0, sum2 = 0;  // ls * (grid . a), ls * sign * sum(a)
-    for (int k = 0; k < QK_K / 8; ++k) {
-      const int8_t* a8 = y[i].qs + 8 * k;
-      int32_t dot = 0, sa = 0;
-      for (int j = 0; j < 8; ++j) {
-        dot += x.q[8 * k + j] * a8[j];
-        sa += a8[j];
-      }
-      const int ls = 2 * x.s[k / 2] + 1;
-      sum1 += ls * dot;
-      sum2 += ls * (x.neg[k] ? -sa : sa);
+    int32_t lane1[8] = {}, lane2[8] = {};
+    for (int v = 0; v < QK_K; ++v) {
+      const int ls = 2 * x.s[v / 16] + 1;
+      lane1[iq_lane(v)] += ls * x.q[v] * y[i].qs[v];
+      if constexpr (kM) lane2[iq_lane(v)] += (x.neg[v / 8] ? -ls : ls) * y[i].qs[v];
     }
-    s += static_cast<double>(x.d) * static_cast<double>(y[i].d) *
-         (static_cast<double>(sum1) + static_cast<double>(iq::kIq1Delta) * sum2);
+    const float d = x.d * y[i].d;
+    acc1.fma(d, lane1);
+    if constexpr (kM) {
+      acc2.fma(d, lane2);
+    } else {
+      int32_t sum2 = 0;
+      for (int g = 0; g < QK_K / 32; ++g) {
+        const int ls = 2 * x.s[2 * g] + 1;
+        const int32_t sa = y[i].bsums[2 * g] + y[i].bsums[2 * g + 1];
+        sum2 += x.neg[4 * g] ? -ls * sa : ls * sa;
+      }
+      acc_delta = std::fma(d, static_cast<float>(sum2), acc_delta);
+    }
   }
-  return static_cast<float>(s);
+  if constexpr (kM) return acc1.hsum() + iq::kIq1Delta * acc2.hsum();
+  else return acc1.hsum() + iq::kIq1Delta * acc_delta;
 }
 
 // ---- ternary ----
@@ -141,28 +154,32 @@ void to_float_ternary(const void* src, float* y, int64_t n) {
   }
 }
 
+// The dot, with llama.cpp's arithmetic: lanes (Lanes8) of code * a (code = value + 1, 0..3),
+// minus in lane l the activation's sum over values 32l..32l+31 (its per-16 sums 2l and 2l+1),
+// fused into 8 float accumulators with d = d_w * d_a.
 template <typename Block, void (*decode)(const Block&, int8_t*)>
 float vec_dot_ternary(int64_t n, const void* w, const void* a) {
   const auto* b = static_cast<const Block*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
   int8_t q[QK_K];
-  double s = 0;
+  Lanes8 acc;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     decode(b[i], q);
-    int32_t isum = 0;
-    for (int j = 0; j < QK_K; ++j) isum += q[j] * y[i].qs[j];
-    s += block_dot(f16(b[i].d), y[i].d, isum);
+    int32_t lane[8] = {};
+    for (int v = 0; v < QK_K; ++v) lane[iq_lane(v)] += (q[v] + 1) * y[i].qs[v];
+    for (int l = 0; l < 8; ++l) lane[l] -= y[i].bsums[2 * l] + y[i].bsums[2 * l + 1];
+    acc.fma(f16(b[i].d) * y[i].d, lane);
   }
-  return static_cast<float>(s);
+  return acc.hsum();
 }
 
 }  // namespace
 
 void register_iq1_ternary_quants(QuantTable& t) {
   set_traits(t, GgmlType::IQ1_S, to_float_iq1<decode_iq1_s, block_iq1_s>, nullptr, GgmlType::Q8_K,
-             vec_dot_iq1<decode_iq1_s, block_iq1_s>);
+             vec_dot_iq1<decode_iq1_s, block_iq1_s, false>);
   set_traits(t, GgmlType::IQ1_M, to_float_iq1<decode_iq1_m, block_iq1_m>, nullptr, GgmlType::Q8_K,
-             vec_dot_iq1<decode_iq1_m, block_iq1_m>);
+             vec_dot_iq1<decode_iq1_m, block_iq1_m, true>);
   set_traits(t, GgmlType::TQ1_0, to_float_ternary<block_tq1_0, decode_tq1_0>, nullptr, GgmlType::Q8_K,
              vec_dot_ternary<block_tq1_0, decode_tq1_0>);
   set_traits(t, GgmlType::TQ2_0, to_float_ternary<block_tq2_0, decode_tq2_0>, nullptr, GgmlType::Q8_K,

@@ -6,7 +6,8 @@
 //   IQ3_XXS: w = d * (0.5 + s) / 2 * q   (= d * ls * q / 4)
 //   IQ3_S:   w = d * ls * q
 // evaluated in float in exactly that order (bit-exact with ggml). The dot against Q8_K sums
-// ls * q * a in integers per block, as ggml's CPU kernels do, and scales once per block.
+// ls * q * a in integers per block and accumulates in float as llama.cpp's AVX2 kernels do
+// (Lanes8 in quants_internal.h): bit-exact with its vec_dot.
 // Block layouts (bytes after the f16 d):
 //   IQ2_XXS: per 32 values 8 bytes: 4 grid indices, then a u32 of four 7-bit sign codes and s (bits 28..31)
 //   IQ2_XS:  u16 per 8 values (9-bit grid index, 7-bit sign code), then s per 16 values (nibbles)
@@ -117,7 +118,7 @@ inline float group_scale(Scale k, float d, int s) {
   }
   return 0;
 }
-inline double dot_factor(Scale k) { return k == Scale::Iq2 ? 0.125 : k == Scale::Iq3xxs ? 0.25 : 1.0; }
+inline float dot_factor(Scale k) { return k == Scale::Iq2 ? 0.125f : k == Scale::Iq3xxs ? 0.25f : 1.0f; }
 
 using DecodeFn = void (*)(const void* src, LatticeBlock& out);
 
@@ -134,23 +135,21 @@ void to_float(const void* src, float* y, int64_t n) {
   }
 }
 
+// llama.cpp's arithmetic (Lanes8): per block the lanes of ls * q * a, one fused multiply-add
+// with d_w * d_a per lane, and the format's factor (1/8, 1/4, 1) times the horizontal sum.
 template <DecodeFn decode, Scale kind, typename Block>
 float vec_dot(int64_t n, const void* w, const void* a) {
   const auto* b = static_cast<const Block*>(w);
   const auto* y = static_cast<const block_q8_K*>(a);
   LatticeBlock x;
-  double s = 0;
+  Lanes8 acc;
   for (int64_t i = 0; i < n / QK_K; ++i) {
     decode(b + i, x);
-    int32_t isum = 0;
-    for (int g = 0; g < QK_K / 16; ++g) {
-      int32_t sumi = 0;
-      for (int j = 0; j < 16; ++j) sumi += x.q[16 * g + j] * y[i].qs[16 * g + j];
-      isum += (2 * x.s[g] + 1) * sumi;
-    }
-    s += block_dot(x.d, y[i].d, isum);
+    int32_t lane[8] = {};
+    for (int v = 0; v < QK_K; ++v) lane[iq_lane(v)] += (2 * x.s[v / 16] + 1) * x.q[v] * y[i].qs[v];
+    acc.fma(x.d * y[i].d, lane);
   }
-  return static_cast<float>(dot_factor(kind) * s);
+  return dot_factor(kind) * acc.hsum();
 }
 
 }  // namespace
