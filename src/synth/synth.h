@@ -12,7 +12,7 @@
 
 namespace strata {
 
-enum class SynthArch { Qwen3Moe, Deepseek2 };
+enum class SynthArch { Qwen3Moe, Deepseek2, Qwen35Moe };
 const char* synth_arch_name(SynthArch a);
 
 struct SynthSpec {
@@ -23,11 +23,15 @@ struct SynthSpec {
   int n_head = 0;
   int n_head_kv = 0;              // GQA only
   int head_dim = 0;               // GQA only
+  int rope_dims = 0;              // rotated dims per head (0: all of head_dim)
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;               // one routed expert's hidden size
   int n_ff = 0;                   // dense FFN hidden size (deepseek2 leading layers; metadata for qwen)
-  int n_shared = 0;               // shared experts (deepseek2)
+  int n_shared = 0;               // shared experts (deepseek2; qwen35moe: its one gated shared expert)
+  // Gated DeltaNet (qwen35moe): every full_attn_every-th block is full attention, the rest DeltaNet
+  int full_attn_every = 0;
+  int ssm_conv = 0, ssm_state = 0, ssm_k_heads = 0, ssm_v_heads = 0;
   int n_dense_lead = 0;           // leading dense layers (deepseek2)
   // MLA (deepseek2)
   int q_lora = 0;                 // 0: plain attn_q
@@ -56,12 +60,13 @@ struct SynthSpec {
   void validate() const;  // throws strata::Error naming the bad field
 };
 
-// Named shapes: qwen3-30b-a3b, deepseek-v2-lite, demo, tiny, tiny-deepseek2.
+// Named shapes: qwen3-30b-a3b, deepseek-v2-lite, qwen3.5-35b-a3b, demo, tiny, tiny-deepseek2, tiny-qwen35moe.
 SynthSpec synth_preset(const std::string& name);
 std::vector<std::string> synth_preset_names();
 
 // One tensor of the planned file.
-enum class SynthRole { Norm, Router, Embedding, Weight };
+// Decay: negative values (qwen35moe's ssm_a = -exp(A_log)).
+enum class SynthRole { Norm, Router, Embedding, Weight, Decay };
 struct SynthTensor {
   std::string name;
   GgmlType type = GgmlType::F32;
