@@ -53,7 +53,7 @@ void read_rope_sections(const GgufModel& m, const MetaReader& r) {
   STRATA_CHECK(sum > 0, "{}: metadata '{}{}' has no sections", m.path(), r.prefix, key::kRopeDimensionSections);
 }
 
-void read_delta_net(const MetaReader& r, const ModelConfig& cfg, LayerConfig& l) {
+void read_delta_net(const MetaReader& r, LayerConfig& l) {
   l.attn = AttnKind::DeltaNet;
   l.ssm_conv = static_cast<int>(r.req_int(key::kSsmConvKernel));
   l.ssm_state = static_cast<int>(r.req_int(key::kSsmStateSize));
@@ -67,10 +67,14 @@ void read_delta_net(const MetaReader& r, const ModelConfig& cfg, LayerConfig& l)
   STRATA_CHECK(inner == static_cast<int64_t>(l.ssm_v_heads) * l.ssm_state, "{}: {}{} is {} but {}{} x {}{} is {} (value heads of state_size values)",
                r.m.path(), r.prefix, key::kSsmInnerSize, inner, r.prefix, key::kSsmTimeStepRank, r.prefix, key::kSsmStateSize,
                l.ssm_v_heads * l.ssm_state);
-  (void)cfg;
 }
 
 void read_full_attention(const MetaReader& r, const ModelConfig& cfg, LayerConfig& l) {
+  for (const char* k : {key::kAttnHeadCount, key::kAttnHeadCountKv}) {  // per-layer arrays would be read as absent
+    const GgufValue* v = r.m.find(r.prefix + k);
+    STRATA_CHECK(!v || !v->is_array(), "{}: metadata '{}{}' is a per-layer array (only one value for every block is supported)", r.m.path(),
+                 r.prefix, k);
+  }
   read_gqa(r, cfg, RopeStyle::Neox, l);
   STRATA_CHECK(l.head_dim_k == l.head_dim_v, "{}: {}{} {} differs from {}{} {}", r.m.path(), r.prefix, key::kAttnKeyLength, l.head_dim_k, r.prefix,
                key::kAttnValueLength, l.head_dim_v);
@@ -100,7 +104,7 @@ void qwen35moe_config(const GgufModel& m, ModelConfig& cfg) {
   cfg.n_layer = n_trunk;
   for (int il = 0; il < n_trunk; ++il) {
     LayerConfig& l = cfg.layers[static_cast<size_t>(il)];
-    if (rec[static_cast<size_t>(il)]) read_delta_net(r, cfg, l);
+    if (rec[static_cast<size_t>(il)]) read_delta_net(r, l);
     else read_full_attention(r, cfg, l);
     l.ffn = FfnKind::Moe;
     l.n_expert = n_expert;
