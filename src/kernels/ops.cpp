@@ -112,6 +112,44 @@ void swiglu(const float* g, const float* u, float* out, int64_t n) {
   for (int64_t i = nv; i < n; ++i) out[i] = silu(g[i]) * u[i];
 }
 
+void silu_vec(const float* x, float* y, int64_t n) {
+  const int64_t nv = n & ~int64_t{7};
+  for (int64_t i = 0; i < nv; ++i) {
+    const float v = x[i];
+    y[i] = v / (1.0f + ggml_vexpf(0.0f - v));
+  }
+  for (int64_t i = nv; i < n; ++i) y[i] = silu(x[i]);
+}
+
+void l2norm(const float* x, float* y, int64_t n, float eps) {
+  const float fn = static_cast<float>(n);
+  rmsnorm(x, nullptr, y, n, eps / fn);
+  const float s = 1.0f / std::sqrt(fn);
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+void conv1d_causal_step(const float* hist, const float* x, const float* w, int n_ch, int k, float* y) {
+  for (int c = 0; c < n_ch; ++c) {
+    const float* wc = w + static_cast<size_t>(c) * k;
+    float sum = 0.0f;  // products rounded, then added (ggml's CPU build does not fuse this loop)
+    for (int j = 0; j + 1 < k; ++j) sum += hist[static_cast<size_t>(j) * n_ch + c] * wc[j];
+    y[c] = sum + x[c] * wc[k - 1];
+  }
+}
+
+void gated_delta_step(float* m, const float* q, const float* k, const float* v, float g, float beta, int s, float* out, DotF32Fn dot) {
+  const float decay = std::exp(g);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s));
+  // Row j of m only ever meets d[j]: decay, delta, update and read-out run row by row.
+  for (int j = 0; j < s; ++j) {
+    float* row = m + static_cast<size_t>(j) * s;
+    for (int i = 0; i < s; ++i) row[i] *= decay;
+    const float d = (v[j] - dot(s, row, k)) * beta;
+    for (int i = 0; i < s; ++i) row[i] = std::fma(k[i], d, row[i]);
+    out[j] = dot(s, row, q) * scale;
+  }
+}
+
 void swiglu_clamp(const float* g, const float* u, float* out, int64_t n, float limit) {
   if (limit <= 0.0f) {
     swiglu(g, u, out, n);

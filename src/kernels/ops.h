@@ -27,6 +27,30 @@ void swiglu_oai(const float* g, const float* u, float* out, int64_t n, float alp
 // DeepSeek-V4: out = silu(min(g, limit)) * clamp(u, -limit, limit); limit <= 0: no clamp
 void swiglu_clamp(const float* g, const float* u, float* out, int64_t n, float limit);
 
+// ggml's sigmoid and softplus ops (libm expf/logf, scalar).
+inline float sigmoid_f32(float x);
+inline float softplus_f32(float x);  // x > 20 ? x : log(1 + exp(x))  (not log1p: the same float as ggml)
+// y[i] = silu(x[i]) as ggml_vec_silu_f32: groups of 8 through its vectorized expf, the tail
+// through x/(1+expf(-x)). x and y may alias.
+void silu_vec(const float* x, float* y, int64_t n);
+// L2 normalization as llama.cpp computes it for the gated delta net: RMSNorm with eps/n, then
+// times 1/sqrt(n); y = x / sqrt(sum(x^2) + eps) up to rounding. x and y may alias.
+void l2norm(const float* x, float* y, int64_t n, float eps);
+
+// One token of a causal depthwise convolution (ggml_ssm_conv, K taps): for every channel c,
+// y[c] = sum_j w[c*K + j] * in_j[c] in tap order, products rounded as ggml's CPU build does, where
+// in_j = hist[j] (the K-1 previous inputs, oldest first, rows of n_ch values) and in_{K-1} = x.
+void conv1d_causal_step(const float* hist, const float* x, const float* w, int n_ch, int k, float* y);
+
+// One token of the gated delta rule (ggml_gated_delta_net, one value head, scalar decay) on a
+// state M stored transposed, m[j*S + i] = M[i][j] (i: key dim, j: value dim):
+//   M *= exp(g);  d[j] = (v[j] - sum_i M[i][j] k[i]) * beta;  M[i][j] += k[i] d[j];
+//   out[j] = (sum_i M[i][j] q[i]) / sqrt(S)
+// The sums go through `dot` (ggml_vec_dot_f32's association: KernelTable::dot_f32), the update
+// is fused as ggml_vec_mad_f32.
+using DotF32Fn = float (*)(int64_t n, const float* a, const float* b);
+void gated_delta_step(float* m, const float* q, const float* k, const float* v, float g, float beta, int s, float* out, DotF32Fn dot);
+
 // Rotary embedding of one head vector (n_dims rotated values at the start of x), using a
 // precomputed cache of (cos, sin) pairs for this position: cs[2*i], cs[2*i+1], i < n_dims/2.
 struct RopeParams {
@@ -48,3 +72,5 @@ void top_k(const float* x, int n, int k, int32_t* idx);
 
 #include <cmath>
 inline float strata::silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float strata::sigmoid_f32(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float strata::softplus_f32(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }

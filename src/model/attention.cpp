@@ -98,6 +98,19 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
   }, out, lanes, attn_sum_lanes(h.solo, h.dv));
 }
 
+// Gated attention (Qwen3.5): the q projection holds per head [query (head_dim_k) | gate
+// (head_dim_k)]; queries go to st.q [n, n_head * head_dim_k], gates to st.gather (same shape).
+void split_query_gate(FwdCtx& c, const LayerConfig& lc, const float* qg) {
+  const int d = lc.head_dim_k, nh = lc.n_head;
+  for (int i = 0; i < c.b.n; ++i)
+    for (int h = 0; h < nh; ++h) {
+      const float* src = qg + (static_cast<size_t>(i) * nh + h) * 2 * d;
+      const size_t dst = (static_cast<size_t>(i) * nh + h) * d;
+      std::memcpy(c.st.q.data() + dst, src, sizeof(float) * d);
+      std::memcpy(c.st.gather.data() + dst, src + d, sizeof(float) * d);
+    }
+}
+
 int window_start(const LayerConfig& lc, int pos) { return lc.sliding_window > 0 ? std::max(0, pos - lc.sliding_window + 1) : 0; }
 
 // Every query head of the batch (st.q: [n, n_head * head_dim_k]) against its sequence's cached
@@ -171,16 +184,18 @@ void attention_gqa(FwdCtx& c, int layer) {
   const int n = c.b.n;
   const int dq = lc.n_head * lc.head_dim_k, dk = lc.n_head_kv * lc.head_dim_k, dv = lc.n_head_kv * lc.head_dim_v;
   check_batch_positions(c);
+  float* qproj = lc.out_gate ? st.tmp.data() : st.q.data();  // gated: [n, n_head, (query | gate)]
   if (n <= kGroupMaxTokens) {  // decoding: q, k and v in one thread-pool pass
-    const MatmulJob jobs[3] = {{lw.wq, st.xn.data(), n, st.q.data(), st.in_gemm.data()},
+    const MatmulJob jobs[3] = {{lw.wq, st.xn.data(), n, qproj, st.in_gemm.data()},
                                {lw.wk, st.xn.data(), n, st.k.data(), st.in_gemm.data()},
                                {lw.wv, st.xn.data(), n, st.v.data(), st.in_gemm.data()}};
     matmul_many(c.k, c.pool, jobs, 3, st.mm_many);
   } else {
-    c.mm(lw.wq, st.xn.data(), n, st.q.data());
+    c.mm(lw.wq, st.xn.data(), n, qproj);
     c.mm(lw.wk, st.xn.data(), n, st.k.data());
     c.mm(lw.wv, st.xn.data(), n, st.v.data());
   }
+  if (lc.out_gate) split_query_gate(c, lc, qproj);
   add_bias(st.q.data(), lw.bq, n);
   add_bias(st.k.data(), lw.bk, n);
   add_bias(st.v.data(), lw.bv, n);
@@ -202,6 +217,10 @@ void attention_gqa(FwdCtx& c, int layer) {
     c.kv.store(layer, c.seq(i), c.b.pos[i], ki, st.v.data() + static_cast<size_t>(i) * dv);
   }
   attend_heads(c, layer);
+  if (lc.out_gate) {  // o_h *= sigmoid(gate_h), elementwise
+    const size_t m = static_cast<size_t>(n) * lc.n_head * lc.head_dim_v;
+    for (size_t x = 0; x < m; ++x) st.attn[x] *= sigmoid_f32(st.gather[x]);
+  }
   c.mm(lw.wo, st.attn.data(), n, st.out.data());
   add_bias(st.out.data(), lw.bo, n);
 }

@@ -11,8 +11,9 @@ class GgufModel;
 
 // Mla: absorbed latent attention (the cache holds the latent); MlaKvB: the older DeepSeek layout with
 // one attn_kv_b up-projection, computed as plain multi-head attention over per-head K/V rows;
-// SharedKv: one vector per token is both K and V (DeepSeek-V4).
-enum class AttnKind { Gqa, Mla, MlaKvB, SharedKv };
+// SharedKv: one vector per token is both K and V (DeepSeek-V4); DeltaNet: Gated DeltaNet linear
+// attention (Qwen3.5), no KV rows: a causal convolution and a per-head recurrent state per sequence.
+enum class AttnKind { Gqa, Mla, MlaKvB, SharedKv, DeltaNet };
 enum class RopeStyle { Norm, Neox };      // Norm: pairs (2i, 2i+1); Neox: pairs (i, i + n/2)
 enum class FfnKind { Dense, Moe };
 enum class GatingFunc { Softmax, Sigmoid, SoftmaxWeight, SqrtSoftplus };
@@ -41,6 +42,7 @@ struct LayerConfig {
   bool qk_norm_full = false;           // RMSNorm of q and k over all heads at once (MiniMax-M2)
   bool attn_bias = false;              // biases on q/k/v/o (gpt-oss)
   bool sinks = false;                  // per-head attention sink logits (gpt-oss)
+  bool out_gate = false;               // attn_q also yields a per-head gate: out_h *= sigmoid(gate_h) (Qwen3.5)
   int sliding_window = 0;              // 0: full attention
   float kq_scale = 1.0f;
   RopeConfig rope;
@@ -50,6 +52,12 @@ struct LayerConfig {
   int n_out_group = 0, o_lora_rank = 0;  // attn_output_a: n_out_group matrices of o_lora_rank rows
   int compress_ratio = 0;              // 0: window only, 4: indexer-selected blocks (CSA), 128: all blocks (HCA)
   int idx_n_head = 0, idx_head_dim = 0, idx_top_k = 0;  // lightning indexer (ratio-4 layers)
+  // Gated DeltaNet (AttnKind::DeltaNet): conv over C = 2*ssm_k_heads*ssm_state + ssm_v_heads*ssm_state
+  // channels; value head h reads query/key head h % ssm_k_heads.
+  int ssm_conv = 0;                    // K: taps of the causal depthwise convolution
+  int ssm_state = 0;                   // S: key and value head size (the state is S x S per value head)
+  int ssm_k_heads = 0, ssm_v_heads = 0;
+  int ssm_channels() const { return (2 * ssm_k_heads + ssm_v_heads) * ssm_state; }
 
   // Feed-forward
   FfnKind ffn = FfnKind::Dense;
@@ -67,6 +75,7 @@ struct LayerConfig {
   bool expert_bias = false;            // biases on expert gate/up/down (gpt-oss)
   float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;  // gpt-oss SwigluOai; SwigluClamp: routed experts
   float swiglu_limit_shexp = 0.0f;     // SwigluClamp limit of the shared expert
+  bool shexp_gate = false;             // shared expert output *= sigmoid(ffn_gate_inp_shexp . x) per token (Qwen3.5)
   bool hash_routing = false;           // experts = ffn_gate_tid2eid[token id] (DeepSeek-V4 hash layers)
 };
 

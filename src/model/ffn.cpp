@@ -31,9 +31,6 @@ void glu_ffn(FwdCtx& c, const LayerConfig& lc, float limit, const QMatrix& gate,
   c.mm(down, st.gate.data(), n, out);
 }
 
-// As ggml computes it (log of 1 + exp, not log1p): the same float, so the same routing.
-float softplus(float x) { return x > 20.0f ? x : std::log(1.0f + std::exp(x)); }
-
 // Weights of the selected experts: their unbiased probabilities, optionally renormalized and scaled.
 void finish_weights(const LayerConfig& lc, const float* probs, const int32_t* sel, float* w) {
   const int k = lc.n_expert_used;
@@ -65,7 +62,7 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
       std::copy(logits, logits + ne, probs);
       break;
     case GatingFunc::SqrtSoftplus:
-      for (int e = 0; e < ne; ++e) probs[e] = std::sqrt(softplus(logits[e]));
+      for (int e = 0; e < ne; ++e) probs[e] = std::sqrt(softplus_f32(logits[e]));
       break;
   }
   if (lc.hash_routing) {
@@ -340,6 +337,15 @@ void add_shared_experts(FwdCtx& c, const LayerConfig& lc, const LayerWeights& lw
   float* sh = st.attn.data();  // free at this point
   const float limit = lc.act == GluAct::SwigluClamp ? lc.swiglu_limit_shexp : lc.swiglu_limit;
   glu_ffn(c, lc, limit, lw.shexp_gate, lw.shexp_up, lw.shexp_down, st.xn.data(), n, sh);
+  if (lc.shexp_gate) {  // Qwen3.5: one sigmoid gate per token, from its own f32 projection
+    float* gl = st.router.data();  // [n] (the router logits are traced and used by now)
+    c.mm(lw.shexp_gate_inp, st.xn.data(), n, gl);
+    for (int i = 0; i < n; ++i) {
+      const float g = sigmoid_f32(gl[i]);
+      float* r = sh + static_cast<size_t>(i) * d;
+      for (int x = 0; x < d; ++x) r[x] *= g;
+    }
+  }
   for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.out[x] += sh[x];
 }
 

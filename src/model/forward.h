@@ -94,6 +94,7 @@ struct FwdCtx {
 void attention_gqa(FwdCtx& c, int layer);
 void attention_mla(FwdCtx& c, int layer);
 void attention_mla_kvb(FwdCtx& c, int layer);
+void delta_net(FwdCtx& c, int layer);  // Gated DeltaNet linear attention (model/delta_net.cpp)
 void ffn_dense(FwdCtx& c, int layer);
 void ffn_moe(FwdCtx& c, int layer);
 

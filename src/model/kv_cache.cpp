@@ -20,6 +20,8 @@ KvCache::KvCache(const ModelConfig& cfg, const KvCacheOptions& opt) : opt_(opt) 
     if (lc.attn == AttnKind::Mla) {
       L.k_width = lc.kv_lora_rank + lc.qk_rope_dim;
       L.v_width = 0;
+    } else if (lc.attn == AttnKind::DeltaNet) {
+      L.k_width = L.v_width = 0;  // recurrent state instead of rows (KvCache::ext())
     } else if (lc.attn == AttnKind::SharedKv) {
       L.k_width = lc.head_dim_k;
       L.v_width = 0;

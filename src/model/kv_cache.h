@@ -61,6 +61,7 @@ class KvCache {
   void clear(int seq) { (void)seq; }
 
   std::unique_ptr<KvCacheExt>& ext() { return ext_; }
+  const std::unique_ptr<KvCacheExt>& ext() const { return ext_; }
 
  private:
   struct Layer {

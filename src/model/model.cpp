@@ -55,7 +55,8 @@ void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_thread
     w = std::max({w, static_cast<size_t>(l.n_head) * l.head_dim_k, static_cast<size_t>(l.n_head) * l.head_dim_v,
                   static_cast<size_t>(l.n_head) * (l.qk_nope_dim + l.qk_rope_dim), static_cast<size_t>(l.n_head) * kvw,
                   static_cast<size_t>(l.q_lora_rank), static_cast<size_t>(l.n_head_kv) * l.head_dim_k,
-                  static_cast<size_t>(l.n_head) * (l.qk_nope_dim + l.v_head_dim)});
+                  static_cast<size_t>(l.n_head) * (l.qk_nope_dim + l.v_head_dim), static_cast<size_t>(l.ssm_channels()),
+                  static_cast<size_t>(l.n_head) * l.head_dim_k * (l.out_gate ? 2 : 1)});
     ff = std::max({ff, static_cast<size_t>(l.n_ff), static_cast<size_t>(l.n_ff_exp), static_cast<size_t>(l.n_ff_shexp)});
     ne = std::max(ne, static_cast<size_t>(l.n_expert));
     kk = std::max(kk, static_cast<size_t>(l.n_expert_used));
@@ -210,6 +211,7 @@ void Model::run_layers(FwdCtx& c) {
       case AttnKind::Mla: attention_mla(c, l); break;
       case AttnKind::MlaKvB: attention_mla_kvb(c, l); break;
       case AttnKind::Gqa: attention_gqa(c, l); break;
+      case AttnKind::DeltaNet: delta_net(c, l); break;
       case AttnKind::SharedKv: fail("layer {}: shared-KV attention needs its architecture's own layer loop", l);
     }
     c.trace("attn_out", l, st.out.data(), n, d);

@@ -79,7 +79,16 @@ struct LayerWeights {
   ExpertTensor gate_exps, up_exps, down_exps;
   ExpertBias gate_exps_b, up_exps_b, down_exps_b;
   QMatrix shexp_gate, shexp_up, shexp_down;
+  QMatrix shexp_gate_inp;      // [1, n_embd] f32: the shared expert's per-token gate logit
   const int32_t* tid2eid = nullptr;  // [n_vocab, n_expert_used] hash routing table
+  // Gated DeltaNet (Qwen3.5)
+  QMatrix wqkv;                // [C, n_embd]: q (Hk*S) | k (Hk*S) | v (Hv*S)
+  QMatrix wz;                  // [Hv*S, n_embd] output gate (attn_gate)
+  QMatrix ssm_beta, ssm_alpha; // [Hv, n_embd]
+  VecF32 ssm_conv1d;           // [C, K] one filter per channel (tap K-1 multiplies the current token)
+  VecF32 ssm_dt, ssm_a;        // [Hv] decay bias and -exp(A_log)
+  VecF32 ssm_norm;             // [S] shared by the value heads
+  QMatrix ssm_out;             // [n_embd, Hv*S]
   // DeepSeek-V4
   QMatrix wkv;                 // [head_dim, n_embd] shared key/value
   QMatrix wo_a;                // [n_out_group * o_lora, n_head * head_dim / n_out_group]
@@ -115,6 +124,7 @@ struct ModelWeights {
 class WeightBinder {
  public:
   explicit WeightBinder(const GgufModel& m) : m_(m) {}
+  const GgufModel& gguf() const { return m_; }
   const GgufTensor* find(const std::string& name) const { return m_.tensor(name); }
   const GgufTensor& get(const std::string& name) const;
   // 2-D matrix [rows, cols] (ne = {cols, rows}); any weight type with a kernel.

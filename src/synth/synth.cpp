@@ -147,6 +147,42 @@ struct Planner {
     norm(blk(l, tn::kNextnSharedHeadNorm), n, l);
   }
 
+  // Qwen3.5 MoE: a Gated DeltaNet block, or every full_attn_every-th block gated full attention
+  // (attn_q holds query | gate per head); every block MoE plus one sigmoid-gated shared expert.
+  void qwen35moe_layer(int l) {
+    const uint64_t n = static_cast<uint64_t>(s.n_embd), hd = static_cast<uint64_t>(s.head_dim);
+    const float g = residual_gain(s);
+    norm(blk(l, tn::kAttnNorm), n, l);
+    if ((l + 1) % s.full_attn_every == 0) {
+      const uint64_t q = hd * static_cast<uint64_t>(s.n_head), kv = hd * static_cast<uint64_t>(s.n_head_kv);
+      weight(blk(l, tn::kAttnQ), s.attn_type, {n, 2 * q}, l);
+      weight(blk(l, tn::kAttnK), s.attn_type, {n, kv}, l);
+      weight(blk(l, tn::kAttnV), s.attn_type, {n, kv}, l);
+      weight(blk(l, tn::kAttnOutput), s.attn_type, {q, n}, l, g);
+      norm(blk(l, tn::kAttnQNorm), hd, l);
+      norm(blk(l, tn::kAttnKNorm), hd, l);
+    } else {
+      const uint64_t S = static_cast<uint64_t>(s.ssm_state), hv = static_cast<uint64_t>(s.ssm_v_heads);
+      const uint64_t v = hv * S, c = 2 * static_cast<uint64_t>(s.ssm_k_heads) * S + v;
+      weight(blk(l, tn::kAttnQkv), s.attn_type, {n, c}, l);
+      weight(blk(l, tn::kAttnGate), s.attn_type, {n, v}, l);
+      weight(blk(l, tn::kSsmConv1d), GgmlType::F32, {static_cast<uint64_t>(s.ssm_conv), c}, l);  // kept f32, as llama.cpp's quantizer does
+      norm(blk(l, tn::kSsmDtBias), hv, l);
+      out.push_back({blk(l, tn::kSsmA), GgmlType::F32, {hv}, SynthRole::Decay, 0, l});
+      weight(blk(l, tn::kSsmBeta), s.attn_type, {n, hv}, l);
+      weight(blk(l, tn::kSsmAlpha), s.attn_type, {n, hv}, l);
+      norm(blk(l, tn::kSsmNorm), S, l);
+      weight(blk(l, tn::kSsmOut), s.attn_type, {v, n}, l, g);
+    }
+    norm(blk(l, tn::kPostAttnNorm), n, l);
+    moe(l);
+    const uint64_t sh = static_cast<uint64_t>(s.n_ff_exp) * static_cast<uint64_t>(s.n_shared);
+    weight(blk(l, tn::kFfnGateInpShexp), GgmlType::F32, {n}, l);
+    weight(blk(l, tn::kFfnGateShexp), s.shexp_type, {n, sh}, l);
+    weight(blk(l, tn::kFfnUpShexp), s.shexp_type, {n, sh}, l);
+    weight(blk(l, tn::kFfnDownShexp), s.shexp_type, {sh, n}, l, g);
+  }
+
   void deepseek2_layer(int l) {
     const uint64_t n = static_cast<uint64_t>(s.n_embd), H = static_cast<uint64_t>(s.n_head);
     const uint64_t qh = static_cast<uint64_t>(s.qk_nope + s.qk_rope), kvl = static_cast<uint64_t>(s.kv_lora);
@@ -192,6 +228,14 @@ void fill_norm(const FillJob& j, uint8_t* dst, uint64_t nbytes) {
   SynthRng r(j.seed);
   float* y = reinterpret_cast<float*>(dst);
   for (uint64_t i = 0; i < nbytes / 4; ++i) y[i] = 1.0f + 0.05f * r.symmetric();
+}
+
+// Decay rates: -(0.2 .. 1.2), the sign of qwen35moe's ssm_a = -exp(A_log) (a positive one would let
+// the recurrent state grow without bound).
+void fill_decay(const FillJob& j, uint8_t* dst, uint64_t nbytes) {
+  SynthRng r(j.seed);
+  float* y = reinterpret_cast<float*>(dst);
+  for (uint64_t i = 0; i < nbytes / 4; ++i) y[i] = -(0.2f + r.uniform());
 }
 
 // Router rows: noise with logit std ~1 plus alpha_e * u; alpha_e falls with a random per-layer
@@ -256,10 +300,28 @@ void fill(void* ctx, uint8_t* dst, uint64_t nbytes) {
   switch (j.t->role) {
     case SynthRole::Norm: fill_norm(j, dst, nbytes); return;
     case SynthRole::Bias: fill_bias(j, dst, nbytes); return;
+    case SynthRole::Decay: fill_decay(j, dst, nbytes); return;
     case SynthRole::Router: fill_router(j, dst, nbytes); return;
     case SynthRole::Embedding: fill_embedding(j, dst, nbytes); return;
     case SynthRole::Weight: synth_fill_random(j.t->type, dst, nbytes, j.t->sigma, j.seed, j.c->pool); return;
   }
+}
+
+// Qwen3.5 MoE keys beyond the GQA ones: partial rotary dims with their M-RoPE sections (HF's
+// default split of the rotary pairs, 11/11/10 for 32), the block pattern, the DeltaNet sizes and
+// the shared expert's width.
+void write_qwen35moe_metadata(GgufWriter& w, const SynthSpec& s) {
+  auto k = [&](const char* name) { return key::arch_key(synth_arch_name(s.arch), name); };
+  const int pairs = s.rope_dims / 2, sw = pairs / 3, sh = (pairs - sw) / 2;
+  w.set_u32(k(key::kRopeDimensionCount), static_cast<uint32_t>(s.rope_dims));
+  w.set_array_i32(k(key::kRopeDimensionSections), {pairs - sw - sh, sh, sw, 0});
+  w.set_u32(k(key::kFullAttentionInterval), static_cast<uint32_t>(s.full_attn_every));
+  w.set_u32(k(key::kSsmConvKernel), static_cast<uint32_t>(s.ssm_conv));
+  w.set_u32(k(key::kSsmStateSize), static_cast<uint32_t>(s.ssm_state));
+  w.set_u32(k(key::kSsmGroupCount), static_cast<uint32_t>(s.ssm_k_heads));
+  w.set_u32(k(key::kSsmTimeStepRank), static_cast<uint32_t>(s.ssm_v_heads));
+  w.set_u32(k(key::kSsmInnerSize), static_cast<uint32_t>(s.ssm_v_heads * s.ssm_state));
+  w.set_u32(k(key::kExpertSharedFeedForwardLength), static_cast<uint32_t>(s.n_ff_exp * s.n_shared));
 }
 
 void write_metadata(GgufWriter& w, const SynthSpec& s) {
@@ -286,8 +348,9 @@ void write_metadata(GgufWriter& w, const SynthSpec& s) {
     w.set_u32(k(key::kAttnHeadCountKv), static_cast<uint32_t>(s.n_head_kv));
     w.set_u32(k(key::kAttnKeyLength), static_cast<uint32_t>(s.head_dim));
     w.set_u32(k(key::kAttnValueLength), static_cast<uint32_t>(s.head_dim));
-    if (s.arch == SynthArch::Qwen3Moe) {
+    if (s.arch == SynthArch::Qwen3Moe || s.arch == SynthArch::Qwen35Moe) {
       w.set_bool(k(key::kExpertWeightsNorm), true);
+      if (s.arch == SynthArch::Qwen35Moe) write_qwen35moe_metadata(w, s);
       return;
     }
     w.set_u32(k(key::kRopeDimensionCount), static_cast<uint32_t>(s.rope_dims > 0 ? s.rope_dims : s.head_dim));
@@ -339,8 +402,13 @@ std::vector<SynthTensor> synth_plan(const SynthSpec& s) {
   p.norm(tn::kOutputNorm, n, -1);
   p.weight(tn::kOutput, s.output_type, {n, V}, -1);
   for (int l = 0; l < s.n_layer; ++l) {
-    if (s.arch == SynthArch::Deepseek2) p.deepseek2_layer(l);
-    else p.gqa_layer(l);
+    switch (s.arch) {
+      case SynthArch::Deepseek2: p.deepseek2_layer(l); break;
+      case SynthArch::Qwen35Moe: p.qwen35moe_layer(l); break;
+      case SynthArch::Qwen3Moe:
+      case SynthArch::Glm4Moe:
+      case SynthArch::MinimaxM2: p.gqa_layer(l); break;
+    }
   }
   for (int l = s.n_layer; l < s.n_layer + s.n_nextn; ++l) p.nextn_layer(l);
   return std::move(p.out);

@@ -14,8 +14,8 @@
 namespace strata {
 
 // Qwen3Moe, Glm4Moe and MinimaxM2 share grouped-query attention (their differences are the
-// fields below); Deepseek2 has MLA.
-enum class SynthArch { Qwen3Moe, Deepseek2, Glm4Moe, MinimaxM2 };
+// fields below); Deepseek2 has MLA; Qwen35Moe mixes Gated DeltaNet and gated full attention.
+enum class SynthArch { Qwen3Moe, Deepseek2, Glm4Moe, MinimaxM2, Qwen35Moe };
 enum class SynthQkNorm { None, PerHead, Full };  // q/k RMSNorm over each head, or over the whole q/k width
 const char* synth_arch_name(SynthArch a);
 
@@ -27,7 +27,7 @@ struct SynthSpec {
   int n_head = 0;
   int n_head_kv = 0;              // GQA only
   int head_dim = 0;               // GQA only
-  int rope_dims = 0;              // GQA: rotated dims per head (0: all; GLM and MiniMax rotate half)
+  int rope_dims = 0;              // rotated dims per head (0: all; GLM, MiniMax and Qwen3.5 rotate part)
   bool attn_bias = false;         // GQA: q/k/v biases (GLM)
   SynthQkNorm qk_norm = SynthQkNorm::PerHead;  // GQA
   int n_nextn = 0;                // GLM: NextN (multi-token prediction) blocks after the n_layer ones
@@ -35,7 +35,10 @@ struct SynthSpec {
   int n_expert_used = 0;
   int n_ff_exp = 0;               // one routed expert's hidden size
   int n_ff = 0;                   // dense FFN hidden size (deepseek2 leading layers; metadata for qwen)
-  int n_shared = 0;               // shared experts (deepseek2, glm4moe)
+  int n_shared = 0;               // shared experts (deepseek2, glm4moe; qwen35moe: its one gated shared expert)
+  // Gated DeltaNet (qwen35moe): every full_attn_every-th block is full attention, the rest DeltaNet
+  int full_attn_every = 0;
+  int ssm_conv = 0, ssm_state = 0, ssm_k_heads = 0, ssm_v_heads = 0;
   int n_dense_lead = 0;           // leading dense layers (deepseek2, glm4moe)
   // MLA (deepseek2)
   int q_lora = 0;                 // 0: plain attn_q
@@ -73,8 +76,8 @@ struct SynthSpec {
   void validate() const;  // throws strata::Error naming the bad field
 };
 
-// Named shapes: qwen3-30b-a3b, deepseek-v3, deepseek-v2-lite, glm-4.5-air, minimax-m2, demo, tiny,
-// tiny-deepseek2, tiny-glm4moe, tiny-minimax-m2.
+// Named shapes: qwen3-30b-a3b, deepseek-v3, deepseek-v2-lite, glm-4.5-air, minimax-m2, qwen3.5-35b-a3b,
+// demo, tiny, tiny-deepseek2, tiny-glm4moe, tiny-minimax-m2, tiny-qwen35moe.
 SynthSpec synth_preset(const std::string& name);
 std::vector<std::string> synth_preset_names();
 
@@ -85,7 +88,8 @@ void synth_apply_recipe(SynthSpec& s, const std::string& name);
 std::vector<std::string> synth_recipe_names();
 
 // One tensor of the planned file.
-enum class SynthRole { Norm, Bias, Router, Embedding, Weight };
+// Decay: negative values (qwen35moe's ssm_a = -exp(A_log)).
+enum class SynthRole { Norm, Bias, Router, Embedding, Weight, Decay };
 struct SynthTensor {
   std::string name;
   GgmlType type = GgmlType::F32;

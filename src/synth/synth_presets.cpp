@@ -13,6 +13,7 @@ const char* synth_arch_name(SynthArch a) {
     case SynthArch::Deepseek2: return "deepseek2";
     case SynthArch::Glm4Moe: return "glm4moe";
     case SynthArch::MinimaxM2: return "minimax-m2";
+    case SynthArch::Qwen35Moe: return "qwen35moe";
   }
   return "?";
 }
@@ -274,13 +275,66 @@ SynthSpec tiny_deepseek2() {
   return s;
 }
 
+// Qwen3.5-35B-A3B: 40 blocks (Gated DeltaNet, every 4th gated full attention), 256 experts top-8
+// plus one gated shared expert of the same width; linear attention with 16 key heads and 32 value
+// heads of 128, a 4-tap convolution; full attention 16 q / 2 kv heads of 256, a quarter of them
+// rotated (M-RoPE sections 11/11/10); ~20 GB at Q4_K. The MTP block of the release is not written.
+SynthSpec qwen35_35b_a3b() {
+  SynthSpec s = qwen3moe_base();
+  s.arch = SynthArch::Qwen35Moe;
+  s.name = "synth-qwen3.5-35b-a3b";
+  s.n_layer = 40;
+  s.n_embd = 2048;
+  s.n_head = 16;
+  s.n_head_kv = 2;
+  s.head_dim = 256;
+  s.rope_dims = 64;
+  s.n_expert = 256;
+  s.n_expert_used = 8;
+  s.n_ff_exp = 512;
+  s.n_shared = 1;
+  s.full_attn_every = 4;
+  s.ssm_conv = 4;
+  s.ssm_state = 128;
+  s.ssm_k_heads = 16;
+  s.ssm_v_heads = 32;
+  s.n_vocab = 248320;
+  s.n_ctx = 262144;
+  s.rope_base = 10000000.0f;
+  return s;
+}
+
+// The golden fixtures' shape (a few MB), for tests.
+SynthSpec tiny_qwen35moe() {
+  SynthSpec s = qwen35_35b_a3b();
+  s.name = "synth-tiny-qwen35moe";
+  s.n_layer = 4;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 64;
+  s.rope_dims = 16;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 256;
+  s.ssm_state = 64;
+  s.ssm_k_heads = 2;
+  s.ssm_v_heads = 4;
+  s.n_vocab = 768;
+  s.n_ctx = 4096;
+  s.attn_type = GgmlType::Q8_0;
+  s.embd_type = GgmlType::Q8_0;
+  return s;
+}
+
 struct Preset {
   const char* name;
   SynthSpec (*make)();
 };
 constexpr Preset kPresets[] = {
     {"qwen3-30b-a3b", qwen3_30b_a3b}, {"deepseek-v3", deepseek_v3}, {"deepseek-v2-lite", deepseek_v2_lite}, {"glm-4.5-air", glm45_air},
-    {"minimax-m2", minimax_m2}, {"tiny-glm4moe", tiny_glm4moe}, {"tiny-minimax-m2", tiny_minimax_m2}, {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2},
+    {"minimax-m2", minimax_m2}, {"qwen3.5-35b-a3b", qwen35_35b_a3b}, {"tiny-glm4moe", tiny_glm4moe}, {"tiny-minimax-m2", tiny_minimax_m2},
+    {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2}, {"tiny-qwen35moe", tiny_qwen35moe},
 };
 
 }  // namespace
@@ -367,7 +421,17 @@ void SynthSpec::validate() const {
                  head_dim);
     STRATA_CHECK(n_dense_lead >= 0 && n_dense_lead < n_layer, "synth: {} leading dense layers leave no MoE layer of {}", n_dense_lead, n_layer);
     if (n_dense_lead > 0) pos(n_ff, "dense ffn");
-  } else {
+  }
+  if (arch == SynthArch::Qwen35Moe) {
+    pos(full_attn_every, "full attention interval");
+    pos(ssm_conv, "conv kernel");
+    pos(ssm_state, "state size");
+    pos(ssm_k_heads, "linear key heads");
+    pos(ssm_v_heads, "linear value heads");
+    pos(n_shared, "shared experts");
+    STRATA_CHECK(ssm_v_heads % ssm_k_heads == 0, "synth: {} linear value heads is not a multiple of {} key heads", ssm_v_heads, ssm_k_heads);
+    STRATA_CHECK(rope_dims >= 6, "synth: qwen35moe rope dims {} must be at least 6 (three M-RoPE sections)", rope_dims);
+  } else if (arch == SynthArch::Deepseek2) {
     pos(kv_lora, "kv_lora");
     pos(qk_nope, "qk_nope");
     pos(qk_rope, "qk_rope");

@@ -64,7 +64,19 @@ const ArchTok& arch_tok(SynthArch a) {
       "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + message['content'] }}"
       "{% else %}{{ '<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>' + message['content'] + '<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>' }}"
       "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>' }}{% endif %}"};
-  return a == SynthArch::Deepseek2 ? deepseek : qwen;  // GLM and MiniMax files get the ChatML vocabulary
+  static const ArchTok qwen35 = [] {  // Qwen3.5's pre-tokenizer (combining marks count as letters)
+    ArchTok t = qwen;
+    t.pre = "qwen35";
+    return t;
+  }();
+  switch (a) {
+    case SynthArch::Qwen3Moe:
+    case SynthArch::Glm4Moe:
+    case SynthArch::MinimaxM2: return qwen;  // GLM and MiniMax files get the ChatML vocabulary
+    case SynthArch::Qwen35Moe: return qwen35;
+    case SynthArch::Deepseek2: break;
+  }
+  return deepseek;
 }
 
 }  // namespace

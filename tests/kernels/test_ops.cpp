@@ -161,5 +161,73 @@ TEST(Ops, F16KvKernelsMatchScalarAndF32) {
   }
 }
 
+
+// Gated DeltaNet ops. The causal convolution rounds each tap's product, then adds in tap order.
+TEST(Ops, CausalConvStepRoundsProductsInTapOrder) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int C = 13, K = 4;
+  std::vector<float> hist((K - 1) * C), x(C), w(C * K), y(C);
+  for (auto* v : {&hist, &x, &w})
+    for (auto& e : *v) e = u(rng);
+  conv1d_causal_step(hist.data(), x.data(), w.data(), C, K, y.data());
+  for (int c = 0; c < C; ++c) {
+    float s = 0.0f;
+    for (int j = 0; j < K - 1; ++j) {
+      const float p = hist[j * C + c] * w[c * K + j];
+      s = s + p;
+    }
+    const float p = x[c] * w[c * K + K - 1];
+    EXPECT_EQ(s + p, y[c]) << c;
+  }
+}
+
+TEST(Ops, L2NormIsUnitLength) {
+  std::vector<float> x = {3.0f, -4.0f, 0.5f, 2.0f, 1.0f, -1.5f, 0.25f, 7.0f};
+  std::vector<float> y(x.size());
+  l2norm(x.data(), y.data(), static_cast<int64_t>(x.size()), 1e-6f);
+  double n2 = 0, ref = 0;
+  for (float v : x) ref += double(v) * v;
+  for (size_t i = 0; i < x.size(); ++i) {
+    n2 += double(y[i]) * y[i];
+    EXPECT_NEAR(y[i], x[i] / std::sqrt(ref), 1e-6) << i;
+  }
+  EXPECT_NEAR(n2, 1.0, 1e-5);
+}
+
+// The gated delta rule against a double-precision transcription of its definition, over a few
+// steps (decay, delta update, read-out with the updated state), on every ISA's dot.
+TEST(Ops, GatedDeltaStepFollowsTheDeltaRule) {
+  const int S = 40;  // not a multiple of 32: the dot's tail is exercised too
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int isa = 0; isa < kIsaCount; ++isa) {
+    const KernelTable* kt = kernel_table(static_cast<Isa>(isa));
+    if (!kt) continue;
+    std::vector<float> m(S * S, 0.0f), out(S);
+    std::vector<double> ref(S * S, 0.0);  // ref[i][j] = M[i][j]
+    for (int step = 0; step < 5; ++step) {
+      std::vector<float> q(S), k(S), v(S);
+      for (int i = 0; i < S; ++i) q[i] = u(rng), k[i] = u(rng) / 4, v[i] = u(rng);
+      const float g = -0.3f * (step + 1), beta = 0.25f + 0.1f * step;
+      gated_delta_step(m.data(), q.data(), k.data(), v.data(), g, beta, S, out.data(), kt->dot_f32);
+      const double decay = std::exp(double(g));
+      for (auto& e : ref) e *= decay;
+      for (int j = 0; j < S; ++j) {
+        double mk = 0;
+        for (int i = 0; i < S; ++i) mk += ref[i * S + j] * k[i];
+        const double d = beta * (v[j] - mk);
+        for (int i = 0; i < S; ++i) ref[i * S + j] += k[i] * d;
+      }
+      for (int j = 0; j < S; ++j) {
+        double o = 0;
+        for (int i = 0; i < S; ++i) o += ref[i * S + j] * q[i];
+        EXPECT_NEAR(out[j], o / std::sqrt(double(S)), 1e-5) << kt->name << " step " << step << " j " << j;
+        for (int i = 0; i < S; ++i) ASSERT_NEAR(m[j * S + i], ref[i * S + j], 1e-5) << "state stored value-major";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata

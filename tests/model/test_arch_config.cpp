@@ -107,3 +107,41 @@ TEST(ArchConfig, Glm4MoeNextnBlockBoundButNotInTheTrunk) {
   EXPECT_EQ(cfg.layers[0].ffn, FfnKind::Dense);
   EXPECT_EQ(cfg.layers[2].ffn, FfnKind::Moe);
 }
+
+// Qwen3.5 MoE: the DeltaNet sizes are required and checked against each other, the M-RoPE
+// sections are required (as llama.cpp requires them), and the recurrent-layer list must cover
+// every block.
+TEST(ArchConfig, Qwen35MoeChecksDeltaNetKeys) {
+  auto base = [](GgufWriter& w, const std::string& a) {
+    w.set_u32(a + "attention.head_count_kv", 1);
+    w.set_u32(a + "attention.key_length", 32);
+    w.set_u32(a + "attention.value_length", 32);
+    w.set_u32(a + "ssm.conv_kernel", 4);
+    w.set_u32(a + "ssm.state_size", 16);
+    w.set_u32(a + "ssm.group_count", 2);
+    w.set_u32(a + "ssm.time_step_rank", 4);
+  };
+  const std::string no_inner = load_error(write_meta("strata_q35_inner.gguf", "qwen35moe", [&](GgufWriter& w, const std::string& a) {
+    base(w, a);
+    w.set_array_i32(a + "rope.dimension_sections", {3, 3, 2, 0});
+  }));
+  EXPECT_NE(no_inner.find("qwen35moe.ssm.inner_size"), std::string::npos) << no_inner;
+  const std::string bad_inner = load_error(write_meta("strata_q35_inner2.gguf", "qwen35moe", [&](GgufWriter& w, const std::string& a) {
+    base(w, a);
+    w.set_u32(a + "ssm.inner_size", 48);
+    w.set_array_i32(a + "rope.dimension_sections", {3, 3, 2, 0});
+  }));
+  EXPECT_NE(bad_inner.find("qwen35moe.ssm.inner_size is 48"), std::string::npos) << bad_inner;
+  const std::string no_sections = load_error(write_meta("strata_q35_sect.gguf", "qwen35moe", [&](GgufWriter& w, const std::string& a) {
+    base(w, a);
+    w.set_u32(a + "ssm.inner_size", 64);
+  }));
+  EXPECT_NE(no_sections.find("qwen35moe.rope.dimension_sections"), std::string::npos) << no_sections;
+  const std::string bad_layers = load_error(write_meta("strata_q35_layers.gguf", "qwen35moe", [&](GgufWriter& w, const std::string& a) {
+    base(w, a);
+    w.set_u32(a + "ssm.inner_size", 64);
+    w.set_array_i32(a + "rope.dimension_sections", {3, 3, 2, 0});
+    w.set_array_bool(a + "attention.recurrent_layers", {true, false, true});  // 2 blocks
+  }));
+  EXPECT_NE(bad_layers.find("qwen35moe.attention.recurrent_layers"), std::string::npos) << bad_layers;
+}

@@ -10,9 +10,10 @@ extern const ArchDef kArchGptOss;
 extern const ArchDef kArchDeepseek4;
 extern const ArchDef kArchGlm4Moe;
 extern const ArchDef kArchMinimaxM2;
+extern const ArchDef kArchQwen35Moe;
 
 static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchGptOss, &kArchDeepseek4, &kArchGlm4Moe,
-                                          &kArchMinimaxM2};
+                                          &kArchMinimaxM2, &kArchQwen35Moe};
 
 const ArchDef* find_arch(const std::string& name) {
   for (const ArchDef* a : kArchs)
