@@ -6,12 +6,13 @@ namespace strata {
 extern const ArchDef kArchQwen3Moe;
 extern const ArchDef kArchLlama;
 extern const ArchDef kArchDeepseek2;
+extern const ArchDef kArchDeepseek32;
 extern const ArchDef kArchGptOss;
 extern const ArchDef kArchDeepseek4;
 extern const ArchDef kArchGlm4Moe;
 extern const ArchDef kArchMinimaxM2;
 
-static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchGptOss, &kArchDeepseek4, &kArchGlm4Moe,
+static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchDeepseek32, &kArchGptOss, &kArchDeepseek4, &kArchGlm4Moe,
                                           &kArchMinimaxM2};
 
 const ArchDef* find_arch(const std::string& name) {
