@@ -64,7 +64,7 @@ const ArchTok& arch_tok(SynthArch a) {
       "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '<\xEF\xBD\x9CUser\xEF\xBD\x9C>' + message['content'] }}"
       "{% else %}{{ '<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>' + message['content'] + '<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>' }}"
       "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>' }}{% endif %}"};
-  return a == SynthArch::Deepseek2 ? deepseek : qwen;  // GLM and MiniMax files get the ChatML vocabulary
+  return synth_is_mla(a) ? deepseek : qwen;  // GLM and MiniMax files get the ChatML vocabulary
 }
 
 }  // namespace
