@@ -41,7 +41,7 @@ inline bool fixtures_required() { return env_flag("STRATA_REQUIRE_FIXTURES") || 
 
 // Model sets (model.gguf + golden/) that load and run their golden check today.
 inline constexpr const char* kExpectedModelSets[] = {
-    "deepseek2-f32", "deepseek2-kvb-q8_0", "deepseek2-q4_0",  "deepseek2-q4_k_m", "deepseek2-q6_k",   "deepseek2-q8_0",   "deepseek4-f32",     "deepseek4-q4_k_m",
+    "deepseek2-f32", "deepseek2-kvb-q8_0", "deepseek2-q4_0",  "deepseek2-q4_k_m", "deepseek2-q6_k",   "deepseek2-q8_0",   "deepseek32-q4_k_m", "deepseek32-q8_0", "deepseek4-f32",     "deepseek4-q4_k_m",
     "deepseek4-q8_0", "gpt-oss-f32",    "gpt-oss-mxfp4_moe", "gpt-oss-q4_0",    "gpt-oss-q4_k_m",   "gpt-oss-q6_k",      "gpt-oss-q8_0",
     "glm4moe-q4_k_m", "glm4moe-q8_0", "kimi-k2-q8_0", "minimax-m2-q4_k_m", "minimax-m2-q8_0",   "mixtral-f32",    "mixtral-q4_0",     "mixtral-q4_k_m",   "mixtral-q6_k",     "mixtral-q8_0",      "qwen3moe-f32",
     "deepseek2-iq2_xs", "deepseek2-iq3_xxs", "qwen3moe-iq1_s", "qwen3moe-iq2_xxs", "qwen3moe-iq4_xs", "qwen3moe-q2_k", "qwen3moe-q4_0",    "qwen3moe-q4_k_m",  "qwen3moe-q6_k",    "qwen3moe-q8_0",
@@ -62,9 +62,6 @@ struct UnsupportedSet {
 };
 
 inline constexpr UnsupportedSet kUnsupportedSets[] = {
-    // #15: architectures and variants of the large MoE families.
-    {"deepseek32-q4_k_m", "#15", "architecture 'deepseek32' is not supported", nullptr},
-    {"deepseek32-q8_0", "#15", "architecture 'deepseek32' is not supported", nullptr},
     // #19: dense models (speculative-decoding drafts).
     {"llama-dense-f32", "#19", "tensor 'rope_freqs.weight' is not used by the llama implementation", nullptr},
     {"llama-dense-q8_0", "#19", "tensor 'rope_freqs.weight' is not used by the llama implementation", nullptr},

@@ -3,7 +3,8 @@
 //   auto t = jinja::Template::parse(src);        // lex + parse; errors name line:col
 //   std::string s = t.render(context);           // context: a dict Value
 // Environment matches Hugging Face transformers: trim_blocks and lstrip_blocks on, no
-// autoescape, loop controls (break/continue) on, `tojson` as json.dumps(ensure_ascii=False).
+// autoescape, loop controls (break/continue) on, `tojson` as json.dumps(ensure_ascii=False); plus
+// llama.cpp's `from_json` filter (json.loads), which the DeepSeek-V3.2 template uses.
 #include <memory>
 #include <string>
 #include <string_view>

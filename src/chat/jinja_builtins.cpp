@@ -217,6 +217,16 @@ Value f_tojson(const Value& v, CallArgs& a) {
   return Value(to_json(v, f, a.where));
 }
 
+// llama.cpp's extension (the DeepSeek-V3.2 template parses string tool-call arguments with it):
+// json.loads of a string; anything else, or text that is not JSON, is an error.
+Value f_from_json(const Value& v, CallArgs& a) {
+  if (!v.is_string()) fail_at(a.where, "filter 'from_json' expects a string, got a {}", v.type_name());
+  if (!a.pos.empty() || !a.kw.empty()) fail_at(a.where, "from_json takes no arguments");
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(v.as_string(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail_at(a.where, "from_json: the string is not valid JSON: {}", v.as_string().substr(0, 80));
+  return Value::from_json(j);
+}
+
 Value f_default(const Value& v, CallArgs& a) {
   const bool boolean = a.get(1, "boolean", Value(false)).truthy();
   if (v.is_undefined() || (boolean && !v.truthy())) return a.get(0, "default_value", Value(""));
@@ -505,7 +515,7 @@ struct NamedFilter { const char* name; Fn fn; };
 const NamedFilter kFilters[] = {
     {"abs", f_abs},           {"capitalize", f_capitalize}, {"count", f_length},       {"d", f_default},
     {"default", f_default},   {"dictsort", f_dictsort},     {"e", f_escape},           {"escape", f_escape},
-    {"first", f_first},       {"float", f_float},           {"format", f_format},      {"indent", f_indent},
+    {"first", f_first},       {"float", f_float},           {"from_json", f_from_json}, {"format", f_format},      {"indent", f_indent},
     {"int", f_int},           {"items", f_items},           {"join", f_join},          {"last", f_last},
     {"length", f_length},     {"list", f_list},             {"lower", f_lower},        {"map", f_map},
     {"max", f_max},           {"min", f_min},               {"reject", f_reject},      {"rejectattr", f_rejectattr},

@@ -1,4 +1,5 @@
-// strata chat: an interactive REPL over the model's chat template. Ctrl-C stops a reply without
+// strata chat: an interactive REPL over the model's chat template (or --chat-template-file, with
+// --chat-template-kwargs for its switches such as enable_thinking). Ctrl-C stops a reply without
 // leaving the REPL; /reset clears the conversation, /exit (or end of input) leaves.
 #include <fmt/format.h>
 
@@ -16,6 +17,8 @@ namespace {
 struct ChatOptions {
   ModelOptions model;
   std::string system;
+  std::string template_file;    // replaces the GGUF's tokenizer.chat_template
+  std::string template_kwargs;  // JSON object of extra template variables
   int n_predict = -1;
   SamplerParams sampling;
 };
@@ -63,8 +66,13 @@ int chat(const ChatOptions& o) {
   auto loaded = load_engine(o.model);
   Engine& eng = *loaded.engine;
   const tok::Tokenizer& tk = *loaded.tokenizer;
-  const std::string tmpl = chat_template_from_gguf(eng.model().gguf());
-  const ChatTemplateOptions topts = chat_options_from_gguf(eng.model().gguf());
+  const std::string tmpl = o.template_file.empty() ? chat_template_from_gguf(eng.model().gguf()) : read_file_bytes(o.template_file);
+  STRATA_CHECK(!tmpl.empty(), "--chat-template-file {}: the file is empty", o.template_file);
+  ChatTemplateOptions topts = chat_options_from_gguf(eng.model().gguf());
+  if (!o.template_kwargs.empty()) {
+    topts.extra_context = nlohmann::ordered_json::parse(o.template_kwargs, nullptr, /*allow_exceptions=*/false);
+    STRATA_CHECK(topts.extra_context.is_object(), "--chat-template-kwargs must be a JSON object, got: {}", o.template_kwargs);
+  }
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.emplace_back("system", o.system);
   Sampler sampler(o.sampling, eng.config().n_vocab);
@@ -83,7 +91,14 @@ int chat(const ChatOptions& o) {
     }
     if (line.empty()) continue;
     messages.emplace_back("user", line);
-    const std::string text = apply_chat_template(tmpl, messages, topts);
+    std::string text;
+    try {
+      text = apply_chat_template(tmpl, messages, topts);
+    } catch (const Error& e) {  // the template refuses this conversation: say why, keep the session
+      std::fprintf(stderr, "error: %s\n", e.what());
+      messages.pop_back();
+      continue;
+    }
     const bool has_bos = !topts.bos_token.empty() && text.rfind(topts.bos_token, 0) == 0;
     const std::vector<int32_t> toks = tk.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
     if (toks.empty() || static_cast<int>(toks.size()) >= eng.options().n_ctx) {
@@ -112,6 +127,8 @@ Command add_chat(CLI::App& app) {
   auto* sub = app.add_subcommand("chat", "Interactive chat using the model's chat template");
   add_model_options(sub, o->model);
   sub->add_option("--system", o->system, "System message");
+  sub->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's tokenizer.chat_template");
+  sub->add_option("--chat-template-kwargs", o->template_kwargs, "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
   sub->add_option("-n,--n-predict", o->n_predict, "Most tokens per reply (-1: until end of turn or context)");
   add_sampling_options(sub, o->sampling);
   return {sub, [o]() { return chat(*o); }};

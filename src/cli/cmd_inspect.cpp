@@ -72,6 +72,8 @@ void print_text(const GgufModel& m, const ModelSummary& s, const std::optional<B
     fmt::print("deepseek4      hash layers {}   hyper-connections {}   compress ratios [{}]\n", opt_str(h.hash_layer_count),
                opt_str(h.hyper_connection_count), cr);
   }
+  if (h.indexer_heads || h.indexer_top_k)
+    fmt::print("indexer        heads {} x {}   top-k {}\n", opt_str(h.indexer_heads), opt_str(h.indexer_dim), opt_str(h.indexer_top_k));
   fmt::print("tensors        {}\n", s.n_tensors);
   print_type_mix(s);
   fmt::print("dense          {:>12}  ({} bytes, always resident)\n", format_bytes(s.dense_bytes), s.dense_bytes);

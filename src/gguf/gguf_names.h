@@ -151,6 +151,9 @@ inline constexpr const char* kAttnOutputA = "attn_output_a.weight";
 inline constexpr const char* kAttnOutputB = "attn_output_b.weight";
 inline constexpr const char* kIndexerProj = "indexer.proj.weight";
 inline constexpr const char* kIndexerQB = "indexer.attn_q_b.weight";
+inline constexpr const char* kIndexerAttnK = "indexer.attn_k.weight";  // DeepSeek-V3.2: one indexer key per token
+inline constexpr const char* kIndexerKNorm = "indexer.k_norm.weight";
+inline constexpr const char* kIndexerKNormBias = "indexer.k_norm.bias";
 // DeepSeek-V4 tensor groups: prefix + suffix.
 inline constexpr const char* kHcAttn = "hc_attn";
 inline constexpr const char* kHcFfn = "hc_ffn";

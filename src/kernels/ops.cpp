@@ -19,6 +19,35 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
+void layernorm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
+  const float mean = static_cast<float>(sum) / static_cast<float>(n);
+  double var = 0.0;
+  int64_t i = 0;
+  for (; i + 7 < n; i += 8) {  // ggml_vec_cvar_f32 (AVX2): (hi + lo), then (0+2, 1+3), then (0 + 1)
+    float v[8];
+    for (int l = 0; l < 8; ++l) {
+      y[i + l] = x[i + l] - mean;
+      v[l] = y[i + l] * y[i + l];
+    }
+    const float a0 = v[4] + v[0], a1 = v[5] + v[1], a2 = v[6] + v[2], a3 = v[7] + v[3];
+    var += static_cast<double>((a0 + a2) + (a1 + a3));
+  }
+  for (; i < n; ++i) {
+    y[i] = x[i] - mean;
+    var += static_cast<double>(y[i] * y[i]);
+  }
+  const float variance = static_cast<float>(var / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(variance + eps);
+  for (int64_t j = 0; j < n; ++j) {
+    float v = y[j] * scale;
+    if (w) v = v * w[j];
+    if (b) v = v + b[j];
+    y[j] = v;
+  }
+}
+
 namespace {
 // ggml_vec_soft_max_f32 on AVX2: exp through the vectorized expf in groups of 8 whose float
 // sums (hi + lo, then (0+2) + (1+3)) are added in double; `row0` is x[0]'s index in ggml's row,

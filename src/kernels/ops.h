@@ -7,6 +7,10 @@ namespace strata {
 
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * (w ? w[i] : 1)
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, float eps);
+// LayerNorm as ggml's CPU norm op followed by its mul and add: mean from a double sum, variance
+// from 8-value groups (their squares reduced as the AVX2 code does) summed in double, then
+// y = ((x - mean) * scale) * w + b (w, b optional).
+void layernorm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
 // In-place softmax of x[n] (after x *= scale); an optional extra "sink" logit joins the
 // normalization but gets no output slot. Rounds as ggml's CPU softmax: exp through its
 // vectorized expf in groups of 8 (the last n % 8 through expf), group sums added in double.

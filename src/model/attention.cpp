@@ -32,7 +32,8 @@ void add_bias(float* y, const VecF32& b, int64_t n_rows) {
 
 namespace {
 
-// One query head against positions [j0, j1] of its sequence. Scores and rows live in `buf`.
+// One query head against positions [j0, j1] of its sequence (or the listed cells of a sparse
+// selection). Scores and rows live in `buf`.
 struct HeadAttn {
   const float* q;     // [dk]
   int dk, dv;
@@ -46,29 +47,35 @@ struct HeadAttn {
   // then the value sum of a lone decode token through the same dot over the 256-padded view
   // (32 lanes), of a multi-token chunk through its tiled GEMM (8 lanes); lanes follow cell index.
   bool solo = false;
+  // Sparse attention: the ascending positions the query sees (n_cells of them) instead of j0..j1;
+  // llama.cpp masks the others, so every key keeps its cell (softmax groups, value-sum lanes).
+  const int32_t* cells = nullptr;
+  int n_cells = 0;
 };
 
 void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, float* buf) {
-  const int n = j1 - j0 + 1;
+  const int n = h.cells ? h.n_cells : j1 - j0 + 1;
+  auto at = [&](int j) -> int { return h.cells ? h.cells[j] : j0 + j; };  // the position (cell) of key j
   float* scores = buf;                 // [n]
   float* row = buf + n;                // [k or v row width]
   float* lanes = row + std::max(kv.k_width(h.layer), std::max(kv.v_width(h.layer), h.dv));  // [dv * 32]
   const bool kf32 = kv.type_k() == GgmlType::F32, kf16 = kv.type_k() == GgmlType::F16;
   for (int j = 0; j < n; ++j) {
     if (kf16) {  // converted inside the dot
-      scores[j] = h.k->dot_f16_f32(h.dk, kv.k_f16(h.layer, h.seq, j0 + j) + h.k_off, h.q);
+      scores[j] = h.k->dot_f16_f32(h.dk, kv.k_f16(h.layer, h.seq, at(j)) + h.k_off, h.q);
       continue;
     }
     const float* kr;
     if (kf32) {
-      kr = kv.k_f32(h.layer, h.seq, j0 + j) + h.k_off;
+      kr = kv.k_f32(h.layer, h.seq, at(j)) + h.k_off;
     } else {
-      kv.read_k_slice(h.layer, h.seq, j0 + j, h.k_off, h.dk, row);  // only this head's slice
+      kv.read_k_slice(h.layer, h.seq, at(j), h.k_off, h.dk, row);  // only this head's slice
       kr = row;
     }
     scores[j] = h.k->dot_f32(h.dk, h.q, kr);
   }
-  softmax_cells(scores, n, j0, h.scale, h.sink);
+  if (h.cells) softmax_cells(scores, h.cells, n, h.scale, h.sink);
+  else softmax_cells(scores, n, j0, h.scale, h.sink);
   const bool vf32 = h.v_in_k ? kf32 : kv.type_v() == GgmlType::F32;
   if (!vf32) {  // f16/q8_0 values: vectorized accumulation, one value row at a time
     std::fill(out, out + h.dv, 0.0f);
@@ -76,24 +83,24 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
     for (int j = 0; j < n; ++j) {
       if (scores[j] == 0.0f) continue;
       if (vf16) {
-        const uint16_t* vr = h.v_in_k ? kv.k_f16(h.layer, h.seq, j0 + j) : kv.v_f16(h.layer, h.seq, j0 + j);
+        const uint16_t* vr = h.v_in_k ? kv.k_f16(h.layer, h.seq, at(j)) : kv.v_f16(h.layer, h.seq, at(j));
         h.k->axpy_f16(h.dv, scores[j], vr + h.v_off, out);
         continue;
       }
-      if (h.v_in_k) kv.read_k_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
-      else kv.read_v_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
+      if (h.v_in_k) kv.read_k_slice(h.layer, h.seq, at(j), h.v_off, h.dv, row);
+      else kv.read_v_slice(h.layer, h.seq, at(j), h.v_off, h.dv, row);
       h.k->axpy_f32(h.dv, scores[j], row, out);
     }
     return;
   }
-  attn_value_sum(scores, n, h.dv, [&](int j) { return j0 + j; }, [&](int j) -> const float* {
+  attn_value_sum(scores, n, h.dv, at, [&](int j) -> const float* {
     if (h.v_in_k) {
-      if (vf32) return kv.k_f32(h.layer, h.seq, j0 + j) + h.v_off;
-      kv.read_k_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
+      if (vf32) return kv.k_f32(h.layer, h.seq, at(j)) + h.v_off;
+      kv.read_k_slice(h.layer, h.seq, at(j), h.v_off, h.dv, row);
       return row;
     }
-    if (vf32) return kv.v_f32(h.layer, h.seq, j0 + j) + h.v_off;
-    kv.read_v_slice(h.layer, h.seq, j0 + j, h.v_off, h.dv, row);
+    if (vf32) return kv.v_f32(h.layer, h.seq, at(j)) + h.v_off;
+    kv.read_v_slice(h.layer, h.seq, at(j), h.v_off, h.dv, row);
     return row;
   }, out, lanes, attn_sum_lanes(h.solo, h.dv));
 }
@@ -147,6 +154,8 @@ void attend_heads(FwdCtx& c, int layer) {
   });
 }
 
+}  // namespace
+
 // MLA projections of st.xn: queries [n, n_head * (nope + rope)] in st.q (low-rank with its norm,
 // or direct), the compressed latent + shared rope key [n, kv_lora + rope] in st.k (not yet normalized).
 void mla_project(FwdCtx& c, int layer) {
@@ -166,8 +175,6 @@ void mla_project(FwdCtx& c, int layer) {
   }
   c.mm(lw.wkv_a, st.xn.data(), n, st.k.data());  // [n, kv_lora + rope]
 }
-
-}  // namespace
 
 void check_batch_positions(const FwdCtx& c) {
   for (int i = 0; i < c.b.n; ++i) {
@@ -226,6 +233,12 @@ void attention_gqa(FwdCtx& c, int layer) {
 }
 
 void attention_mla(FwdCtx& c, int layer) {
+  check_batch_positions(c);
+  mla_project(c, layer);
+  mla_attend(c, layer, nullptr);
+}
+
+void mla_attend(FwdCtx& c, int layer, const KeySelection* sel) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];
   auto& st = c.st;
@@ -233,8 +246,6 @@ void attention_mla(FwdCtx& c, int layer) {
   const int dqh = lc.qk_nope_dim + lc.qk_rope_dim;   // per-head q width
   const int dq = lc.n_head * dqh;
   const int kvw = lc.kv_lora_rank + lc.qk_rope_dim;  // cache row
-  check_batch_positions(c);
-  mla_project(c, layer);
   const RopeParams rp = rope_params(lc.rope);
   // Absorbed queries: [n, n_head, kv_lora + rope]
   float* qabs = st.v.data();
@@ -285,6 +296,10 @@ void attention_mla(FwdCtx& c, int layer) {
       ha.sink = nullptr;
       ha.k = &c.k;
       ha.solo = c.solo(i);
+      if (sel && sel->count[i] >= 0) {
+        ha.cells = sel->cells + static_cast<size_t>(i) * sel->stride;
+        ha.n_cells = sel->count[i];
+      }
       const int pos = c.b.pos[i];
       attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + (static_cast<size_t>(i) * lc.n_head + h) * lc.kv_lora_rank, buf);
     }

@@ -9,11 +9,13 @@ namespace strata {
 
 class GgufModel;
 
-// Mla: absorbed latent attention (the cache holds the latent); MlaKvB: the older DeepSeek layout with
+// Mla: absorbed latent attention (the cache holds the latent); MlaSparse: Mla over the keys a
+// lightning indexer selects per query (DeepSeek-V3.2's DSA); MlaKvB: the older DeepSeek layout with
 // one attn_kv_b up-projection, computed as plain multi-head attention over per-head K/V rows;
-// SharedKv: one vector per token is both K and V (DeepSeek-V4); DeltaNet: Gated DeltaNet linear
-// attention (Qwen3.5), no KV rows: a causal convolution and a per-head recurrent state per sequence.
-enum class AttnKind { Gqa, Mla, MlaKvB, SharedKv, DeltaNet };
+// SharedKv: one vector per token is both K and V (DeepSeek-V4); MlaSparse: MLA over the positions
+// the lightning indexer picks (DeepSeek-V3.2); DeltaNet: Gated DeltaNet linear attention (Qwen3.5),
+// no KV rows: a causal convolution and a per-head recurrent state per sequence.
+enum class AttnKind { Gqa, Mla, MlaSparse, MlaKvB, SharedKv, DeltaNet };
 enum class RopeStyle { Norm, Neox };      // Norm: pairs (2i, 2i+1); Neox: pairs (i, i + n/2)
 enum class FfnKind { Dense, Moe };
 enum class GatingFunc { Softmax, Sigmoid, SoftmaxWeight, SqrtSoftplus };
@@ -51,7 +53,8 @@ struct LayerConfig {
   // DeepSeek-V4 (SharedKv): grouped low-rank output, KV compression and the lightning indexer
   int n_out_group = 0, o_lora_rank = 0;  // attn_output_a: n_out_group matrices of o_lora_rank rows
   int compress_ratio = 0;              // 0: window only, 4: indexer-selected blocks (CSA), 128: all blocks (HCA)
-  int idx_n_head = 0, idx_head_dim = 0, idx_top_k = 0;  // lightning indexer (ratio-4 layers)
+  // Lightning indexer (DeepSeek-V4's ratio-4 layers, every DeepSeek-V3.2 layer): heads x dims, keys kept per query
+  int idx_n_head = 0, idx_head_dim = 0, idx_top_k = 0;
   // Gated DeltaNet (AttnKind::DeltaNet): conv over C = 2*ssm_k_heads*ssm_state + ssm_v_heads*ssm_state
   // channels; value head h reads query/key head h % ssm_k_heads.
   int ssm_conv = 0;                    // K: taps of the causal depthwise convolution

@@ -34,8 +34,9 @@ uint64_t DeltaNetState::seq_bytes() const {
   return b;
 }
 
-std::unique_ptr<KvCacheExt> delta_net_make_state(const ModelConfig& cfg, int n_ctx, int n_seq, int n_batch, int n_threads) {
-  (void)n_ctx, (void)n_batch, (void)n_threads;  // the state does not grow with either; scratch is Model::State's
+std::unique_ptr<KvCacheExt> delta_net_make_state(const ModelConfig& cfg, const KvCache& kv, int n_batch, int n_threads) {
+  (void)n_batch, (void)n_threads;  // the state does not grow with the context or the batch; scratch is Model::State's
+  const int n_seq = kv.n_seq();
   auto st = std::make_unique<DeltaNetState>();
   st->slot.assign(cfg.layers.size(), -1);
   for (size_t l = 0; l < cfg.layers.size(); ++l) {
@@ -57,7 +58,7 @@ namespace {
 
 DeltaNetState::Layer& layer_state(FwdCtx& c, int layer) {
   auto& ext = c.kv.ext();
-  if (!ext) ext = delta_net_make_state(c.cfg, c.kv.n_ctx(), c.kv.n_seq(), c.b.n, c.pool ? c.pool->size() : 1);
+  if (!ext) ext = delta_net_make_state(c.cfg, c.kv, c.b.n, c.pool ? c.pool->size() : 1);
   auto* s = dynamic_cast<DeltaNetState*>(ext.get());
   STRATA_CHECK(s != nullptr, "the KV cache holds another architecture's state");
   const int slot = s->slot[static_cast<size_t>(layer)];

@@ -36,6 +36,6 @@ struct DeltaNetState : KvCacheExt {
 };
 
 // ArchDef::make_state for architectures with DeltaNet layers: zeroed state for every sequence slot.
-std::unique_ptr<KvCacheExt> delta_net_make_state(const ModelConfig& cfg, int n_ctx, int n_seq, int n_batch, int n_threads);
+std::unique_ptr<KvCacheExt> delta_net_make_state(const ModelConfig& cfg, const KvCache& kv, int n_batch, int n_threads);
 
 }  // namespace strata

@@ -92,11 +92,27 @@ struct FwdCtx {
 
 // Sub-blocks: read st.xn [n, n_embd], write st.out [n, n_embd].
 void attention_gqa(FwdCtx& c, int layer);
-void attention_mla(FwdCtx& c, int layer);
+void attention_mla(FwdCtx& c, int layer);  // check_batch_positions, mla_project, mla_attend (all keys)
+void attention_mla_sparse(FwdCtx& c, int layer);  // DeepSeek-V3.2 (model/arch/deepseek32_attn.cpp)
 void attention_mla_kvb(FwdCtx& c, int layer);
 void delta_net(FwdCtx& c, int layer);  // Gated DeltaNet linear attention (model/delta_net.cpp)
 void ffn_dense(FwdCtx& c, int layer);
 void ffn_moe(FwdCtx& c, int layer);
+
+// The keys each token of a batch attends to under sparse attention (DeepSeek-V3.2's lightning
+// indexer): token i sees the count[i] ascending positions at cells + i * stride, or, when
+// count[i] < 0, every position up to its own.
+struct KeySelection {
+  const int32_t* cells = nullptr;  // [n, stride]
+  const int32_t* count = nullptr;  // [n]
+  int stride = 0;
+};
+// MLA in two halves, for attention that acts between them. mla_project: queries [n, n_head *
+// (nope + rope)] in st.q (with a q latent: its normalized form [n, q_lora] stays in st.tmp), the
+// latent + rope key [n, kv_lora + rope] in st.k. mla_attend: cache writes, absorbed queries,
+// attention over every causal key (sel nullptr) or the selected ones, v_b, attn_output.
+void mla_project(FwdCtx& c, int layer);
+void mla_attend(FwdCtx& c, int layer, const KeySelection* sel);
 
 // Every token's position lies in the KV cache's context and its sequence slot exists.
 void check_batch_positions(const FwdCtx& c);

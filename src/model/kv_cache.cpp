@@ -17,7 +17,7 @@ KvCache::KvCache(const ModelConfig& cfg, const KvCacheOptions& opt) : opt_(opt) 
   for (size_t l = 0; l < cfg.layers.size(); ++l) {
     const LayerConfig& lc = cfg.layers[l];
     Layer& L = layers_[l];
-    if (lc.attn == AttnKind::Mla) {
+    if (lc.attn == AttnKind::Mla || lc.attn == AttnKind::MlaSparse) {
       L.k_width = lc.kv_lora_rank + lc.qk_rope_dim;
       L.v_width = 0;
     } else if (lc.attn == AttnKind::DeltaNet) {

@@ -1,7 +1,7 @@
 #pragma once
 // KV cache: per layer and per sequence slot, one row per position (row index = position).
 // GQA layers store K [n_ctx, n_head_kv*head_dim_k] and V [n_ctx, n_head_kv*head_dim_v];
-// MLA layers store only the compressed latent + rope key [n_ctx, kv_lora_rank + rope_dim]
+// MLA layers (sparse or not) store only the compressed latent + rope key [n_ctx, kv_lora_rank + rope_dim]
 // (V is a view of its first kv_lora_rank values); SharedKv layers (DeepSeek-V4) store one
 // vector per token that is both K and V [n_ctx, head_dim_k]. Rows are f32, f16 or q8_0.
 // Architectures with extra per-sequence state (DeepSeek-V4's compressed blocks) keep it in ext().

@@ -133,7 +133,7 @@ void Model::prepare(KvCache& kv, int n_batch, int n_threads) {
     if (at != GgmlType::F32 && t.ne[0] % ggml_info(at).block_size == 0) max_row = std::max(max_row, ggml_row_size(at, t.ne[0]));
   }
   st_->reserve_matmul(n_batch, max_row);
-  if (arch_->make_state && !kv.ext()) kv.ext() = arch_->make_state(cfg_, kv.n_ctx(), kv.n_seq(), n_batch, n_threads);
+  if (arch_->make_state && !kv.ext()) kv.ext() = arch_->make_state(cfg_, kv, n_batch, n_threads);
 }
 
 uint64_t Model::scratch_bytes() const { return st_->bytes(); }
@@ -209,6 +209,7 @@ void Model::run_layers(FwdCtx& c) {
     c.trace("attn_norm", l, st.xn.data(), n, d);
     switch (lc.attn) {
       case AttnKind::Mla: attention_mla(c, l); break;
+      case AttnKind::MlaSparse: attention_mla_sparse(c, l); break;
       case AttnKind::MlaKvB: attention_mla_kvb(c, l); break;
       case AttnKind::Gqa: attention_gqa(c, l); break;
       case AttnKind::DeltaNet: delta_net(c, l); break;

@@ -68,8 +68,8 @@ struct ArchDef {
   // prefix reused; false when the architecture keeps more per sequence (DeepSeek-V4's compressed blocks).
   bool rewindable = true;
   // Creates the architecture's per-sequence state beside the KV rows (KvCache::ext()) at its full
-  // capacity for n_ctx positions per sequence and passes of n_batch tokens; nullptr: none.
-  std::unique_ptr<KvCacheExt> (*make_state)(const ModelConfig& cfg, int n_ctx, int n_seq, int n_batch, int n_threads) = nullptr;
+  // capacity for the cache's n_ctx positions per sequence and passes of n_batch tokens; nullptr: none.
+  std::unique_ptr<KvCacheExt> (*make_state)(const ModelConfig& cfg, const KvCache& kv, int n_batch, int n_threads) = nullptr;
 };
 const ArchDef* find_arch(const std::string& name);
 std::vector<std::string> supported_archs();

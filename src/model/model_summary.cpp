@@ -55,6 +55,9 @@ MoeHParams MoeHParams::read(const GgufModel& m) {
   h.hash_layer_count = i(key::kHashLayerCount);
   h.hyper_connection_count = i(key::kHcCount);
   h.nextn_predict_layers = i(key::kNextnPredictLayers);
+  h.indexer_heads = i(key::kAttnIndexerHeadCount);
+  h.indexer_dim = i(key::kAttnIndexerKeyLength);
+  h.indexer_top_k = i(key::kAttnIndexerTopK);
   h.rope_freq_base = f(key::kRopeFreqBase);
   h.rope_scaling_factor = f(key::kRopeScalingFactor);
   h.rope_scaling_orig_ctx = i(key::kRopeScalingOrigCtx);
@@ -198,6 +201,9 @@ nlohmann::json ModelSummary::to_json() const {
   put_opt(h, "hash_layer_count", hp.hash_layer_count);
   put_opt(h, "hyper_connection_count", hp.hyper_connection_count);
   put_opt(h, "nextn_predict_layers", hp.nextn_predict_layers);
+  put_opt(h, "indexer_head_count", hp.indexer_heads);
+  put_opt(h, "indexer_key_length", hp.indexer_dim);
+  put_opt(h, "indexer_top_k", hp.indexer_top_k);
   if (!hp.compress_ratios.empty()) h["compress_ratios"] = hp.compress_ratios;
 
   json j;

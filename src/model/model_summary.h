@@ -24,6 +24,7 @@ struct MoeHParams {
   std::optional<int64_t> n_expert_groups, n_expert_groups_used, q_lora_rank, kv_lora_rank, rope_dim, sliding_window;
   std::optional<int64_t> expert_gating_func, hash_layer_count, hyper_connection_count;
   std::optional<int64_t> nextn_predict_layers;  // NextN / MTP blocks at the end of block_count (GLM-4.5)
+  std::optional<int64_t> indexer_heads, indexer_dim, indexer_top_k;  // lightning indexer (DeepSeek-V3.2 / V4)
   std::optional<double> rope_freq_base, rope_scaling_factor, expert_weights_scale, rms_eps;
   std::optional<int64_t> rope_scaling_orig_ctx;
   std::optional<std::string> rope_scaling_type;

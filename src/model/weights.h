@@ -96,8 +96,11 @@ struct LayerWeights {
   HcWeights hc_attn, hc_ffn;
   CompressorWeights comp;      // attention compressor (ratio 4 / 128)
   CompressorWeights idx_comp;  // lightning indexer's compressor (ratio 4)
-  QMatrix idx_q_b;             // [idx_n_head * idx_head_dim, q_lora]
-  QMatrix idx_proj;            // [idx_n_head, n_embd]
+  QMatrix idx_q_b;             // [idx_n_head * idx_head_dim, q_lora]   (also DeepSeek-V3.2)
+  QMatrix idx_proj;            // [idx_n_head, n_embd]                 (also DeepSeek-V3.2)
+  // DeepSeek-V3.2's lightning indexer keys: LayerNorm(idx_k . a) with weight and bias
+  QMatrix idx_k;               // [idx_head_dim, n_embd]
+  VecF32 idx_k_norm, idx_k_norm_b;  // [idx_head_dim]
 };
 
 // A NextN / MTP block (GLM-4.5): a decoder block plus its input projection and draft head.

@@ -183,6 +183,16 @@ struct Planner {
     weight(blk(l, tn::kFfnDownShexp), s.shexp_type, {sh, n}, l, g);
   }
 
+  // DeepSeek-V3.2's lightning indexer: queries from the q latent, one key per token, head weights.
+  void indexer(int l) {
+    const uint64_t n = static_cast<uint64_t>(s.n_embd), I = static_cast<uint64_t>(s.idx_heads), D = static_cast<uint64_t>(s.idx_dim);
+    weight(blk(l, tn::kIndexerQB), s.attn_type, {static_cast<uint64_t>(s.q_lora), I * D}, l);
+    weight(blk(l, tn::kIndexerAttnK), s.attn_type, {n, D}, l);
+    norm(blk(l, tn::kIndexerKNorm), D, l);
+    norm(blk(l, tn::kIndexerKNormBias), D, l);
+    weight(blk(l, tn::kIndexerProj), s.attn_type, {n, I}, l);
+  }
+
   void deepseek2_layer(int l) {
     const uint64_t n = static_cast<uint64_t>(s.n_embd), H = static_cast<uint64_t>(s.n_head);
     const uint64_t qh = static_cast<uint64_t>(s.qk_nope + s.qk_rope), kvl = static_cast<uint64_t>(s.kv_lora);
@@ -202,6 +212,7 @@ struct Planner {
     weight(blk(l, tn::kAttnKB), s.attn_type, {nope, kvl, H}, l);
     weight(blk(l, tn::kAttnVB), s.attn_type, {kvl, vh, H}, l);
     weight(blk(l, tn::kAttnOutput), s.attn_type, {H * vh, n}, l, g);
+    if (s.arch == SynthArch::Deepseek32) indexer(l);
     norm(blk(l, tn::kFfnNorm), n, l);
     if (l < s.n_dense_lead) {
       dense_ffn(l);
@@ -344,7 +355,7 @@ void write_metadata(GgufWriter& w, const SynthSpec& s) {
   w.set_u32(k(key::kExpertUsedCount), static_cast<uint32_t>(s.n_expert_used));
   w.set_u32(k(key::kAttnHeadCount), static_cast<uint32_t>(s.n_head));
   if (s.n_ff > 0) w.set_u32(k(key::kFeedForwardLength), static_cast<uint32_t>(s.n_ff));
-  if (s.arch != SynthArch::Deepseek2) {
+  if (!synth_is_mla(s.arch)) {
     w.set_u32(k(key::kAttnHeadCountKv), static_cast<uint32_t>(s.n_head_kv));
     w.set_u32(k(key::kAttnKeyLength), static_cast<uint32_t>(s.head_dim));
     w.set_u32(k(key::kAttnValueLength), static_cast<uint32_t>(s.head_dim));
@@ -365,7 +376,7 @@ void write_metadata(GgufWriter& w, const SynthSpec& s) {
     w.set_u32(k(key::kNextnPredictLayers), static_cast<uint32_t>(s.n_nextn));
     return;
   }
-  // deepseek2, MLA in the split attn_k_b / attn_v_b layout: key/value_length describe the
+  // deepseek2/32, MLA in the split attn_k_b / attn_v_b layout: key/value_length describe the
   // absorbed (latent) heads, the *_mla keys the per-head q/k and v sizes.
   w.set_u32(k(key::kAttnHeadCountKv), 1);
   w.set_u32(k(key::kAttnQLoraRank), static_cast<uint32_t>(s.q_lora));
@@ -383,6 +394,11 @@ void write_metadata(GgufWriter& w, const SynthSpec& s) {
   if (s.n_group > 0) {
     w.set_u32(k(key::kExpertGroupCount), static_cast<uint32_t>(s.n_group));
     w.set_u32(k(key::kExpertGroupUsedCount), static_cast<uint32_t>(s.n_group_used));
+  }
+  if (s.arch == SynthArch::Deepseek32) {
+    w.set_u32(k(key::kAttnIndexerHeadCount), static_cast<uint32_t>(s.idx_heads));
+    w.set_u32(k(key::kAttnIndexerKeyLength), static_cast<uint32_t>(s.idx_dim));
+    w.set_u32(k(key::kAttnIndexerTopK), static_cast<uint32_t>(s.idx_topk));
   }
   if (s.yarn_factor > 0) {
     w.set_string(k(key::kRopeScalingType), "yarn");
@@ -403,7 +419,8 @@ std::vector<SynthTensor> synth_plan(const SynthSpec& s) {
   p.weight(tn::kOutput, s.output_type, {n, V}, -1);
   for (int l = 0; l < s.n_layer; ++l) {
     switch (s.arch) {
-      case SynthArch::Deepseek2: p.deepseek2_layer(l); break;
+      case SynthArch::Deepseek2:
+      case SynthArch::Deepseek32: p.deepseek2_layer(l); break;
       case SynthArch::Qwen35Moe: p.qwen35moe_layer(l); break;
       case SynthArch::Qwen3Moe:
       case SynthArch::Glm4Moe:

@@ -14,8 +14,10 @@
 namespace strata {
 
 // Qwen3Moe, Glm4Moe and MinimaxM2 share grouped-query attention (their differences are the
-// fields below); Deepseek2 has MLA; Qwen35Moe mixes Gated DeltaNet and gated full attention.
-enum class SynthArch { Qwen3Moe, Deepseek2, Glm4Moe, MinimaxM2, Qwen35Moe };
+// fields below); Deepseek2 has MLA, Deepseek32 MLA plus DeepSeek-V3.2's lightning indexer;
+// Qwen35Moe mixes Gated DeltaNet and gated full attention.
+enum class SynthArch { Qwen3Moe, Deepseek2, Glm4Moe, MinimaxM2, Deepseek32, Qwen35Moe };
+inline bool synth_is_mla(SynthArch a) { return a == SynthArch::Deepseek2 || a == SynthArch::Deepseek32; }
 enum class SynthQkNorm { None, PerHead, Full };  // q/k RMSNorm over each head, or over the whole q/k width
 const char* synth_arch_name(SynthArch a);
 
@@ -46,6 +48,8 @@ struct SynthSpec {
   int qk_nope = 0;
   int qk_rope = 0;
   int v_head = 0;
+  // Lightning indexer (deepseek32): heads x dims, positions kept per query
+  int idx_heads = 0, idx_dim = 0, idx_topk = 0;
   float routed_scale = 1.0f;      // expert_weights_scale
   // DeepSeek-V3-style routing (deepseek2; always on for glm4moe and minimax-m2): sigmoid scores with a selection bias (exp_probs_b),
   // group-limited top-k, normalized weights. false: DeepSeek-V2's softmax.
@@ -76,8 +80,8 @@ struct SynthSpec {
   void validate() const;  // throws strata::Error naming the bad field
 };
 
-// Named shapes: qwen3-30b-a3b, deepseek-v3, deepseek-v2-lite, glm-4.5-air, minimax-m2, qwen3.5-35b-a3b,
-// demo, tiny, tiny-deepseek2, tiny-glm4moe, tiny-minimax-m2, tiny-qwen35moe.
+// Named shapes: qwen3-30b-a3b, deepseek-v3, deepseek-v3.2, deepseek-v2-lite, glm-4.5-air, minimax-m2,
+// qwen3.5-35b-a3b, demo, tiny, tiny-deepseek2, tiny-deepseek32, tiny-glm4moe, tiny-minimax-m2, tiny-qwen35moe.
 SynthSpec synth_preset(const std::string& name);
 std::vector<std::string> synth_preset_names();
 

@@ -14,6 +14,7 @@ const char* synth_arch_name(SynthArch a) {
     case SynthArch::Glm4Moe: return "glm4moe";
     case SynthArch::MinimaxM2: return "minimax-m2";
     case SynthArch::Qwen35Moe: return "qwen35moe";
+    case SynthArch::Deepseek32: return "deepseek32";
   }
   return "?";
 }
@@ -111,6 +112,17 @@ SynthSpec deepseek_v3() {
   s.yarn_factor = 40.0f;
   s.yarn_orig_ctx = 4096;
   s.yarn_log_mul = 0.1f;
+  return s;
+}
+
+// DeepSeek-V3.2: DeepSeek-V3's shape plus the DSA lightning indexer (64 heads x 128, top-2048).
+SynthSpec deepseek_v32() {
+  SynthSpec s = deepseek_v3();
+  s.arch = SynthArch::Deepseek32;
+  s.name = "synth-deepseek-v3.2";
+  s.idx_heads = 64;
+  s.idx_dim = 128;
+  s.idx_topk = 2048;
   return s;
 }
 
@@ -327,14 +339,32 @@ SynthSpec tiny_qwen35moe() {
   return s;
 }
 
+// A few MB of DeepSeek-V3.2's structure (q latent, sigmoid router in groups); top-k 32, so prompts
+// of more than 32 tokens exercise the selection.
+SynthSpec tiny_deepseek32() {
+  SynthSpec s = tiny_deepseek2();
+  s.arch = SynthArch::Deepseek32;
+  s.name = "synth-tiny-deepseek32";
+  s.q_lora = 256;
+  s.sigmoid_gating = true;
+  s.n_group = 4;
+  s.n_group_used = 2;
+  s.routed_scale = 2.5f;
+  s.idx_heads = 8;
+  s.idx_dim = 64;
+  s.idx_topk = 32;
+  return s;
+}
+
 struct Preset {
   const char* name;
   SynthSpec (*make)();
 };
 constexpr Preset kPresets[] = {
-    {"qwen3-30b-a3b", qwen3_30b_a3b}, {"deepseek-v3", deepseek_v3}, {"deepseek-v2-lite", deepseek_v2_lite}, {"glm-4.5-air", glm45_air},
-    {"minimax-m2", minimax_m2}, {"qwen3.5-35b-a3b", qwen35_35b_a3b}, {"tiny-glm4moe", tiny_glm4moe}, {"tiny-minimax-m2", tiny_minimax_m2},
-    {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2}, {"tiny-qwen35moe", tiny_qwen35moe},
+    {"qwen3-30b-a3b", qwen3_30b_a3b}, {"deepseek-v3", deepseek_v3}, {"deepseek-v3.2", deepseek_v32}, {"deepseek-v2-lite", deepseek_v2_lite},
+    {"glm-4.5-air", glm45_air}, {"minimax-m2", minimax_m2}, {"qwen3.5-35b-a3b", qwen35_35b_a3b}, {"tiny-glm4moe", tiny_glm4moe},
+    {"tiny-minimax-m2", tiny_minimax_m2}, {"demo", demo}, {"tiny", tiny}, {"tiny-deepseek2", tiny_deepseek2}, {"tiny-deepseek32", tiny_deepseek32},
+    {"tiny-qwen35moe", tiny_qwen35moe},
 };
 
 }  // namespace
@@ -412,7 +442,7 @@ void SynthSpec::validate() const {
   STRATA_CHECK(n_embd % 256 == 0, "synth: n_embd {} must be a multiple of 256 (K-quant rows)", n_embd);
   STRATA_CHECK(skew >= 0, "synth: skew must be >= 0 (got {})", skew);
   STRATA_CHECK(n_nextn >= 0 && (n_nextn == 0 || arch == SynthArch::Glm4Moe), "synth: NextN blocks are a glm4moe feature (got {})", n_nextn);
-  if (arch != SynthArch::Deepseek2) {
+  if (!synth_is_mla(arch)) {
     pos(n_head_kv, "kv heads");
     pos(head_dim, "head dim");
     STRATA_CHECK(n_head % n_head_kv == 0, "synth: {} heads is not a multiple of {} kv heads", n_head, n_head_kv);
@@ -431,7 +461,7 @@ void SynthSpec::validate() const {
     pos(n_shared, "shared experts");
     STRATA_CHECK(ssm_v_heads % ssm_k_heads == 0, "synth: {} linear value heads is not a multiple of {} key heads", ssm_v_heads, ssm_k_heads);
     STRATA_CHECK(rope_dims >= 6, "synth: qwen35moe rope dims {} must be at least 6 (three M-RoPE sections)", rope_dims);
-  } else if (arch == SynthArch::Deepseek2) {
+  } else if (synth_is_mla(arch)) {
     pos(kv_lora, "kv_lora");
     pos(qk_nope, "qk_nope");
     pos(qk_rope, "qk_rope");
@@ -440,6 +470,12 @@ void SynthSpec::validate() const {
     STRATA_CHECK(n_dense_lead < n_layer, "synth: {} leading dense layers leave no MoE layer of {}", n_dense_lead, n_layer);
     if (n_dense_lead > 0) pos(n_ff, "dense ffn");
     STRATA_CHECK(qk_rope % 2 == 0, "synth: qk_rope {} must be even", qk_rope);
+  }
+  if (arch == SynthArch::Deepseek32) {
+    pos(q_lora, "q_lora (the indexer reads the q latent)");
+    pos(idx_heads, "indexer heads");
+    pos(idx_topk, "indexer top-k");
+    STRATA_CHECK(idx_dim >= qk_rope && idx_dim % 32 == 0, "synth: indexer dim {} must be a multiple of 32 and at least qk_rope {}", idx_dim, qk_rope);
   }
   STRATA_CHECK(n_vocab >= 256 + 8, "synth: vocab {} is too small (256 byte tokens + specials)", n_vocab);
   STRATA_CHECK(n_hi_layers >= 0, "synth: n_hi_layers must be >= 0");

@@ -74,7 +74,8 @@ const ArchTok& arch_tok(SynthArch a) {
     case SynthArch::Glm4Moe:
     case SynthArch::MinimaxM2: return qwen;  // GLM and MiniMax files get the ChatML vocabulary
     case SynthArch::Qwen35Moe: return qwen35;
-    case SynthArch::Deepseek2: break;
+    case SynthArch::Deepseek2:
+    case SynthArch::Deepseek32: break;
   }
   return deepseek;
 }

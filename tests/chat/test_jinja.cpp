@@ -136,3 +136,19 @@ TEST(Jinja, ValueJsonRoundTrip) {
 }
 
 }  // namespace
+
+namespace {
+
+// llama.cpp's `from_json` filter (json.loads), which the DeepSeek-V3.2 template applies to string
+// tool-call arguments: key order kept, numbers typed, and anything but a JSON string is an error.
+TEST(Jinja, FromJsonParsesAStringAndFailsLoudlyOtherwise) {
+  EXPECT_EQ(render(R"({% set a = '{"b": 1, "a": [true, null, 2.5, "x"]}' | from_json %}{% for k, v in a.items() %}{{ k }}={{ v | tojson }};{% endfor %})"),
+            R"(b=1;a=[true, null, 2.5, "x"];)");
+  EXPECT_EQ(render("{{ ('7' | from_json) + 1 }}"), "8");
+  EXPECT_NE(error_of("{{ '{\"a\": ' | from_json }}").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("{{ 3 | from_json }}").find("expects a string"), std::string::npos);
+  EXPECT_NE(error_of("{{ '1' | from_json(2) }}").find("takes no arguments"), std::string::npos);
+  EXPECT_NE(error_of("{{ '1' | from_json }}\n{{ x | frobnicate }}").find("2:"), std::string::npos);  // unknown filters name line:col
+}
+
+}  // namespace

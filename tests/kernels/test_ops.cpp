@@ -231,3 +231,38 @@ TEST(Ops, GatedDeltaStepFollowsTheDeltaRule) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+
+// LayerNorm (DeepSeek-V3.2's indexer keys) as ggml's norm op then mul and add: close to the
+// double-precision formula, and its variance summed in ggml's groups of 8 (a 67-value row has a
+// 3-value scalar tail), so the result does not depend on anything but x.
+TEST(Ops, LayerNormMatchesTheFormulaWithWeightAndBias) {
+  for (int n : {64, 67, 128}) {
+    std::vector<float> x(static_cast<size_t>(n)), w(x.size()), b(x.size()), y(x.size());
+    for (int i = 0; i < n; ++i) {
+      x[i] = std::sin(0.37f * i) * 3.0f + 0.5f;
+      w[i] = 1.0f + 0.01f * i;
+      b[i] = 0.1f * std::cos(0.2f * i);
+    }
+    layernorm(x.data(), w.data(), b.data(), y.data(), n, 1e-6f);
+    double mean = 0, var = 0;
+    for (float v : x) mean += v;
+    mean /= n;
+    for (float v : x) var += (v - mean) * (v - mean);
+    var /= n;
+    for (int i = 0; i < n; ++i) {
+      const double want = (x[i] - mean) / std::sqrt(var + 1e-6) * w[i] + b[i];
+      EXPECT_NEAR(y[i], want, 1e-5) << "n " << n << " i " << i;
+    }
+    std::vector<float> y2(x.size());
+    layernorm(x.data(), nullptr, nullptr, y2.data(), n, 1e-6f);  // plain: zero mean, unit variance
+    double m2 = 0, v2 = 0;
+    for (float v : y2) m2 += v;
+    for (float v : y2) v2 += v * v;
+    EXPECT_NEAR(m2 / n, 0.0, 1e-6);
+    EXPECT_NEAR(v2 / n, 1.0, 1e-4);
+  }
+}
+
+}  // namespace strata

@@ -1,6 +1,7 @@
 // Issue 7: for every deepseek4 and gpt-oss golden set (and the issue-15 architectures: deepseek2's
-// attn_kv_b layout, glm4moe, minimax-m2, qwen35moe), a prompt fed in chunks (7 tokens per
-// forward pass, so chunks straddle the sliding window and the compressed blocks) gives the
+// attn_kv_b layout, glm4moe, minimax-m2, deepseek32, qwen35moe), a prompt fed in chunks (7 tokens per
+// forward pass, so chunks straddle the sliding window, the compressed blocks and the sparse
+// attention's top-k boundary) gives the
 // last-position logits llama.cpp gives for the prompt in one batch: bit for bit for F32 and
 // Q8_0 sets (as the golden suite asks of a one-batch prompt), cosine >= 0.99 for sets of 6 bits
 // or fewer.
@@ -31,7 +32,7 @@ constexpr size_t kChunk = 7;
 std::vector<std::string> chunk_sets() {
   std::vector<std::string> v;
   for (const auto& s : model_sets())
-    for (const char* prefix : {"deepseek4-", "gpt-oss-", "deepseek2-kvb-", "glm4moe-", "minimax-m2-", "qwen35moe-"})
+    for (const char* prefix : {"deepseek4-", "gpt-oss-", "deepseek2-kvb-", "glm4moe-", "minimax-m2-", "deepseek32-", "qwen35moe-"})
       if (s.rfind(prefix, 0) == 0 && !model_unsupported(s)) v.push_back(s);
   return v;
 }

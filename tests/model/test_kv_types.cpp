@@ -1,5 +1,6 @@
 // f16 and q8_0 KV caches (the default is f16): logits stay close to the f32 cache's, on every
 // attention path (GQA, MLA with V inside K, DeepSeek-V4's shared KV), in a prompt and in decode.
+// (DeepSeek-V3.2's sparse attention: tests/model/test_deepseek32.cpp.)
 #include <gtest/gtest.h>
 
 #include "golden_util.h"

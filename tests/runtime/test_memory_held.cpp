@@ -1,7 +1,7 @@
-// The memory plan counts what is really held: the KV cache (with DeepSeek-V4's compressed blocks
-// and Qwen3.5's DeltaNet state) and the forward pass's scratch are allocated before the plan and
-// do not grow in any pass; and a process run under a budget barely above its plan never holds more
-// than the budget (peak RSS).
+// The memory plan counts what is really held: the KV cache (with DeepSeek-V4's compressed blocks,
+// DeepSeek-V3.2's indexer keys and Qwen3.5's DeltaNet state) and the forward pass's scratch are
+// allocated before the plan and do not grow in any pass; and a process run under a budget barely
+// above its plan never holds more than the budget (peak RSS).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -18,7 +18,7 @@ namespace strata::test {
 namespace {
 
 // One set per architecture the engine runs.
-const char* const kSets[] = {"qwen3moe-q8_0", "deepseek2-q8_0", "mixtral-q8_0", "gpt-oss-q8_0", "deepseek4-q8_0", "qwen35moe-q8_0"};
+const char* const kSets[] = {"qwen3moe-q8_0", "deepseek2-q8_0", "mixtral-q8_0", "gpt-oss-q8_0", "deepseek4-q8_0", "deepseek32-q8_0", "qwen35moe-q8_0"};
 
 std::string fixture(const std::string& set) { return std::string(STRATA_FIXTURES_DIR) + "/" + set + "/model.gguf"; }
 

@@ -83,7 +83,10 @@ Expected expected_bytes(const SynthSpec& s) {
     e.tensors += s.n_layer * 8;
   } else {
     const int H = s.n_head, qh = s.qk_nope + s.qk_rope;
-    const uint64_t attn = row_bytes(s.attn_type, n) * (static_cast<uint64_t>(H) * qh + s.kv_lora + s.qk_rope) +
+    // q: attn_q [n -> H*qh], or with a q latent attn_q_a [n -> q_lora], its norm, attn_q_b [q_lora -> H*qh]
+    const uint64_t q = s.q_lora > 0 ? row_bytes(s.attn_type, n) * s.q_lora + 4ull * s.q_lora + row_bytes(s.attn_type, s.q_lora) * H * qh
+                                    : row_bytes(s.attn_type, n) * H * qh;
+    const uint64_t attn = q + row_bytes(s.attn_type, n) * static_cast<uint64_t>(s.kv_lora + s.qk_rope) +
                           row_bytes(fit(s.attn_type, s.qk_nope), s.qk_nope) * s.kv_lora * H + row_bytes(s.attn_type, s.kv_lora) * s.v_head * H +
                           row_bytes(s.attn_type, H * s.v_head) * n + 4ull * (2 * n + s.kv_lora);
     e.dense += s.n_layer * attn;
@@ -94,6 +97,15 @@ Expected expected_bytes(const SynthSpec& s) {
     const int sh = s.n_ff_exp * s.n_shared;
     e.dense += moe_layers * (2 * row_bytes(s.shexp_type, n) * sh + row_bytes(s.shexp_type, sh) * n);
     e.tensors += moe_layers * 3;
+    if (s.sigmoid_gating) {  // the selection bias exp_probs_b
+      e.dense += moe_layers * 4ull * s.n_expert;
+      e.tensors += moe_layers;
+    }
+    if (s.arch == SynthArch::Deepseek32) {  // indexer: q_b, attn_k, k_norm weight + bias, proj
+      const uint64_t I = static_cast<uint64_t>(s.idx_heads), D = static_cast<uint64_t>(s.idx_dim);
+      e.dense += s.n_layer * (row_bytes(s.attn_type, s.q_lora) * I * D + row_bytes(s.attn_type, n) * (D + I) + 4ull * 2 * D);
+      e.tensors += s.n_layer * 5;
+    }
   }
   e.dense += moe_layers * 4ull * n * s.n_expert;  // router
   e.routed = moe_layers * static_cast<uint64_t>(s.n_expert) * (2 * row_bytes(s.expert_type, n) * s.n_ff_exp + row_bytes(s.expert_type, s.n_ff_exp) * n);
@@ -176,8 +188,45 @@ TEST_P(SynthForwardTest, LoadsAndRunsForward) {
   std::filesystem::remove(path);
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, SynthArchTest, ::testing::Values("tiny", "tiny-deepseek2"));
-INSTANTIATE_TEST_SUITE_P(Presets, SynthForwardTest, ::testing::Values("tiny", "tiny-deepseek2", "tiny-glm4moe", "tiny-minimax-m2"));
+INSTANTIATE_TEST_SUITE_P(Presets, SynthArchTest, ::testing::Values("tiny", "tiny-deepseek2", "tiny-deepseek32"));
+INSTANTIATE_TEST_SUITE_P(Presets, SynthForwardTest, ::testing::Values("tiny", "tiny-deepseek2", "tiny-deepseek32", "tiny-glm4moe", "tiny-minimax-m2"));
+
+// The deepseek-v3.2 preset has DeepSeek-V3.2's shape (planned, not written: hundreds of GB), and
+// its metadata loads as a deepseek32 model with that configuration (the tiny preset, written).
+TEST(Synth, DeepseekV32PresetHasTheRealShape) {
+  const SynthSpec s = synth_preset("deepseek-v3.2");
+  EXPECT_EQ(s.arch, SynthArch::Deepseek32);
+  EXPECT_EQ(s.n_layer, 61);
+  EXPECT_EQ(s.n_embd, 7168);
+  EXPECT_EQ(s.n_expert, 256);
+  EXPECT_EQ(s.n_expert_used, 8);
+  EXPECT_EQ(s.idx_heads, 64);
+  EXPECT_EQ(s.idx_dim, 128);
+  EXPECT_EQ(s.idx_topk, 2048);
+  const auto plan = synth_plan(s);
+  EXPECT_EQ(static_cast<int64_t>(plan.size()), expected_bytes(s).tensors);
+  uint64_t routed = 0;
+  for (const auto& t : plan) {
+    if (t.name.find("_exps.") != std::string::npos) routed += t.nbytes();
+    if (t.name == "blk.60.indexer.attn_q_b.weight") EXPECT_EQ(t.ne, (std::vector<uint64_t>{1536, 64 * 128}));
+  }
+  EXPECT_EQ(routed, expected_bytes(s).routed);
+  EXPECT_GT(routed, 300ull << 30);  // 671B-class: ~360 GiB of Q4_K routed experts
+
+  const SynthSpec t = synth_preset("tiny-deepseek32");
+  const std::string path = tmp_path("tiny-deepseek32-cfg.gguf");
+  synth_write(t, path, 2);
+  auto model = Model::load(path);
+  const LayerConfig& l = model->config().layers[2];
+  EXPECT_EQ(l.attn, AttnKind::MlaSparse);
+  EXPECT_EQ(l.idx_n_head, t.idx_heads);
+  EXPECT_EQ(l.idx_head_dim, t.idx_dim);
+  EXPECT_EQ(l.idx_top_k, t.idx_topk);
+  EXPECT_EQ(l.n_group, t.n_group);
+  EXPECT_EQ(l.gating, GatingFunc::Sigmoid);
+  EXPECT_TRUE(l.exp_probs_bias);
+  std::filesystem::remove(path);
+}
 
 TEST(Synth, DeterministicInSeedAndThreads) {
   SynthSpec s = synth_preset("tiny");

@@ -4,12 +4,11 @@
 // sigmoid (or softmax) router with selection bias, group-limited top-k, YaRN.
 #include <cmath>
 
-#include "model/arch/common.h"
+#include "model/arch/deepseek2.h"
 
 namespace strata::arch {
 
-static void deepseek2_config(const GgufModel& m, ModelConfig& cfg) {
-  MetaReader r{m, "deepseek2."};
+void deepseek2_read_config(const GgufModel& m, const MetaReader& r, ModelConfig& cfg) {
   read_common(m, r, cfg);
   const int n_head = static_cast<int>(r.req_int(key::kAttnHeadCount));
   const int q_lora = static_cast<int>(r.opt_int(key::kAttnQLoraRank, 0));
@@ -81,7 +80,7 @@ static void deepseek2_config(const GgufModel& m, ModelConfig& cfg) {
   }
 }
 
-static void deepseek2_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w) {
+void deepseek2_bind_layers(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w) {
   bind_common(b, cfg, w);
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerConfig& lc = cfg.layers[l];
@@ -119,8 +118,16 @@ static void deepseek2_bind(const WeightBinder& b, const ModelConfig& cfg, ModelW
       lw.shexp_down = b.mat(blk(l, tn::kFfnDownShexp), cfg.n_embd, lc.n_ff_shexp);
     }
   }
+}
+
+namespace {
+void deepseek2_config(const GgufModel& m, ModelConfig& cfg) { deepseek2_read_config(m, MetaReader{m, "deepseek2."}, cfg); }
+
+void deepseek2_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w) {
+  deepseek2_bind_layers(b, cfg, w);
   b.check_all_used();
 }
+}  // namespace
 
 }  // namespace strata::arch
 

@@ -61,7 +61,7 @@ struct Dsv4Cache : KvCacheExt {
 };
 // ArchDef::make_state: the compressors of every layer and sequence with room for n_ctx positions,
 // and the scratch for passes of n_batch tokens on n_threads threads.
-std::unique_ptr<KvCacheExt> deepseek4_make_state(const ModelConfig& cfg, int n_ctx, int n_seq, int n_batch, int n_threads);
+std::unique_ptr<KvCacheExt> deepseek4_make_state(const ModelConfig& cfg, const KvCache& kv, int n_batch, int n_threads);
 // The cache's deepseek4 state (Model::prepare made it).
 Dsv4Cache& dsv4_cache(FwdCtx& c);
 

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "model/arch/deepseek4.h"
 #include "model/attn_sum.h"
+#include "model/lightning_indexer.h"
 
 namespace strata::arch {
 namespace {
@@ -79,20 +80,17 @@ void compress_batch(FwdCtx& c, Dsv4Cache& cache, int layer, bool indexer, const 
   }
 }
 
-// Lightning indexer: for every query, the top-k visible 4-token blocks by
-// sum_h w_h * relu(q_h . k_b), w = proj(a) / sqrt(dim * heads).
+// Lightning indexer (model/lightning_indexer.h): for every query, the top-k visible 4-token
+// blocks by sum_h w_h * relu(q_h . k_b), w = proj(a) / sqrt(dim * heads).
 void index_select(FwdCtx& c, Dsv4Cache& cache, int layer, const RopeParams& rp) {
   const LayerConfig& lc = c.cfg.layers[layer];
-  const LayerWeights& lw = c.w.layers[layer];
   Dsv4Scratch& s = cache.scratch;
   const int n = c.b.n, I = lc.idx_n_head, K = lc.idx_head_dim, top = lc.idx_top_k;
   s.iq.resize(static_cast<size_t>(n) * I * K);
   s.iw.resize(static_cast<size_t>(n) * I);
   s.isel.resize(static_cast<size_t>(n) * top);
   s.n_isel.resize(static_cast<size_t>(n));
-  c.mm(lw.idx_q_b, s.qr.data(), n, s.iq.data());
-  c.mm(lw.idx_proj, c.st.xn.data(), n, s.iw.data());
-  const float wscale = 1.0f / std::sqrt(static_cast<float>(K) * static_cast<float>(I));
+  indexer_project(c, layer, s.qr.data(), s.iq.data(), s.iw.data());
   std::vector<float>& score = s.iscore;
   std::vector<int32_t>& order = s.iorder;
   for (int i = 0; i < n; ++i) {
@@ -109,19 +107,11 @@ void index_select(FwdCtx& c, Dsv4Cache& cache, int layer, const RopeParams& rp) 
     for (int h = 0; h < I; ++h) rope_apply(rp, c.st.rope_cs.data(), q + h * K + K - rp.n_dims);
     const float* w = s.iw.data() + static_cast<size_t>(i) * I;
     const Dsv4Compressor& keys = cache.layers[layer][c.seq(i)].idx;
-    score.assign(static_cast<size_t>(nb), 0.0f);
-    for (int b = 0; b < nb; ++b) {
-      const float* kb = keys.block(b);
-      float acc = 0;
-      for (int h = 0; h < I; ++h) acc += w[h] * wscale * std::max(0.0f, c.k.dot_f32(K, q + h * K, kb));
-      score[static_cast<size_t>(b)] = acc;
-    }
-    // ggml's top-k (std::partial_sort by value only): blocks with equal scores (all heads
-    // clipped to 0 by the relu) are then chosen as llama.cpp chooses them.
+    score.resize(static_cast<size_t>(nb));
+    for (int b = 0; b < nb; ++b) score[static_cast<size_t>(b)] = indexer_score(c.k, q, w, keys.block(b), I, K);
+    // Blocks with equal scores (all heads clipped to 0 by the relu) are chosen as llama.cpp chooses them.
     order.resize(static_cast<size_t>(nb));
-    for (int b = 0; b < nb; ++b) order[static_cast<size_t>(b)] = b;
-    std::partial_sort(order.begin(), order.begin() + top, order.end(), [&](int32_t x, int32_t y) { return score[x] > score[y]; });
-    std::copy(order.begin(), order.begin() + top, sel);
+    indexer_top_k(score.data(), nb, top, order.data(), sel);
     s.n_isel[i] = top;
   }
 }

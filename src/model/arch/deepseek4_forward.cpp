@@ -87,7 +87,8 @@ uint64_t Dsv4Cache::bytes() const {
   return b;
 }
 
-std::unique_ptr<KvCacheExt> deepseek4_make_state(const ModelConfig& cfg, int n_ctx, int n_seq, int n_batch, int n_threads) {
+std::unique_ptr<KvCacheExt> deepseek4_make_state(const ModelConfig& cfg, const KvCache& kv, int n_batch, int n_threads) {
+  const int n_ctx = kv.n_ctx(), n_seq = kv.n_seq();
   auto cache = std::make_unique<Dsv4Cache>();
   cache->layers.resize(cfg.layers.size());
   for (size_t l = 0; l < cfg.layers.size(); ++l) {
@@ -104,7 +105,7 @@ std::unique_ptr<KvCacheExt> deepseek4_make_state(const ModelConfig& cfg, int n_c
 
 Dsv4Cache& dsv4_cache(FwdCtx& c) {
   auto& ext = c.kv.ext();
-  if (!ext) ext = deepseek4_make_state(c.cfg, c.kv.n_ctx(), c.kv.n_seq(), c.b.n, c.pool ? c.pool->size() : 1);
+  if (!ext) ext = deepseek4_make_state(c.cfg, c.kv, c.b.n, c.pool ? c.pool->size() : 1);
   auto* cache = dynamic_cast<Dsv4Cache*>(ext.get());
   STRATA_CHECK(cache != nullptr, "the KV cache holds another architecture's state");
   return *cache;

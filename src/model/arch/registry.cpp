@@ -6,14 +6,15 @@ namespace strata {
 extern const ArchDef kArchQwen3Moe;
 extern const ArchDef kArchLlama;
 extern const ArchDef kArchDeepseek2;
+extern const ArchDef kArchDeepseek32;
 extern const ArchDef kArchGptOss;
 extern const ArchDef kArchDeepseek4;
 extern const ArchDef kArchGlm4Moe;
 extern const ArchDef kArchMinimaxM2;
 extern const ArchDef kArchQwen35Moe;
 
-static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama, &kArchDeepseek2, &kArchGptOss, &kArchDeepseek4, &kArchGlm4Moe,
-                                          &kArchMinimaxM2, &kArchQwen35Moe};
+static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama,     &kArchDeepseek2, &kArchDeepseek32, &kArchGptOss,
+                                          &kArchDeepseek4, &kArchGlm4Moe, &kArchMinimaxM2, &kArchQwen35Moe};
 
 const ArchDef* find_arch(const std::string& name) {
   for (const ArchDef* a : kArchs)
