@@ -30,6 +30,16 @@ struct BenchOptions {
   std::string tg_input = "random";
 };
 
+// Reads in flight for the disk probe. Under a --ram-budget the probe's buffers must fit beside the
+// full plan (e.g. in a memory cgroup sized to the budget): at most 1/64 of the budget in flight,
+// which still reaches the disk's deep-queue bandwidth at the budgets of interest (64 requests of
+// 4 MiB from a 16 GiB budget up).
+int probe_depth(const ModelOptions& mo, uint64_t req_bytes) {
+  const int depth = std::max(1, mo.queue_depth);
+  if (mo.ram_budget.empty()) return depth;
+  return static_cast<int>(std::clamp<uint64_t>(parse_bytes(mo.ram_budget) / 64 / req_bytes, 4, static_cast<uint64_t>(depth)));
+}
+
 // Reads `bytes` of the model's expert region in 4 MiB requests at the tier's queue depth.
 double measure_disk_bw(const ExpertStore& store, const ModelOptions& mo, uint64_t bytes) {
   IoOptions io;
@@ -38,7 +48,7 @@ double measure_disk_bw(const ExpertStore& store, const ModelOptions& mo, uint64_
   auto backend = make_io_backend(store.files(), io, nullptr);
   const uint64_t file_size = store.file_sizes()[0];
   const uint64_t kReq = std::max<uint64_t>(kIoAlign, std::min<uint64_t>(4ull << 20, align_down(file_size, kIoAlign)));
-  const int n_buf = std::max(1, mo.queue_depth);
+  const int n_buf = probe_depth(mo, kReq);
   void* mem = nullptr;
   if (posix_memalign(&mem, kIoAlign, kReq * static_cast<uint64_t>(n_buf)) != 0) return 0;
   std::vector<ReadOp> ops(static_cast<size_t>(n_buf));
@@ -159,7 +169,7 @@ int bench(const BenchOptions& o) {
                {"read_bw", static_cast<double>(p.delta.bytes_read) / p.seconds}, {"io_wait_s", p.delta.wait_s}, {"limit_fraction", frac}};
   }
   if (disk > 0)
-    fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), o.model.queue_depth,
+    fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), probe_depth(o.model, 4ull << 20),
                disk / 1e9, format_bytes(process_peak_rss()));
   else
     fmt::print("disk: not measured ({}); peak RSS {}\n", cache ? "--disk-probe 0" : "experts resident", format_bytes(process_peak_rss()));
