@@ -22,10 +22,10 @@ using nlohmann::json;
 
 namespace {
 
-// The model is not trained on chat turns: the template only concatenates the messages.
+// The model is not trained on chat turns: the template joins the messages with newlines and adds
+// nothing for the reply, so a chat continues the text.
 constexpr const char* kPlainTemplate =
-    "{% for message in messages %}{{ message['content'] }}{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '\\n' }}{% endif %}";
+    "{% for message in messages %}{{ message['content'] }}{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}";
 
 uint32_t file_type_of(GgmlType t) {
   switch (t) {
