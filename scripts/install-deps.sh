@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Installs every build/test dependency of Strata from Debian 12 packages (by name).
+#   scripts/install-deps.sh          what ./bootstrap demo|test need (the trained demo model is committed)
+#   scripts/install-deps.sh --train  also what tools/train/ needs to retrain it (CPU PyTorch, the corpus)
 set -euo pipefail
+TRAIN=0
+[ "${1:-}" = "--train" ] && TRAIN=1
 PKGS=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev liburing-dev libpcre2-dev
   libcpp-httplib-dev libopenblas-dev libutf8proc-dev nodejs
 )
+# tools/train/train_moe.py: Debian's CPU PyTorch, the regex module (the qwen2 pre-tokenizer's \p{L}),
+# and the corpus: the King James Bible (bible-kjv-text, read through the bible program) and fortunes.
+TRAIN_PKGS=(python3-torch python3-regex python3-numpy bible-kjv bible-kjv-text fortunes)
+[ "$TRAIN" = 1 ] && PKGS+=("${TRAIN_PKGS[@]}")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -20,5 +20,6 @@ Command add_bench(CLI::App& app);
 Command add_chat(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_serve(CLI::App& app);
+Command add_perplexity(CLI::App& app);
 
 }  // namespace strata::cli

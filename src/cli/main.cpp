@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   cmds.push_back(strata::cli::add_chat(app));
   cmds.push_back(strata::cli::add_synth(app));
   cmds.push_back(strata::cli::add_serve(app));
+  cmds.push_back(strata::cli::add_perplexity(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

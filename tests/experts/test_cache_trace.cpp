@@ -166,3 +166,27 @@ TEST(CachesimCli, ReplayPredictionsNeedsPredictionsAndPretrainIsLabelled) {
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(out.find("horizon"), std::string::npos) << out;
 }
+
+// The trained model's routing on held-out text (models/strata-moe-tiny/traces, issue 18): the
+// figures of that folder's README, and the orderings a trained router should keep.
+TEST(TrainedModelTrace, ReproducesReadmeTable) {
+  const std::string path = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/traces/heldout-exodus.csv";
+  ASSERT_TRUE(std::filesystem::exists(path)) << "committed with the model: " << path;
+  const RoutingTrace t = read_trace(path);
+  EXPECT_EQ(t.n_layer, 8);
+  EXPECT_EQ(t.n_expert, 64);
+  EXPECT_EQ(t.top_k, 4);
+  // 25% and 50% of the 512 experts, one global pool, decode steps.
+  EXPECT_NEAR(rate(t, 128, false, "lru"), 0.429, 0.001);
+  EXPECT_NEAR(rate(t, 128, false, "lfu"), 0.575, 0.001);
+  EXPECT_NEAR(rate(t, 128, false, "predict"), 0.660, 0.001);
+  const double belady25 = rate(t, 128, false, "belady"), belady50 = rate(t, 256, false, "belady");
+  EXPECT_NEAR(belady25, 0.761, 0.001);
+  EXPECT_NEAR(belady50, 0.883, 0.001);
+  for (const char* p : {"lru", "lfu", "lfu-decay", "predict", "pinned"}) {
+    EXPECT_LE(rate(t, 128, false, p), belady25 + 1e-9) << p;
+    EXPECT_LE(rate(t, 256, false, p), belady50 + 1e-9) << p;
+  }
+  // A trained router reuses experts from token to token: the frequency-aware default beats LRU.
+  EXPECT_GT(rate(t, 128, false, "predict"), rate(t, 128, false, "lru") + 0.1);
+}
