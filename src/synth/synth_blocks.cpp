@@ -24,6 +24,18 @@ uint64_t synth_hash(const char* s, uint64_t n) {
   return h;
 }
 
+void synth_fill_bytes(SynthRng& r, uint8_t* p, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t v = r.next();
+    std::memcpy(p + i, &v, 8);
+  }
+  if (i < n) {
+    const uint64_t v = r.next();
+    std::memcpy(p + i, &v, n - i);
+  }
+}
+
 namespace {
 
 // Std of a uniform integer on [lo, hi].
@@ -53,17 +65,6 @@ void pack_k4_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t out[12]) {
 // Random scale jitter: each block's d is dv * [0.75, 1.25).
 inline uint16_t jitter_f16(float dv, SynthRng& r) { return f32_to_f16(dv * (0.75f + 0.5f * r.uniform())); }
 
-inline void fill_bytes(SynthRng& r, uint8_t* p, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const uint64_t v = r.next();
-    std::memcpy(p + i, &v, 8);
-  }
-  if (i < n) {
-    const uint64_t v = r.next();
-    std::memcpy(p + i, &v, n - i);
-  }
-}
 
 // Per-type generators over a run of blocks (or values for F32/F16).
 void gen_f32(uint8_t* dst, uint64_t n, float sigma, SynthRng& r) {
@@ -81,7 +82,7 @@ void gen_q8_0(uint8_t* dst, uint64_t nb, float sigma, SynthRng& r) {
   auto* b = reinterpret_cast<block_q8_0*>(dst);
   for (uint64_t i = 0; i < nb; ++i) {
     b[i].d = jitter_f16(dv, r);
-    fill_bytes(r, reinterpret_cast<uint8_t*>(b[i].qs), QK8_0);
+    synth_fill_bytes(r, reinterpret_cast<uint8_t*>(b[i].qs), QK8_0);
     for (int k = 0; k < QK8_0; ++k)
       if (b[i].qs[k] == -128) b[i].qs[k] = -127;  // ggml never writes -128; some SIMD paths assume it
   }
@@ -92,7 +93,7 @@ void gen_q4_0(uint8_t* dst, uint64_t nb, float sigma, SynthRng& r) {
   for (uint64_t i = 0; i < nb; ++i) {
     const uint64_t s = r.next();
     b[i].d = f32_to_f16((s & 1 ? -dv : dv) * (0.75f + 0.5f * static_cast<float>((s >> 8) & 0xFFFF) / 65536.0f));  // sign cancels the -0.5 mean
-    fill_bytes(r, b[i].qs, sizeof b[i].qs);
+    synth_fill_bytes(r, b[i].qs, sizeof b[i].qs);
   }
 }
 void gen_q4_k(uint8_t* dst, uint64_t nb, float sigma, SynthRng& r) {
@@ -107,7 +108,7 @@ void gen_q4_k(uint8_t* dst, uint64_t nb, float sigma, SynthRng& r) {
     uint64_t s = r.next();
     for (int j = 0; j < 8; ++j, s >>= 8) sc[j] = rand_sc(s);
     pack_k4_scales(sc, sc, b[i].scales);
-    fill_bytes(r, b[i].qs, sizeof b[i].qs);
+    synth_fill_bytes(r, b[i].qs, sizeof b[i].qs);
   }
 }
 void gen_q5_k(uint8_t* dst, uint64_t nb, float sigma, SynthRng& r) {
@@ -121,8 +122,8 @@ void gen_q5_k(uint8_t* dst, uint64_t nb, float sigma, SynthRng& r) {
     uint64_t s = r.next();
     for (int j = 0; j < 8; ++j, s >>= 8) sc[j] = rand_sc(s);
     pack_k4_scales(sc, sc, b[i].scales);
-    fill_bytes(r, b[i].qh, sizeof b[i].qh);
-    fill_bytes(r, b[i].qs, sizeof b[i].qs);
+    synth_fill_bytes(r, b[i].qh, sizeof b[i].qh);
+    synth_fill_bytes(r, b[i].qs, sizeof b[i].qs);
   }
 }
 void gen_q6_k(uint8_t* dst, uint64_t nb, float sigma, SynthRng& r) {
@@ -137,8 +138,8 @@ void gen_q6_k(uint8_t* dst, uint64_t nb, float sigma, SynthRng& r) {
       const int v = rand_sc(byte);
       b[i].scales[j] = static_cast<int8_t>((sg >> j) & 1 ? -v : v);
     }
-    fill_bytes(r, b[i].ql, sizeof b[i].ql);
-    fill_bytes(r, b[i].qh, sizeof b[i].qh);
+    synth_fill_bytes(r, b[i].ql, sizeof b[i].ql);
+    synth_fill_bytes(r, b[i].qh, sizeof b[i].qh);
   }
 }
 

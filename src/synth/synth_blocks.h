@@ -2,6 +2,7 @@
 // Valid random blocks for `strata synth`: fast random quant bits with finite f16 scales chosen so
 // dequantized values are zero-mean with a target std, plus simple round-to-nearest quantizers
 // from f32 for the few tensors that need structure (token embeddings).
+#include <cstddef>
 #include <cstdint>
 
 #include "gguf/ggml_type.h"
@@ -23,6 +24,9 @@ struct SynthRng {
   float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
   float symmetric() { return 2.0f * uniform() - 1.0f; }                                    // [-1, 1)
 };
+
+// n random bytes.
+void synth_fill_bytes(SynthRng& r, uint8_t* p, size_t n);
 
 // Mixes two values into a seed (for per-tensor and per-chunk streams).
 uint64_t synth_mix(uint64_t a, uint64_t b);

@@ -77,17 +77,6 @@ void set_scale(const Layout& l, uint8_t* block, float d) {
   if (l.min_offset >= 0) put_f16(block + l.min_offset, l.min_ratio * d);
 }
 
-void fill_block_bits(SynthRng& r, uint8_t* p, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const uint64_t v = r.next();
-    std::memcpy(p + i, &v, 8);
-  }
-  if (i < n) {
-    const uint64_t v = r.next();
-    std::memcpy(p + i, &v, n - i);
-  }
-}
 
 // Rms of the dequantized values of random blocks with scale 1 (deterministic, computed once per type).
 double unit_rms(const Layout& l) {
@@ -98,7 +87,7 @@ double unit_rms(const Layout& l) {
   std::vector<float> y(n * kBlocks);
   SynthRng r(0x5EED0000u + static_cast<uint64_t>(l.type));
   for (int b = 0; b < kBlocks; ++b) {
-    fill_block_bits(r, raw.data() + bs * static_cast<size_t>(b), bs);
+    synth_fill_bytes(r, raw.data() + bs * static_cast<size_t>(b), bs);
     set_scale(l, raw.data() + bs * static_cast<size_t>(b), 1.0f);
   }
   dequantize_row(l.type, raw.data(), y.data(), static_cast<int64_t>(y.size()));
@@ -129,7 +118,7 @@ void synth_layout_fill(GgmlType t, uint8_t* dst, uint64_t n_blocks, float sigma,
   const float dv = static_cast<float>(sigma / cached_unit_rms(l));
   for (uint64_t i = 0; i < n_blocks; ++i) {
     uint8_t* b = dst + bs * i;
-    fill_block_bits(r, b, bs);
+    synth_fill_bytes(r, b, bs);
     const uint64_t s = r.next();
     // Random sign (cancels any mean of the codebook) and a +-25 % jitter per block.
     const float d = ((s & 1) ? -dv : dv) * (0.75f + 0.5f * static_cast<float>((s >> 8) & 0xFFFF) / 65536.0f);
