@@ -103,7 +103,8 @@ TEST(Deepseek32, InspectShowsTheIndexer) {
   EXPECT_EQ(h.indexer_heads, 16);
   EXPECT_EQ(h.indexer_dim, 64);
   EXPECT_EQ(h.indexer_top_k, 16);
-  const LayerConfig& l = Model::load(path)->config().layers[2];
+  const auto model = Model::load(path);
+  const LayerConfig& l = model->config().layers[2];
   EXPECT_EQ(l.attn, AttnKind::MlaSparse);
   EXPECT_EQ(l.idx_n_head * 1000 + l.idx_head_dim * 10 + l.idx_top_k, 16 * 1000 + 64 * 10 + 16);
 }
