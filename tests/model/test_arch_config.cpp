@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "load_error.h"
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
 #include "golden_util.h"
@@ -37,16 +38,7 @@ std::string write_meta(const std::string& name, const std::string& arch, const s
   return path;
 }
 
-std::string load_error(const std::string& path) {
-  std::string err;
-  try {
-    Model::load(path);
-  } catch (const Error& e) {
-    err = e.what();
-  }
-  std::filesystem::remove(path);
-  return err;
-}
+using strata::test::load_error;
 
 }  // namespace
 

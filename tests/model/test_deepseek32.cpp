@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "load_error.h"
 #include "core/error.h"
 #include "gguf/gguf_writer.h"
 #include "golden_util.h"
@@ -46,16 +47,7 @@ std::string write_meta_only(const std::string& name, const std::vector<std::pair
   return path;
 }
 
-std::string load_error(const std::string& path) {
-  std::string err;
-  try {
-    Model::load(path);
-  } catch (const Error& e) {
-    err = e.what();
-  }
-  std::filesystem::remove(path);
-  return err;
-}
+using strata::test::load_error;
 
 TEST(Deepseek32, MissingIndexerKeyFailsNamingIt) {
   const std::string err = load_error(write_meta_only("strata_ds32_noidx.gguf", {{"attention.indexer.top_k", -1}}));
