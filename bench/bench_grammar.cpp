@@ -13,6 +13,7 @@
 
 #include "gguf/gguf_file.h"
 #include "grammar/grammar.h"
+#include "grammar/vocab_trie.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g = strata::grammar;
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
     if (tok->is_eog(id)) eog.push_back(id);
   }
   const auto vocab = std::make_shared<const g::VocabIndex>(std::move(bytes), std::move(eog));
-  fmt::print("vocabulary {}: {} tokens, VocabIndex built in {:.1f} ms\n", path, vocab->n_vocab(), us_since(t0) / 1000);
+  fmt::print("vocabulary {}: {} tokens, trie of {} nodes, VocabIndex built in {:.1f} ms\n", path, vocab->n_vocab(),
+             vocab->trie().byte.size(), us_since(t0) / 1000);
 
   const std::string obj_text =
       R"({"title": "Grammar-constrained decoding", "authors": ["Ada Lovelace", "Alan Turing"], "year": 2024, "score": -12.5e3,
