@@ -67,7 +67,6 @@ struct Matcher::Impl {
   bool ended = false;
   std::vector<int32_t> work, out;           // expansion scratch
   std::vector<int32_t> walk;                // [max token length + 1]: state at each trie depth
-  std::vector<int32_t> allowed;             // collect() scratch
   // Masks of recent states (the allowed set depends on the state only): inside a string or free
   // text the same state comes back token after token, and its mask is then a lookup.
   struct Mask {
@@ -253,23 +252,39 @@ struct Matcher::Impl {
     cur = state(set, 0, 0, 0);
   }
 
-  // Every token allowed next, into `allowed` (unsorted; EOG apart).
-  void collect() {
-    allowed.clear();
+  // Sets the bit of every token allowed next (EOG apart) in `bits`; returns their count.
+  size_t collect(std::vector<uint64_t>& bits) {
     const VocabIndex::Trie& t = vocab->trie();
     walk.resize(t.max_depth + 1);
     walk[0] = cur;
-    const uint32_t n = static_cast<uint32_t>(t.byte.size());
+    size_t count = 0;
+    // Local pointers: the stores below cannot alias them, so the loop keeps them in registers.
+    const VocabIndex::Trie::Node* nd = t.nodes.data();
+    const int32_t* toks = t.toks.data();
+    const int32_t* nx = next.data();  // refreshed after step(), which may grow `next`
+    int32_t* wk = walk.data();
+    uint64_t* bp = bits.data();
+    const uint32_t n = static_cast<uint32_t>(t.nodes.size() - 1);
     for (uint32_t i = 0; i < n;) {
-      const int32_t s = step(walk[t.depth[i] - 1], t.byte[i]);
+      const uint32_t d = nd[i].depth(), from = static_cast<uint32_t>(wk[d - 1]);
+      int32_t s = nx[size_t{from} * 256 + nd[i].byte()];
+      if (s == kUnknown) {
+        s = step(static_cast<int32_t>(from), nd[i].byte());
+        nx = next.data();
+      }
       if (s < 0) {
-        i = t.end[i];
+        i = nd[i].end;
         continue;
       }
-      walk[t.depth[i]] = s;
-      for (uint32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) allowed.push_back(t.toks[k]);
+      wk[d] = s;
+      for (uint32_t k = nd[i].tok_begin, e = nd[i + 1].tok_begin; k < e; ++k) {
+        const auto tok = static_cast<uint32_t>(toks[k]);
+        bp[tok >> 6] |= uint64_t{1} << (tok & 63);
+      }
+      count += nd[i + 1].tok_begin - nd[i].tok_begin;
       ++i;
     }
+    return count;
   }
 
   // The mask of the current state (not after EOG was accepted: then only EOG is allowed).
@@ -281,8 +296,6 @@ struct Matcher::Impl {
         m.last_use = uses;
         return m;
       }
-    collect();
-    if (states[static_cast<size_t>(cur)].can_end) allowed.insert(allowed.end(), vocab->trie().eog.begin(), vocab->trie().eog.end());
     Mask* slot;
     if (masks.size() < kCachedMasks) {
       slot = &masks.emplace_back();
@@ -291,9 +304,12 @@ struct Matcher::Impl {
     }
     slot->state = cur;
     slot->last_use = uses;
-    slot->count = allowed.size();
     slot->bits.assign((static_cast<size_t>(vocab->n_vocab()) + 63) / 64, 0);
-    for (int32_t t : allowed) slot->bits[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+    slot->count = collect(slot->bits);
+    if (states[static_cast<size_t>(cur)].can_end) {
+      for (int32_t e : vocab->trie().eog) slot->bits[static_cast<size_t>(e) >> 6] |= uint64_t{1} << (e & 63);
+      slot->count += vocab->trie().eog.size();
+    }
     return *slot;
   }
 };
@@ -323,6 +339,10 @@ void Matcher::apply(float* logits) const {
     const uint64_t bits = mask.bits[w];
     if (bits == ~uint64_t{0}) continue;
     const size_t end = std::min(n, w * 64 + 64);
+    if (bits == 0) {
+      std::fill(logits + w * 64, logits + end, -INFINITY);
+      continue;
+    }
     for (size_t i = w * 64; i < end; ++i)
       if (!((bits >> (i & 63)) & 1)) logits[i] = -INFINITY;
   }
