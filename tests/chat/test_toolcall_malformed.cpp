@@ -40,6 +40,12 @@ TEST(ToolCallMalformed, UnknownFunctionIsKeptAsWritten) {
                     expect("", "", {call(0, "mystery", R"({"n": 12, "s": "hi there"})")}));
 }
 
+TEST(ToolCallMalformed, HeaderLongerThanTheStreamingLimitIsTakenWhole) {
+  const std::string name(5000, 'n');
+  expect_all_splits(Format::Hermes, opts(), "<tool_call>{\"name\": \"" + name + "\", \"arguments\": {\"a\": [1, 2]}}</tool_call>",
+                    expect("", "", {call(0, name, R"({"a":[1,2]})")}));
+}
+
 TEST(ToolCallMalformed, MarkerWithoutACallIsContent) {
   expect_all_splits(Format::Hermes, opts(), "See <tool_call>hello</tool_call> here",
                     expect("See <tool_call>hello</tool_call> here", "", {}));

@@ -7,6 +7,7 @@ namespace strata::toolcall::detail {
 namespace {
 
 constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+constexpr std::string_view kNameEnds[] = {"\n", "<arg_key>", kClose};
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
@@ -58,7 +59,7 @@ class Glm45 final : public StreamCore {
   // The name runs to a newline, <arg_key> or </tool_call>.
   R header(bool final) {
     const std::string_view rest = std::string_view(buf_).substr(kOpen.size());
-    const Scan sc = scan_markers(rest, {"\n", "<arg_key>", kClose});
+    const Scan sc = scan_markers(rest, kNameEnds);
     if (sc.which < 0 || sc.hold < sc.at) {
       if (final || rest.size() > 256 + kClose.size()) return R::Fail;
       return R::More;

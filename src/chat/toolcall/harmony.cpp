@@ -11,6 +11,7 @@ namespace strata::toolcall::detail {
 namespace {
 
 constexpr std::string_view kStart = "<|start|>", kChannel = "<|channel|>", kMessage = "<|message|>";
+constexpr std::string_view kHeaderStarts[] = {kStart, kChannel};
 
 class Harmony final : public StreamCore {
  public:
@@ -29,7 +30,7 @@ class Harmony final : public StreamCore {
   }
 
   bool outside(bool final) {
-    const Scan sc = scan_markers(buf_, {kStart, kChannel});
+    const Scan sc = scan_markers(buf_, kHeaderStarts);
     if (sc.which >= 0 && (final || sc.hold >= sc.at)) {
       emit_content(std::string_view(buf_).substr(0, sc.at));
       consume(sc.at);
@@ -76,7 +77,7 @@ class Harmony final : public StreamCore {
   }
 
   bool body(bool final) {
-    static const std::vector<std::string_view> kEnds = {"<|end|>", "<|call|>", "<|return|>", kStart, kChannel};
+    static constexpr std::string_view kEnds[] = {"<|end|>", "<|call|>", "<|return|>", kStart, kChannel};
     const Scan sc = scan_markers(buf_, kEnds);
     const bool found = sc.which >= 0 && (final || sc.hold >= sc.at);
     const size_t n = found ? sc.at : final ? buf_.size() : std::min(sc.hold, sc.at);
