@@ -31,6 +31,11 @@ TEST(ToolCallMalformed, ArgumentsThatDoNotParseAreKeptRaw) {
                     expect("after", "", {call(0, "search", R"({"query": 1})")}));
 }
 
+TEST(ToolCallMalformed, ArgumentsValueThatIsNotJsonGivesEmptyArguments) {
+  expect_all_splits(Format::Llama3, opts(), "{\"name\": \"search\", \"parameters\": `x` {\"q\": 1}} after",
+                    expect("after", "", {call(0, "search", "")}));
+}
+
 TEST(ToolCallMalformed, UnknownFunctionIsKeptAsWritten) {
   expect_all_splits(Format::Hermes, opts(), "<tool_call>{\"name\": \"launch_rocket\", \"arguments\": {\"when\": 1}}</tool_call>",
                     expect("", "", {call(0, "launch_rocket", R"({"when": 1})")}));

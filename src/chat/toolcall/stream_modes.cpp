@@ -242,7 +242,7 @@ R StreamCore::args_step(bool final) {
     std::string_view raw;
     c.jvalue(raw);
     if (c.st == R::More) return R::More;
-    end = c.ok() ? c.p : buf_.size();
+    end = c.ok() ? c.p : 0;  // not a JSON value: empty arguments, the rest is dropped with the envelope's
   }
   const std::string_view raw = std::string_view(buf_).substr(0, end);
   const auto j = parse_json(raw);
