@@ -41,7 +41,7 @@ class Glm45 final : public StreamCore {
       c.until("</arg_key>", key);
       c.ws();
       c.lit("<arg_value>");
-      if (!c.ok()) return c.st == R::More ? R::More : close_call(false);
+      if (!c.ok()) return c.st == R::More ? R::More : close_call();
       const std::string k(trim(key));  // key points into buf_
       consume(c.p);
       call_args(kv_.key(k));
@@ -50,10 +50,10 @@ class Glm45 final : public StreamCore {
     }
     if (c.try_lit(kClose)) {
       consume(c.p);
-      return close_call(true);
+      return close_call();
     }
     if (c.st == R::More || (c.at_end() && !final)) return R::More;
-    return close_call(false);
+    return close_call();
   }
 
   // The name runs to a newline, <arg_key> or </tool_call>.
@@ -75,8 +75,7 @@ class Glm45 final : public StreamCore {
     return R::Ok;
   }
 
-  R close_call(bool closed) {  // closed: </tool_call> seen; otherwise malformed, the rest is content
-    (void)closed;
+  R close_call() {  // after </tool_call>, or on malformed text (which is then content)
     call_args(kv_.close());
     end_call();
     end_section();
