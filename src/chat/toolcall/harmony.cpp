@@ -1,5 +1,6 @@
 // gpt-oss harmony: messages `<|start|>assistant<|channel|>CH<|message|>BODY<|end|>` (the prompt ends
-// with `<|start|>assistant`, so the output opens with `<|channel|>`). Channel analysis is reasoning,
+// with `<|start|>assistant`, so the output opens with `<|channel|>`). Channel analysis is reasoning
+// (content when ParserOptions::reasoning is off),
 // final (and commentary without a recipient) is content; a recipient `to=functions.NAME` in the
 // header (before or after <|channel|>, with ` <|constrain|>json` or ` json`) makes BODY the JSON
 // arguments of a call to NAME, ended by <|call|>. A body also ends at <|return|> or at the next
