@@ -117,7 +117,7 @@ TEST(RunCli, SpeculativeLookupKeepsGreedyOutputAndReports) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI speculative test)");
   const std::string tf = tmp("spec_tokens.txt");
   write_repeating_prompt(kSet, tf);
-  const std::string common = "run -m " + model() + " --tokens-file " + tf + " -n 32 --temp 0 --ignore-eos -c 256 --json";
+  const std::string common = "run -m " + model() + " --tokens-file " + tf + " -n 48 --temp 0 --ignore-eos -c 256 --cache-type-k f32 --cache-type-v f32 --json";
   auto plain = run_cmd(common);
   ASSERT_EQ(plain.code, 0) << plain.err;
   auto spec = run_cmd(common + " --draft lookup --draft-max 4");
@@ -127,7 +127,7 @@ TEST(RunCli, SpeculativeLookupKeepsGreedyOutputAndReports) {
   EXPECT_FALSE(a.contains("speculative"));
   const auto& s = b["speculative"];
   EXPECT_GT(s["passes"].get<int>(), 0);
-  EXPECT_LT(s["passes"].get<int>(), 32);  // the repeated prompt makes some drafts land
+  EXPECT_LT(s["passes"].get<int>(), 48);  // the repeated prompt makes some drafts land (42 passes when written)
   EXPECT_GE(s["proposed"].get<int>(), s["accepted"].get<int>());
   EXPECT_GT(s["accepted"].get<int>(), 0);
   EXPECT_EQ(s["proposed_at"].size(), 4u);
