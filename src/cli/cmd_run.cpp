@@ -175,7 +175,7 @@ std::string spec_report(const SpecStats& s, const std::string& kind) {
                               kind, s.passes, s.proposed, s.accepted, s.proposed ? 100.0 * s.accepted / s.proposed : 0.0, (s.accepted + s.passes) / passes, by_pos);
   if (s.expert_slots)
     r += fmt::format(" | experts per pass: {:.1f} unique of {:.1f} routed ((k+1) x top-k x layers)", s.expert_union / passes, s.expert_slots / passes);
-  r += fmt::format(" | read {} per accepted token | time: draft {:.3f} s, I/O wait {:.3f} s, compute {:.3f} s]",
+  r += fmt::format(" | read {} per generated token | time: draft {:.3f} s, I/O wait {:.3f} s, compute {:.3f} s]",
                    format_bytes(s.accepted + s.passes ? s.bytes_read / static_cast<uint64_t>(s.accepted + s.passes) : 0), s.draft_s, s.io_wait_s,
                    std::max(0.0, s.verify_s - s.io_wait_s));
   return r;

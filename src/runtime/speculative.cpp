@@ -84,6 +84,35 @@ int32_t SpeculativeDecoder::begin(const std::vector<int32_t>& prompt, const floa
 
 int SpeculativeDecoder::room() const { return eng_.options().n_ctx - static_cast<int>(hist_.size()); }
 
+// Walks the verified rows: accepts drafts while the target agrees, then picks the target's own
+// token (at the first rejection, or after all k). Returns how many drafts were accepted.
+int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) {
+  const size_t nv = p_.size();
+  int m = 0;
+  for (; m <= k; ++m) {
+    const float* row = logits_.data() + static_cast<size_t>(m) * nv;
+    if (m == k) {
+      next = sampler_.sample(row, hist_);
+      break;
+    }
+    const int32_t x = d_.tokens[m];
+    bool ok = false;
+    if (sampler_.greedy()) {
+      next = sampler_.sample(row, hist_);
+      ok = next == x;
+    } else {
+      sampler_.probs(row, hist_, p_.data());
+      next = spec_accept(sampler_, p_.data(), d_.q.empty() ? nullptr : d_.q.data() + static_cast<size_t>(m) * nv, x, r_.data(), ok);
+    }
+    stats_.proposed_at[m]++;
+    if (!ok) break;
+    stats_.accepted_at[m]++;
+    hist_.push_back(x);
+    out.push_back(x);
+  }
+  return m;
+}
+
 void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   STRATA_CHECK(room() >= 0, "speculative decoding: the context ({} positions) is full", eng_.options().n_ctx);
   const double t0 = now_s();
@@ -109,30 +138,8 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   }
   eng_.model().set_routing_observer(prev);
   const double t2 = now_s();
-  const size_t nv = p_.size();
-  int m = 0;
   int32_t next = -1;
-  for (; m <= k; ++m) {
-    const float* row = logits_.data() + static_cast<size_t>(m) * nv;
-    if (m == k) {
-      next = sampler_.sample(row, hist_);
-      break;
-    }
-    const int32_t x = d_.tokens[m];
-    bool ok = false;
-    if (sampler_.greedy()) {
-      next = sampler_.sample(row, hist_);
-      ok = next == x;
-    } else {
-      sampler_.probs(row, hist_, p_.data());
-      next = spec_accept(sampler_, p_.data(), d_.q.empty() ? nullptr : d_.q.data() + static_cast<size_t>(m) * nv, x, r_.data(), ok);
-    }
-    stats_.proposed_at[m]++;
-    if (!ok) break;
-    stats_.accepted_at[m]++;
-    hist_.push_back(x);
-    out.push_back(x);
-  }
+  const int m = choose(k, out, next);
   for (int i = m + 1; i < k; ++i) stats_.proposed_at[i]++;
   eng_.truncate(seq_, static_cast<int>(hist_.size()));  // rows of the pending token and the accepted drafts
   hist_.push_back(next);

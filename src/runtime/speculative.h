@@ -55,6 +55,7 @@ class SpeculativeDecoder {
  private:
   class ExpertCounter;
   int room() const;
+  int choose(int k, std::vector<int32_t>& out, int32_t& next);
 
   Engine& eng_;
   int seq_;

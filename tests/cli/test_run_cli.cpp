@@ -134,7 +134,7 @@ TEST(RunCli, SpeculativeLookupKeepsGreedyOutputAndReports) {
   EXPECT_GT(s["expert_union"].get<int>(), 0);
   EXPECT_GE(s["expert_slots"].get<int>(), s["expert_union"].get<int>());
   for (const char* want : {"[speculative (lookup):", "drafts proposed", "tokens per pass", "acceptance by position:", "experts per pass:",
-                           "per accepted token", "time: draft"})
+                           "per generated token", "time: draft"})
     EXPECT_NE(spec.err.find(want), std::string::npos) << "missing '" << want << "' in:\n" << spec.err;
   std::remove(tf.c_str());
 }
