@@ -14,6 +14,7 @@
 #include "server/chat_request.h"
 #include "server/responses.h"
 #include "server/client_socket.h"
+#include "server/constraints.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/text_stream.h"
@@ -32,6 +33,28 @@ std::string endpoint_label(const std::string& path) {
 }
 
 bool ends_with(std::string_view s, std::string_view t) { return s.size() >= t.size() && s.substr(s.size() - t.size()) == t; }
+
+std::vector<toolcall::ToolSpec> tool_specs(const Json& tools) {
+  std::vector<toolcall::ToolSpec> out;
+  for (const auto& t : tools) {
+    const Json& f = t["function"];
+    toolcall::ToolSpec s;
+    s.name = f["name"].get<std::string>();
+    if (f.contains("description") && f["description"].is_string()) s.description = f["description"].get<std::string>();
+    if (f.contains("parameters") && f["parameters"].is_object()) s.parameters = json::parse(f["parameters"].dump());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Puts `text` at the start of the system message (a new one when the conversation has none).
+void add_system_text(std::vector<ChatMsg>& messages, const std::string& text) {
+  if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
+    messages[0].content = text + "\n\n" + messages[0].content.value_or("");
+    return;
+  }
+  messages.insert(messages.begin(), ChatMsg("system", text));
+}
 
 // The choices of one request (one GenRequest each) read together.
 struct Choices {
@@ -67,7 +90,9 @@ struct StreamState {
   Job job;
   Choices choices;
   const tok::Tokenizer* tok = nullptr;
-  std::vector<ReasoningSplitter> rs;              // per choice
+  std::vector<ReasoningSplitter> rs;              // per choice (no tools)
+  std::vector<std::unique_ptr<toolcall::StreamParser>> parsers;  // per choice (tools)
+  std::vector<char> called;                       // per choice: a tool call started
   std::vector<std::vector<TokenLogprobs>> probs;  // per choice: not yet sent
   std::vector<size_t> text_offset;                // per choice (completions logprobs)
   std::vector<GenEvent> finals;                   // per choice
@@ -89,6 +114,7 @@ struct HttpServer::Impl {
   std::string model_id;
   ChatFormat chat_format;
   std::vector<int32_t> think_close;  // forced when a reasoning budget is spent
+  toolcall::Format tool_format = toolcall::Format::Generic;  // from the template
   std::vector<std::string> names;  // accepted "model" values
   int64_t created = unix_time();
   RequestCounters counters;
@@ -198,8 +224,24 @@ struct HttpServer::Impl {
   void prepare_chat(const Json& j, Job& jb, GenParams& gp) {
     ChatRequest cr = parse_chat_request(j);
     ChatInputs in;
-    // tool_choice "none": the template is not told about the tools (history still renders).
-    if (cr.tool_choice.mode != ToolChoice::Mode::None) in.tools = cr.tools;
+    // tool_choice "none": the template is not told about the tools (history still renders) and
+    // the reply is not parsed for calls.
+    jb.tools = cr.tools.is_array() && cr.tool_choice.mode != ToolChoice::Mode::None;
+    if (jb.tools) {
+      in.tools = cr.tools;
+      jb.format = tool_format;
+      jb.parser.tools = tool_specs(cr.tools);
+      jb.parser.id_prefix = random_id("call_") + "_";
+      // A template without a tool syntax: the tools are described in the system message and the
+      // reply is the generic JSON object.
+      if (jb.format == toolcall::Format::Generic) add_system_text(cr.messages, toolcall::generic_tools_prompt(jb.parser.tools, cr.parallel_tool_calls));
+    }
+    ToolConstraint tc;
+    tc.format = jb.format;
+    tc.tools = jb.tools ? &jb.parser.tools : nullptr;
+    tc.choice = cr.tool_choice;
+    tc.parallel = cr.parallel_tool_calls;
+    gp.grammar = request_grammar(j, &tc);
     in.kwargs = cr.kwargs;
     ChatPrompt cp;
     try {
@@ -209,6 +251,8 @@ struct HttpServer::Impl {
     }
     jb.reasoning = opt.reasoning_format == "deepseek";
     jb.start_in_think = ends_with(cp.text, "<think>") || ends_with(cp.text, "<think>\n");
+    jb.parser.reasoning = jb.reasoning;
+    jb.parser.thinking_open = jb.start_in_think;
     gp.prompt = tok->encode(cp.text, cp.add_special, /*parse_special=*/true);
     gp.reasoning_budget = cr.reasoning_budget.value_or(opt.reasoning_budget);
     gp.start_in_think = jb.start_in_think;
@@ -216,6 +260,7 @@ struct HttpServer::Impl {
   }
 
   void prepare_prompt(const Json& j, GenParams& gp) {
+    gp.grammar = request_grammar(j, nullptr);
     PromptInput in = parse_prompt(j);
     if (in.is_tokens) {
       for (int32_t t : in.tokens)
@@ -294,7 +339,13 @@ struct HttpServer::Impl {
     for (size_t i = 0; i < n; ++i) {
       json body = text[i];
       json lp = nullptr;
-      if (jb.chat) {
+      const char* finish = finish_reason(fin[i].finish);
+      if (jb.chat && jb.tools) {
+        const toolcall::Parsed parsed = toolcall::parse_all(jb.format, jb.parser, text[i]);
+        body = tool_message_json(parsed);
+        finish = finish_reason(fin[i].finish, !parsed.calls.empty());
+        if (jb.common.n_probs >= 0) lp = chat_logprobs_json(probs[i], *tok);
+      } else if (jb.chat) {
         ReasoningSplitter rs(jb.reasoning, jb.start_in_think);
         auto a = rs.push(text[i]), b = rs.flush();
         body = json{{"role", "assistant"}, {"content", a.content + b.content}};
@@ -304,7 +355,7 @@ struct HttpServer::Impl {
         size_t offset = 0;
         lp = completion_logprobs_json(probs[i], *tok, offset);
       }
-      out["choices"].push_back(choice_json(jb, false, body, static_cast<int>(i), finish_reason(fin[i].finish), lp));
+      out["choices"].push_back(choice_json(jb, false, body, static_cast<int>(i), finish, lp));
     }
     out["usage"] = usage_json(fin);
     res.set_content(dump(out), "application/json");
@@ -333,6 +384,21 @@ struct HttpServer::Impl {
       if (!o.content.empty()) ok = ok && chunk(i, json{{"content", o.content}}, nullptr);
       return ok;
     };
+    std::vector<toolcall::Event> events;
+    // Text of choice i through its tool-call parser (or the <think> splitter); `last`: flush.
+    auto send_piece = [&](int i, const std::string& text, bool last) {
+      if (!jb.tools) return send_text(i, last ? st.rs[i].flush() : st.rs[i].push(text));
+      events.clear();
+      if (last) st.parsers[i]->finish(events);
+      else st.parsers[i]->feed(text, events);
+      bool ok = true;
+      for (const auto& e : events) {
+        if (e.kind == toolcall::Event::Kind::CallStart) st.called[i] = 1;
+        const json d = event_delta(e);
+        if (!d.is_null()) ok = ok && chunk(i, d, nullptr);
+      }
+      return ok;
+    };
     bool ok = true;
     if (!st.started) {
       st.started = true;
@@ -342,15 +408,15 @@ struct HttpServer::Impl {
     for (auto& [i, evs] : ok ? st.choices.wait(50) : std::vector<std::pair<int, std::vector<GenEvent>>>{}) {
       for (auto& ev : evs) {
         for (auto& p : ev.probs) st.probs[i].push_back(std::move(p));
-        if (!ev.text.empty()) ok = ok && send_text(i, st.rs[i].push(ev.text));
+        if (!ev.text.empty()) ok = ok && send_piece(i, ev.text, false);
         if (!ev.final || !ok) continue;
         if (ev.finish == Finish::Error) {
           send(error_json(ev.error, "server_error", "", ""));
           st.choices.cancel();
           return false;
         }
-        ok = send_text(i, st.rs[i].flush());
-        ok = ok && chunk(i, jb.chat ? json::object() : json(""), finish_reason(ev.finish));
+        ok = send_piece(i, "", true);
+        ok = ok && chunk(i, jb.chat ? json::object() : json(""), finish_reason(ev.finish, st.called[i] != 0));
         st.finals[i] = ev;
         st.n_done++;
       }
@@ -381,6 +447,8 @@ struct HttpServer::Impl {
     st->choices = std::move(ch);
     st->tok = tok;
     st->rs.assign(n, ReasoningSplitter(jb.chat && jb.reasoning, jb.start_in_think));
+    for (size_t i = 0; i < n && jb.tools; ++i) st->parsers.push_back(toolcall::StreamParser::make(jb.format, jb.parser));
+    st->called.assign(n, 0);
     st->probs.resize(n);
     st->text_offset.assign(n, 0);
     st->finals.resize(n);
@@ -422,6 +490,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   m.tok = &tok;
   m.chat_format = chat_format_from_gguf(eng.model().gguf(), m.opt.chat_template);
   m.chat_format.options.extra_context = m.opt.chat_template_kwargs;
+  m.tool_format = toolcall::detect_format(m.chat_format.model_template);
   m.think_close = tok.encode("</think>\n\n", /*add_special=*/false, /*parse_special=*/true);
   const std::string general = eng.config().name;
   const std::filesystem::path p(model_path);
@@ -431,6 +500,16 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   SchedulerOptions so;
   so.step_tokens = m.opt.step_tokens;
   so.max_queue = m.opt.max_queue;
+  // Token bytes as the output shows them (control tokens empty) for grammar masks, one per logit
+  // (rows of the output head past the tokenizer's vocabulary stay empty: never allowed).
+  const int32_t n_logits = eng.config().n_vocab;
+  std::vector<std::string> bytes(static_cast<size_t>(n_logits));
+  std::vector<int32_t> eog;
+  for (int32_t t = 0; t < std::min(n_logits, tok.n_vocab()); ++t) {
+    bytes[static_cast<size_t>(t)] = tok.token_to_piece(t, /*special=*/false);
+    if (tok.is_eog(t)) eog.push_back(t);
+  }
+  so.vocab = std::make_shared<grammar::VocabIndex>(std::move(bytes), std::move(eog));
   m.sched = std::make_unique<Scheduler>(eng, tok, so);
   m.ready.store(true, std::memory_order_release);
 }

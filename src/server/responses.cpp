@@ -5,6 +5,32 @@ namespace strata::server {
 using nlohmann::json;
 
 const char* finish_reason(Finish f) { return f == Finish::Length ? "length" : "stop"; }
+const char* finish_reason(Finish f, bool called) { return called ? "tool_calls" : finish_reason(f); }
+
+json tool_message_json(const toolcall::Parsed& p) {
+  json m{{"role", "assistant"}, {"content", p.content}};
+  if (!p.reasoning.empty()) m["reasoning_content"] = p.reasoning;
+  if (p.calls.empty()) return m;
+  if (p.content.empty()) m["content"] = nullptr;
+  json calls = json::array();
+  for (const auto& c : p.calls) calls.push_back(json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  m["tool_calls"] = std::move(calls);
+  return m;
+}
+
+json event_delta(const toolcall::Event& e) {
+  using K = toolcall::Event::Kind;
+  switch (e.kind) {
+    case K::Content: return e.text.empty() ? json(nullptr) : json{{"content", e.text}};
+    case K::Reasoning: return e.text.empty() ? json(nullptr) : json{{"reasoning_content", e.text}};
+    case K::CallStart:
+      return json{{"tool_calls", json::array({json{{"index", e.index}, {"id", e.id}, {"type", "function"}, {"function", {{"name", e.name}, {"arguments", ""}}}}})}};
+    case K::CallArgs:
+      return e.text.empty() ? json(nullptr) : json{{"tool_calls", json::array({json{{"index", e.index}, {"function", {{"arguments", e.text}}}}})}};
+    case K::CallEnd: break;
+  }
+  return nullptr;
+}
 
 json usage_json(const std::vector<GenEvent>& finals) {
   int completion = 0;

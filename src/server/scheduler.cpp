@@ -125,6 +125,8 @@ struct Scheduler::Slot {
   bool budget_spent = false;
   std::deque<int32_t> forced;       // tokens fed instead of sampled (the reasoning block's close)
   TokenLogprobs probs;
+  std::unique_ptr<grammar::Matcher> matcher;  // GenParams::grammar's state
+  std::vector<float> masked;        // [n_vocab] logits with the grammar mask
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
@@ -272,6 +274,12 @@ void Scheduler::start(Slot& s) {
   s.n_think = 0;
   s.budget_spent = false;
   s.forced.clear();
+  s.matcher.reset();
+  if (p.grammar) {
+    STRATA_CHECK(opt_.vocab != nullptr, "a request with a grammar needs the scheduler's vocabulary index");
+    s.matcher = std::make_unique<grammar::Matcher>(p.grammar, opt_.vocab);
+    s.masked.resize(static_cast<size_t>(eng_.config().n_vocab));
+  }
   if (p.prompt.empty() || static_cast<int>(p.prompt.size()) >= n_ctx) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
@@ -299,6 +307,13 @@ int32_t Scheduler::next_token(Slot& s, const float* lg) {
     s.budget_spent = true;
     s.forced.assign(p.think_close.begin(), p.think_close.end());
   }
+  if (s.forced.empty() && s.matcher && !s.think.in_think()) {
+    std::copy(lg, lg + s.masked.size(), s.masked.begin());
+    s.matcher->apply(s.masked.data());
+    const int32_t t = s.sampler->sample(s.masked.data(), s.history);
+    STRATA_CHECK(s.matcher->accept(t), "the grammar rejected token {} that its own mask allowed", t);
+    return t;
+  }
   if (s.forced.empty()) return s.sampler->sample(lg, s.history);
   const int32_t t = s.forced.front();
   s.forced.pop_front();
@@ -323,6 +338,7 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
   s.sampler.reset();
   s.dec.reset();
   s.history.clear();
+  s.matcher.reset();
   s.decoding = false;
   s.n_reused = 0;
 }
@@ -403,7 +419,7 @@ int Scheduler::sample_outputs() {
       s.think.push(piece);
       if (was_thinking && s.think.in_think()) s.n_think++;
       emit(s, s.stopper.push(piece));
-      if (s.stopper.matched()) finish(s, Finish::Stop);
+      if (s.stopper.matched() || (s.matcher && s.matcher->must_end())) finish(s, Finish::Stop);
       else if (s.n_gen >= s.max_tokens || eng_.seq_length(s.id) >= n_ctx) finish(s, Finish::Length);
       else s.next = t, s.decoding = true;
     } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -66,6 +67,9 @@ struct GenParams {
   bool start_in_think = false;
   std::vector<int32_t> think_close;
   std::shared_ptr<EventSignal> signal;  // notified on every event (may be null)
+  // The output follows this grammar (the mask is applied to the logits before sampling) from the
+  // first token outside a <think> block; forced tokens are not checked. Null: free output.
+  std::shared_ptr<const grammar::Grammar> grammar;
   // Tests: called on the engine thread with each logits row this request samples from.
   std::function<void(const float* logits, int n_vocab)> on_logits;
 };
@@ -107,6 +111,7 @@ class GenRequest {
 struct SchedulerOptions {
   int step_tokens = 256;   // tokens per forward call (decode tokens first, then prompt chunks)
   int max_queue = 64;      // waiting requests beyond the slots
+  std::shared_ptr<const grammar::VocabIndex> vocab;  // token bytes for grammar masks (needed by requests with a grammar)
 };
 
 // Figures for /metrics, copied by the engine thread after every step.
