@@ -25,6 +25,7 @@ constexpr size_t kHardStates = 32768;     // one walk may not create more (1 KiB
 constexpr size_t kSoftNodes = 1u << 20;
 constexpr size_t kHardNodes = 8u << 20;
 constexpr size_t kMaxExpandSteps = 1u << 20;
+constexpr size_t kCachedMasks = 16;
 constexpr uint32_t kMinForLen[5] = {0, 0, 0x80, 0x800, 0x10000};
 
 struct VecHash {
@@ -66,8 +67,16 @@ struct Matcher::Impl {
   bool ended = false;
   std::vector<int32_t> work, out;           // expansion scratch
   std::vector<int32_t> walk;                // [max token length + 1]: state at each trie depth
-  std::vector<uint8_t> allowed_mask;        // [n_vocab]
-  std::vector<int32_t> allowed;
+  // Masks of recent states (the allowed set depends on the state only): inside a string or free
+  // text the same state comes back token after token, and its mask is then a lookup.
+  struct Mask {
+    int32_t state = -1;
+    uint64_t last_use = 0;
+    size_t count = 0;              // allowed tokens
+    std::vector<uint64_t> bits;    // [ceil(n_vocab / 64)]
+  };
+  std::vector<Mask> masks;         // at most kCachedMasks
+  uint64_t uses = 0;
 
   void reset_caches() {
     nodes.assign(1, Node{0, 0, 0});
@@ -78,6 +87,7 @@ struct Matcher::Impl {
     states.clear();
     state_ids.clear();
     next.clear();
+    masks.clear();
   }
 
   int32_t node(uint32_t pos, int32_t parent) {
@@ -242,28 +252,65 @@ struct Matcher::Impl {
     cur = state(set, 0, 0, 0);
   }
 
-  // Every token allowed next, into `allowed` (unsorted).
-  void collect() {
-    compact_if_needed();
-    allowed.clear();
+  // Sets the bit of every token allowed next (EOG apart) in `bits`; returns their count.
+  size_t collect(std::vector<uint64_t>& bits) {
     const VocabIndex::Trie& t = vocab->trie();
-    const State st = states[static_cast<size_t>(cur)];
-    if (st.can_end)
-      for (int32_t e : t.eog) allowed.push_back(e);
-    if (ended) return;
     walk.resize(t.max_depth + 1);
     walk[0] = cur;
-    const uint32_t n = static_cast<uint32_t>(t.byte.size());
+    size_t count = 0;
+    // Local pointers: the stores below cannot alias them, so the loop keeps them in registers.
+    const VocabIndex::Trie::Node* nd = t.nodes.data();
+    const int32_t* toks = t.toks.data();
+    const int32_t* nx = next.data();  // refreshed after step(), which may grow `next`
+    int32_t* wk = walk.data();
+    uint64_t* bp = bits.data();
+    const uint32_t n = static_cast<uint32_t>(t.nodes.size() - 1);
     for (uint32_t i = 0; i < n;) {
-      const int32_t s = step(walk[t.depth[i] - 1], t.byte[i]);
+      const uint32_t d = nd[i].depth(), from = static_cast<uint32_t>(wk[d - 1]);
+      int32_t s = nx[size_t{from} * 256 + nd[i].byte()];
+      if (s == kUnknown) {
+        s = step(static_cast<int32_t>(from), nd[i].byte());
+        nx = next.data();
+      }
       if (s < 0) {
-        i = t.end[i];
+        i = nd[i].end;
         continue;
       }
-      walk[t.depth[i]] = s;
-      for (uint32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; ++k) allowed.push_back(t.toks[k]);
+      wk[d] = s;
+      for (uint32_t k = nd[i].tok_begin, e = nd[i + 1].tok_begin; k < e; ++k) {
+        const auto tok = static_cast<uint32_t>(toks[k]);
+        bp[tok >> 6] |= uint64_t{1} << (tok & 63);
+      }
+      count += nd[i + 1].tok_begin - nd[i].tok_begin;
       ++i;
     }
+    return count;
+  }
+
+  // The mask of the current state (not after EOG was accepted: then only EOG is allowed).
+  const Mask& mask() {
+    compact_if_needed();
+    ++uses;
+    for (Mask& m : masks)
+      if (m.state == cur) {
+        m.last_use = uses;
+        return m;
+      }
+    Mask* slot;
+    if (masks.size() < kCachedMasks) {
+      slot = &masks.emplace_back();
+    } else {
+      slot = &*std::min_element(masks.begin(), masks.end(), [](const Mask& a, const Mask& b) { return a.last_use < b.last_use; });
+    }
+    slot->state = cur;
+    slot->last_use = uses;
+    slot->bits.assign((static_cast<size_t>(vocab->n_vocab()) + 63) / 64, 0);
+    slot->count = collect(slot->bits);
+    if (states[static_cast<size_t>(cur)].can_end) {
+      for (int32_t e : vocab->trie().eog) slot->bits[static_cast<size_t>(e) >> 6] |= uint64_t{1} << (e & 63);
+      slot->count += vocab->trie().eog.size();
+    }
+    return *slot;
   }
 };
 
@@ -280,19 +327,34 @@ Matcher& Matcher::operator=(Matcher&&) noexcept = default;
 
 void Matcher::apply(float* logits) const {
   Impl& m = *impl_;
-  m.collect();
-  if (m.allowed.empty()) throw GrammarError("grammar dead end: no token of the vocabulary can continue the text");
   const size_t n = static_cast<size_t>(m.vocab->n_vocab());
-  m.allowed_mask.assign(n, 0);
-  for (int32_t t : m.allowed) m.allowed_mask[static_cast<size_t>(t)] = 1;
-  for (size_t i = 0; i < n; ++i)
-    if (!m.allowed_mask[i]) logits[i] = -INFINITY;
+  if (m.ended) {  // after EOG only EOG
+    for (size_t i = 0; i < n; ++i)
+      if (!m.vocab->is_eog(static_cast<int32_t>(i))) logits[i] = -INFINITY;
+    return;
+  }
+  const Impl::Mask& mask = m.mask();
+  if (mask.count == 0) throw GrammarError("grammar dead end: no token of the vocabulary can continue the text");
+  for (size_t w = 0; w < mask.bits.size(); ++w) {
+    const uint64_t bits = mask.bits[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(n, w * 64 + 64);
+    if (bits == 0) {
+      std::fill(logits + w * 64, logits + end, -INFINITY);
+      continue;
+    }
+    for (size_t i = w * 64; i < end; ++i)
+      if (!((bits >> (i & 63)) & 1)) logits[i] = -INFINITY;
+  }
 }
 
 std::vector<int32_t> Matcher::allowed_tokens() const {
-  impl_->collect();
-  std::vector<int32_t> r = impl_->allowed;
-  std::sort(r.begin(), r.end());
+  Impl& m = *impl_;
+  std::vector<int32_t> r;
+  if (m.ended) return m.vocab->trie().eog;
+  const Impl::Mask& mask = m.mask();
+  for (size_t w = 0; w < mask.bits.size(); ++w)
+    for (uint64_t bits = mask.bits[w]; bits; bits &= bits - 1) r.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
   return r;
 }
 

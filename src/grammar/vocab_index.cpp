@@ -34,25 +34,23 @@ VocabIndex::VocabIndex(std::vector<std::string> token_bytes, std::vector<int32_t
     if (prev)
       while (common < s.size() && common < prev->size() && s[common] == (*prev)[common]) ++common;
     while (path.size() > common) {  // close the nodes below the common prefix
-      t.end[path.back()] = static_cast<uint32_t>(t.byte.size());
+      t.nodes[path.back()].end = static_cast<uint32_t>(t.nodes.size());
       path.pop_back();
     }
     for (size_t d = common; d < s.size(); ++d) {
-      path.push_back(static_cast<uint32_t>(t.byte.size()));
-      t.byte.push_back(static_cast<uint8_t>(s[d]));
-      t.depth.push_back(static_cast<uint32_t>(d + 1));
-      t.end.push_back(0);
-      t.tok_begin.push_back(static_cast<uint32_t>(t.toks.size()));
+      if (d + 1 > (1u << 24)) throw GrammarError(fmt::format("VocabIndex: token {} is longer than 16 MiB", id));
+      path.push_back(static_cast<uint32_t>(t.nodes.size()));
+      t.nodes.push_back({0, static_cast<uint32_t>(t.toks.size()), static_cast<uint32_t>((d + 1) << 8 | static_cast<uint8_t>(s[d]))});
     }
     t.toks.push_back(id);  // belongs to the last node created (s's node: sorted order)
     t.max_depth = std::max(t.max_depth, static_cast<uint32_t>(s.size()));
     prev = &s;
   }
   while (!path.empty()) {
-    t.end[path.back()] = static_cast<uint32_t>(t.byte.size());
+    t.nodes[path.back()].end = static_cast<uint32_t>(t.nodes.size());
     path.pop_back();
   }
-  t.tok_begin.push_back(static_cast<uint32_t>(t.toks.size()));
+  t.nodes.push_back({0, static_cast<uint32_t>(t.toks.size()), 0});  // sentinel
 }
 
 VocabIndex::~VocabIndex() = default;

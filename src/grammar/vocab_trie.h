@@ -15,11 +15,15 @@ struct VocabIndex::Trie {
   std::vector<uint8_t> eog_flag;   // [n_vocab]
   std::vector<int32_t> eog;        // EOG token ids
   // Nodes in preorder; node i is reached from its parent (the nearest earlier node of depth - 1)
-  // by byte[i].
-  std::vector<uint8_t> byte;        // [n_nodes]
-  std::vector<uint32_t> depth;      // [n_nodes], 1 for children of the root
-  std::vector<uint32_t> end;        // [n_nodes]: one past the last node of the subtree
-  std::vector<uint32_t> tok_begin;  // [n_nodes + 1]: tokens ending at node i are toks[tok_begin[i] .. tok_begin[i + 1])
+  // by its byte. The last node is a sentinel (tok_begin only).
+  struct Node {
+    uint32_t end;        // one past the last node of the subtree
+    uint32_t tok_begin;  // tokens ending here: toks[tok_begin .. next node's tok_begin)
+    uint32_t depth_byte; // depth << 8 | byte; depth 1 for children of the root
+    uint32_t depth() const { return depth_byte >> 8; }
+    uint8_t byte() const { return static_cast<uint8_t>(depth_byte); }
+  };
+  std::vector<Node> nodes;  // [n_nodes + 1]
   std::vector<int32_t> toks;
   uint32_t max_depth = 0;
 };

@@ -234,3 +234,21 @@ TEST(GrammarMatcher, Qwen3MaskAgreesWithAccept) {
     }
   }
 }
+
+TEST(GrammarMatcher, CachesRestartWithoutChangingResults) {
+  // Every position of x{0,9000} is its own state: past 4096 states the matcher restarts its caches
+  // (between calls, keeping the current stacks); results must not change.
+  const auto g = parse_gbnf(R"(root ::= "<" [a-z]{0,9000} ">")");
+  Matcher m(g, strata::grammar::test::byte_vocab());
+  ASSERT_TRUE(m.accept_bytes("<"));
+  for (int i = 0; i < 9000; ++i) {
+    if (i % 1000 == 999) {
+      EXPECT_EQ(m.allowed_tokens().size(), 27u) << i;  // a-z and >
+    }
+    ASSERT_TRUE(m.accept('a' + i % 26)) << i;
+  }
+  EXPECT_FALSE(m.accept('a'));
+  EXPECT_EQ(m.allowed_tokens(), (std::vector<int32_t>{'>'}));
+  EXPECT_TRUE(m.accept('>'));
+  EXPECT_TRUE(m.must_end());
+}
