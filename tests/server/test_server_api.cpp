@@ -231,6 +231,28 @@ TEST_F(ServerApi, ReasoningBudgetForcesTheCloseAfterNTokens) {
   EXPECT_EQ(join(u, 0, u.size()).find("</think>"), std::string::npos);
 }
 
+TEST_F(ServerApi, GrammarAppliesAfterTheReasoningBlock) {
+  // The prompt opens <think>: the model reasons freely (4 tokens, the server's budget), then the
+  // answer follows the schema.
+  const json schema = json::parse(R"({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false})");
+  json req = chat("Answer in JSON", 120);
+  req.erase("ignore_eos");
+  req["logprobs"] = true;
+  req["temperature"] = 1.0;
+  req["seed"] = 3;
+  req["chat_template_kwargs"] = {{"forbid", false}};
+  req["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "r"}, {"schema", schema}}}};
+  const json c = post_json(think_, "/v1/chat/completions", req)["choices"][0];
+  const auto t = tokens_of(c);
+  EXPECT_EQ(c["message"].value("reasoning_content", ""), shown(join(t, 0, 4)));
+  EXPECT_EQ(join(t, 4, t.size()).rfind("</think>", 0), 0u);
+  EXPECT_EQ(c["finish_reason"], "stop") << c.dump();
+  const json v = json::parse(c["message"]["content"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(v.is_object()) << c.dump();
+  EXPECT_TRUE(v["ok"].is_boolean()) << v.dump();
+  EXPECT_EQ(v.size(), 1u);
+}
+
 TEST_F(ServerApi, TemplateKwargsAndReasoningEffortReachTheTemplate) {
   // The server default forbid=true makes the template raise; the request's kwargs override it.
   auto r = post(think_, "/v1/chat/completions", chat("hi", 2));
