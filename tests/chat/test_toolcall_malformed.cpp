@@ -31,6 +31,11 @@ TEST(ToolCallMalformed, ArgumentsThatDoNotParseAreKeptRaw) {
                     expect("after", "", {call(0, "search", R"({"query": 1})")}));
 }
 
+TEST(ToolCallMalformed, ArgumentsValueThatIsNotJsonGivesEmptyArguments) {
+  expect_all_splits(Format::Llama3, opts(), "{\"name\": \"search\", \"parameters\": `x` {\"q\": 1}} after",
+                    expect("after", "", {call(0, "search", "")}));
+}
+
 TEST(ToolCallMalformed, UnknownFunctionIsKeptAsWritten) {
   expect_all_splits(Format::Hermes, opts(), "<tool_call>{\"name\": \"launch_rocket\", \"arguments\": {\"when\": 1}}</tool_call>",
                     expect("", "", {call(0, "launch_rocket", R"({"when": 1})")}));
@@ -38,6 +43,12 @@ TEST(ToolCallMalformed, UnknownFunctionIsKeptAsWritten) {
   expect_all_splits(Format::Glm45, opts(), "<tool_call>mystery<arg_key>n</arg_key><arg_value>12</arg_value>"
                     "<arg_key>s</arg_key><arg_value>hi there</arg_value></tool_call>",
                     expect("", "", {call(0, "mystery", R"({"n": 12, "s": "hi there"})")}));
+}
+
+TEST(ToolCallMalformed, HeaderLongerThanTheStreamingLimitIsTakenWhole) {
+  const std::string name(5000, 'n');
+  expect_all_splits(Format::Hermes, opts(), "<tool_call>{\"name\": \"" + name + "\", \"arguments\": {\"a\": [1, 2]}}</tool_call>",
+                    expect("", "", {call(0, name, R"({"a":[1,2]})")}));
 }
 
 TEST(ToolCallMalformed, MarkerWithoutACallIsContent) {

@@ -30,9 +30,8 @@ struct KvSyntax {  // one argument: key_open KEY key_close VALUE value_close
 const nlohmann::json kAnyObject = {{"type", "object"}};
 
 // The key/value items of a tool's arguments.
-std::string kv_items(const ToolSpec& tool, const KvSyntax& syn, const CallGrammar& g,
+std::string kv_items(const ToolSpec& tool, const KvSyntax& syn,
                      const std::function<std::string(const nlohmann::json&)>& args_rule) {
-  (void)g;
   const nlohmann::json& schema = tool.parameters;
   const auto props = schema.is_object() ? schema.find("properties") : schema.end();
   if (!schema.is_object() || props == schema.end() || !props->is_object() || props->empty()) {
@@ -60,8 +59,7 @@ std::string kv_items(const ToolSpec& tool, const KvSyntax& syn, const CallGramma
 }
 
 // One call to `tool` in format f.
-std::string call_body(Format f, const ToolSpec& t, const CallGrammar& g,
-                      const std::function<std::string(const nlohmann::json&)>& args_rule) {
+std::string call_body(Format f, const ToolSpec& t, const std::function<std::string(const nlohmann::json&)>& args_rule) {
   const std::string args = args_rule(t.parameters.is_null() ? kAnyObject : t.parameters);
   switch (f) {
     case Format::Generic: return lit("{\"name\": \"" + t.name + "\", \"arguments\": ") + " " + args + " \"}\"";
@@ -69,21 +67,21 @@ std::string call_body(Format f, const ToolSpec& t, const CallGrammar& g,
       return lit("<tool_call>\n{\"name\": \"" + t.name + "\", \"arguments\": ") + " " + args + " " + lit("}\n</tool_call>");
     case Format::Qwen3Coder:
       return lit("<tool_call>\n<function=" + t.name + ">\n") + " " +
-             kv_items(t, {"<parameter=", ">\n", "\n</parameter>\n"}, g, args_rule) + " " + lit("</function>\n</tool_call>");
+             kv_items(t, {"<parameter=", ">\n", "\n</parameter>\n"}, args_rule) + " " + lit("</function>\n</tool_call>");
     case Format::Llama3: return lit("{\"name\": \"" + t.name + "\", \"parameters\": ") + " " + args + " \"}\"";
     case Format::Harmony:
       return lit("<|channel|>commentary to=functions." + t.name + " <|constrain|>json<|message|>") + " " + args;
     case Format::DeepSeekV31:
       return lit("<｜tool▁call▁begin｜>" + t.name + "<｜tool▁sep｜>") + " " + args + " " + lit("<｜tool▁call▁end｜>");
     case Format::Glm45:
-      return lit("<tool_call>" + t.name + "\n") + " " + kv_items(t, {"<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n"}, g, args_rule) +
+      return lit("<tool_call>" + t.name + "\n") + " " + kv_items(t, {"<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>\n"}, args_rule) +
              " " + lit("</tool_call>");
     case Format::KimiK2:
       return lit("<|tool_call_begin|>functions." + t.name + ":") + " [0-9]+ " + lit("<|tool_call_argument_begin|>") + " " +
              args + " " + lit("<|tool_call_end|>");
     case Format::MinimaxM2:
       return lit("<invoke name=\"" + t.name + "\">\n") + " " +
-             kv_items(t, {"<parameter name=\"", "\">", "</parameter>\n"}, g, args_rule) + " " + lit("</invoke>\n");
+             kv_items(t, {"<parameter name=\"", "\">", "</parameter>\n"}, args_rule) + " " + lit("</invoke>\n");
   }
   throw std::invalid_argument("call_grammar: unknown tool-call format");
 }
@@ -130,7 +128,7 @@ CallGrammar call_grammar(Format f, const std::vector<ToolSpec>& tools, bool para
   std::string bodies;
   for (size_t i = 0; i < allowed.size(); ++i) {
     calls += (i ? " | call-" : "call-") + std::to_string(i);
-    bodies += "call-" + std::to_string(i) + " ::= " + call_body(f, *allowed[i], g, args_rule) + "\n";
+    bodies += "call-" + std::to_string(i) + " ::= " + call_body(f, *allowed[i], args_rule) + "\n";
   }
   std::string root = "root ::= " + fr.prefix + (fr.prefix.empty() ? "" : " ") + "call";
   if (parallel) root += " (" + fr.sep + (fr.sep.empty() ? "" : " ") + "call)*";

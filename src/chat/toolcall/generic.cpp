@@ -24,10 +24,6 @@ class Generic final : public StreamCore {
 
  private:
   std::vector<std::string_view> call_starts() const override { return {"{"}; }
-  void begin_section(int) override {
-    scanned_ = 0;
-    bal_ = JsonBalance{};
-  }
 
   R call_step(bool final, int) override {
     if (content_seen_) return R::Fail;  // only a reply that is one JSON object
@@ -66,8 +62,6 @@ class Generic final : public StreamCore {
     content_seen_ = true;  // one object per reply: what follows is content
     return R::Ok;
   }
-
-  size_t scanned_ = 0;  // bytes of buf_ fed to bal_
 };
 
 }  // namespace

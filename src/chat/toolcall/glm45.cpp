@@ -7,6 +7,7 @@ namespace strata::toolcall::detail {
 namespace {
 
 constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+constexpr std::string_view kNameEnds[] = {"\n", "<arg_key>", kClose};
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
@@ -40,7 +41,7 @@ class Glm45 final : public StreamCore {
       c.until("</arg_key>", key);
       c.ws();
       c.lit("<arg_value>");
-      if (!c.ok()) return c.st == R::More ? R::More : close_call(false);
+      if (!c.ok()) return c.st == R::More ? R::More : close_call();
       const std::string k(trim(key));  // key points into buf_
       consume(c.p);
       call_args(kv_.key(k));
@@ -49,16 +50,16 @@ class Glm45 final : public StreamCore {
     }
     if (c.try_lit(kClose)) {
       consume(c.p);
-      return close_call(true);
+      return close_call();
     }
     if (c.st == R::More || (c.at_end() && !final)) return R::More;
-    return close_call(false);
+    return close_call();
   }
 
   // The name runs to a newline, <arg_key> or </tool_call>.
   R header(bool final) {
     const std::string_view rest = std::string_view(buf_).substr(kOpen.size());
-    const Scan sc = scan_markers(rest, {"\n", "<arg_key>", kClose});
+    const Scan sc = scan_markers(rest, kNameEnds);
     if (sc.which < 0 || sc.hold < sc.at) {
       if (final || rest.size() > 256 + kClose.size()) return R::Fail;
       return R::More;
@@ -74,8 +75,7 @@ class Glm45 final : public StreamCore {
     return R::Ok;
   }
 
-  R close_call(bool closed) {  // closed: </tool_call> seen; otherwise malformed, the rest is content
-    (void)closed;
+  R close_call() {  // after </tool_call>, or on malformed text (which is then content)
     call_args(kv_.close());
     end_call();
     end_section();

@@ -1,5 +1,6 @@
 // gpt-oss harmony: messages `<|start|>assistant<|channel|>CH<|message|>BODY<|end|>` (the prompt ends
-// with `<|start|>assistant`, so the output opens with `<|channel|>`). Channel analysis is reasoning,
+// with `<|start|>assistant`, so the output opens with `<|channel|>`). Channel analysis is reasoning
+// (content when ParserOptions::reasoning is off),
 // final (and commentary without a recipient) is content; a recipient `to=functions.NAME` in the
 // header (before or after <|channel|>, with ` <|constrain|>json` or ` json`) makes BODY the JSON
 // arguments of a call to NAME, ended by <|call|>. A body also ends at <|return|> or at the next
@@ -11,6 +12,7 @@ namespace strata::toolcall::detail {
 namespace {
 
 constexpr std::string_view kStart = "<|start|>", kChannel = "<|channel|>", kMessage = "<|message|>";
+constexpr std::string_view kHeaderStarts[] = {kStart, kChannel};
 
 class Harmony final : public StreamCore {
  public:
@@ -29,7 +31,7 @@ class Harmony final : public StreamCore {
   }
 
   bool outside(bool final) {
-    const Scan sc = scan_markers(buf_, {kStart, kChannel});
+    const Scan sc = scan_markers(buf_, kHeaderStarts);
     if (sc.which >= 0 && (final || sc.hold >= sc.at)) {
       emit_content(std::string_view(buf_).substr(0, sc.at));
       consume(sc.at);
@@ -76,7 +78,7 @@ class Harmony final : public StreamCore {
   }
 
   bool body(bool final) {
-    static const std::vector<std::string_view> kEnds = {"<|end|>", "<|call|>", "<|return|>", kStart, kChannel};
+    static constexpr std::string_view kEnds[] = {"<|end|>", "<|call|>", "<|return|>", kStart, kChannel};
     const Scan sc = scan_markers(buf_, kEnds);
     const bool found = sc.which >= 0 && (final || sc.hold >= sc.at);
     const size_t n = found ? sc.at : final ? buf_.size() : std::min(sc.hold, sc.at);

@@ -61,7 +61,7 @@ class JsonSection : public StreamCore {
   }
 
   R call_end(bool final) {
-    const Scan sc = scan_markers(buf_, {syn_.call_end});
+    const Scan sc = scan_markers(buf_, {&syn_.call_end, 1});
     if (sc.which >= 0) {
       consume(sc.at + syn_.call_end.size());
       end_call();

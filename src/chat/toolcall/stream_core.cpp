@@ -10,7 +10,7 @@ namespace strata::toolcall::detail {
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
-Scan scan_markers(std::string_view s, const std::vector<std::string_view>& markers) {
+Scan scan_markers(std::string_view s, std::span<const std::string_view> markers) {
   Scan r;
   size_t longest = 0;
   for (size_t i = 0; i < markers.size(); ++i) {

@@ -8,6 +8,7 @@
 // which answers Ok, More (the decision needs text not yet seen) or Fail. Every decision is taken
 // only on enough text, so any split of the same output gives the same events once folded.
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,7 +26,7 @@ struct Scan {
   int which = -1;
   size_t hold = 0;
 };
-Scan scan_markers(std::string_view s, const std::vector<std::string_view>& markers);
+Scan scan_markers(std::string_view s, std::span<const std::string_view> markers);
 
 // A sticky cursor over text: each step does nothing once state is not Ok. At final, a step that
 // would need more text fails instead.
@@ -138,6 +139,8 @@ class StreamCore : public StreamParser {
   int calls_ = 0;                    // calls started
   std::string held_ws_;              // content whitespace before a call opener, dropped if it is a call
   std::string_view think_open_ = "<think>", think_close_ = "</think>";
+  std::vector<std::string_view> content_markers_;  // what content_step scans for
+  bool markers_ready_ = false;
   bool content_seen_ = false;        // content other than whitespace was emitted
   std::string held_rws_;             // reasoning whitespace before </think>
 
@@ -145,6 +148,7 @@ class StreamCore : public StreamParser {
   enum class ArgsPhase { Start, Object, Value } args_phase_ = ArgsPhase::Start;
   bool args_done_ = false;
   JsonBalance bal_;
+  size_t scanned_ = 0;  // bytes of buf_ already fed to bal_ (values taken whole)
   enum class EnvPhase { Header, Args, Tail } env_phase_ = EnvPhase::Header;
   bool env_done_ = false;
   bool value_start_ = true;  // kv value: its first byte not seen yet

@@ -76,13 +76,15 @@ bool StreamCore::step(bool final) {
 }
 
 bool StreamCore::content_step(bool final) {
-  std::vector<std::string_view> markers;
-  if (opts_.reasoning) markers.push_back(think_open_);
-  const size_t first_call = markers.size();
-  if (!opts_.tools.empty()) {
-    for (const auto m : call_starts()) markers.push_back(m);
+  if (!markers_ready_) {  // built once: think_open_, then the call openers
+    if (opts_.reasoning) content_markers_.push_back(think_open_);
+    if (!opts_.tools.empty()) {
+      for (const auto m : call_starts()) content_markers_.push_back(m);
+    }
+    markers_ready_ = true;
   }
-  const Scan sc = scan_markers(buf_, markers);
+  const size_t first_call = opts_.reasoning ? 1 : 0;
+  const Scan sc = scan_markers(buf_, content_markers_);
   if (sc.which >= 0 && (final || sc.hold >= sc.at)) {
     emit_content(std::string_view(buf_).substr(0, sc.at));
     if (static_cast<size_t>(sc.which) < first_call) {
@@ -107,7 +109,7 @@ bool StreamCore::content_step(bool final) {
 }
 
 bool StreamCore::reasoning_step(bool final) {
-  const Scan sc = scan_markers(buf_, {think_close_});
+  const Scan sc = scan_markers(buf_, {&think_close_, 1});
   if (sc.which >= 0) {
     emit_reasoning(std::string_view(buf_).substr(0, sc.at));
     held_rws_.clear();
@@ -135,6 +137,7 @@ void StreamCore::reset_call_state() {
   bal_ = JsonBalance{};
   env_phase_ = EnvPhase::Header;
   env_done_ = false;
+  scanned_ = 0;
   value_start_ = true;
 }
 
@@ -218,6 +221,8 @@ R StreamCore::args_step(bool final) {
     consume(n);
     if (buf_.empty()) return final ? (args_done_ = true, R::Ok) : R::More;
     args_phase_ = buf_[0] == '{' ? ArgsPhase::Object : ArgsPhase::Value;
+    bal_ = JsonBalance{};
+    scanned_ = 0;
   }
   if (args_phase_ == ArgsPhase::Object) {
     const size_t n = bal_.consume(buf_);
@@ -226,24 +231,31 @@ R StreamCore::args_step(bool final) {
     args_done_ = bal_.done || final;
     return n > 0 || args_done_ ? R::Ok : R::More;
   }
-  Cur c{buf_, final};
-  std::string_view raw;
-  c.jvalue(raw);
-  if (c.st == R::More) return R::More;
-  if (c.st == R::Fail) {  // at the end of the output: what there is
-    call_args(buf_);
-    consume(buf_.size());
+  // Another value, taken whole: a string or array is balanced incrementally (scanned_ bytes so far).
+  size_t end = 0;
+  if (buf_[0] == '"' || buf_[0] == '[') {
+    scanned_ += bal_.consume(std::string_view(buf_).substr(scanned_));
+    if (!bal_.done && !final) return R::More;
+    end = scanned_;
   } else {
-    const auto j = parse_json(raw);
-    const auto inner = j && j->is_string() ? parse_json(j->get<std::string>()) : std::nullopt;
-    call_args(inner && inner->is_object() ? j->get<std::string>() : std::string(raw));
-    consume(c.p);
+    Cur c{buf_, final};
+    std::string_view raw;
+    c.jvalue(raw);
+    if (c.st == R::More) return R::More;
+    end = c.ok() ? c.p : 0;  // not a JSON value: empty arguments, the rest is dropped with the envelope's
   }
+  const std::string_view raw = std::string_view(buf_).substr(0, end);
+  const auto j = parse_json(raw);
+  const auto inner = j && j->is_string() ? parse_json(j->get<std::string>()) : std::nullopt;
+  call_args(inner && inner->is_object() ? j->get<std::string>() : std::string(raw));
+  consume(end);
   args_done_ = true;
   return R::Ok;
 }
 
 namespace {
+
+constexpr size_t kMaxHeader = 4096;  // {"name": ..., "arguments": must fit in this many bytes to stream
 
 bool is_args_key(std::string_view k) { return k == "arguments" || k == "parameters"; }
 
@@ -286,6 +298,7 @@ R StreamCore::envelope_step(bool final, size_t skip) {
     f.lit(":");
     f.ws();
     if (f.ok() && f.at_end()) f.more();
+    if (f.p > skip + kMaxHeader || (f.st == R::More && buf_.size() > skip + kMaxHeader)) f.st = R::Fail;
     if (f.ok()) {
       consume(f.p);
       start_call(name);
@@ -293,16 +306,16 @@ R StreamCore::envelope_step(bool final, size_t skip) {
       return R::Ok;
     }
     if (f.st == R::More || c.st != R::Ok) return c.st != R::Ok ? c.st : R::More;
-    Cur g{buf_, final, open};
-    std::string_view raw;
-    g.jvalue(raw);
-    if (!g.ok()) return g.st;
-    const auto call = whole_envelope(raw);
+    // Keys in another order: the whole object, balanced incrementally from `open`.
+    if (scanned_ == 0) scanned_ = open;
+    scanned_ += bal_.consume(std::string_view(buf_).substr(scanned_));
+    if (!bal_.done) return final ? R::Fail : R::More;
+    const auto call = whole_envelope(std::string_view(buf_).substr(open, scanned_ - open));
     if (!call) return R::Fail;
     start_call(call->first);
     call_args(call->second);
     end_call();
-    consume(g.p);
+    consume(scanned_);
     env_done_ = true;
     return R::Ok;
   }
@@ -332,7 +345,7 @@ R StreamCore::kv_value_step(bool final, std::string_view end, bool strip_newline
     if (strip_newlines && buf_[0] == '\n') consume(1);
     value_start_ = false;
   }
-  const Scan sc = scan_markers(buf_, {end});
+  const Scan sc = scan_markers(buf_, {&end, 1});
   if (sc.which >= 0) {
     std::string_view v = std::string_view(buf_).substr(0, sc.at);
     if (strip_newlines && !v.empty() && v.back() == '\n') v.remove_suffix(1);

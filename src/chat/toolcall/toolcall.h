@@ -11,6 +11,7 @@
 //  - arguments that are JSON on the wire (Hermes, Llama 3, harmony, DeepSeek, Kimi, generic) are
 //    passed on as the model wrote them, so a call whose arguments do not parse, or are cut off at
 //    finish, is kept with that raw text (like OpenAI, the client validates them);
+//    An arguments value that does not start like JSON gives empty arguments;
 //  - a call to a function that is not in ParserOptions::tools is kept as written;
 //  - a call marker followed by text that is not a call in the family's syntax (no name, no JSON
 //    object) is content, marker included.
