@@ -22,7 +22,15 @@ std::vector<toolcall::ToolSpec> tools() {
            json::parse(R"({"type":"object","properties":{"city":{"type":"string","maxLength":8},"days":{"type":"integer"}},
                           "required":["city"]})")},
           {"set_unit", "Temperature unit",
-           json::parse(R"({"type":"object","properties":{"unit":{"enum":["c","f"]}},"required":["unit"]})")}};
+           json::parse(R"({"type":"object","properties":{"unit":{"enum":["c","f"]}},"required":["unit"]})")},
+          {"plan", "Nested arguments",
+           json::parse(R"({"type":"object","properties":{
+                            "steps":{"type":"array","maxItems":3,"items":{"type":"object",
+                              "properties":{"what":{"type":"string","minLength":1,"maxLength":4},"n":{"type":"number"}},
+                              "required":["what"]}},
+                            "note":{"type":"string","minLength":2,"maxLength":3},
+                            "tag":{"type":"string","enum":["a</b","x<y","z"]}},
+                          "required":["steps","note"]})")}};
 }
 
 // The whole grammar: the family's call syntax plus one argument rule per schema it asks for.
@@ -65,6 +73,12 @@ std::string walk(grammar::Matcher& m, std::mt19937& rng) {
   return text;
 }
 
+size_t code_points(const std::string& s) {  // maxLength and minLength count code points
+  size_t n = 0;
+  for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+  return n;
+}
+
 void expect_valid_call(const toolcall::ToolCall& c, std::string_view only, const std::string& text) {
   if (!only.empty()) {
     EXPECT_EQ(c.name, only) << text;
@@ -73,11 +87,27 @@ void expect_valid_call(const toolcall::ToolCall& c, std::string_view only, const
   ASSERT_TRUE(args.is_object()) << c.arguments << "\nfrom: " << text;
   if (c.name == "get_weather") {
     ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << c.arguments;
-    size_t code_points = 0;  // maxLength counts code points
-    for (unsigned char ch : args["city"].get<std::string>()) code_points += (ch & 0xC0) != 0x80;
-    EXPECT_LE(code_points, 8u) << c.arguments;
+    EXPECT_LE(code_points(args["city"].get<std::string>()), 8u) << c.arguments;
     if (args.contains("days")) {
       EXPECT_TRUE(args["days"].is_number_integer()) << c.arguments;
+    }
+  } else if (c.name == "plan") {
+    ASSERT_TRUE(args.contains("steps") && args["steps"].is_array()) << c.arguments;
+    EXPECT_LE(args["steps"].size(), 3u) << c.arguments;
+    for (const json& st : args["steps"]) {
+      ASSERT_TRUE(st.is_object() && st.contains("what") && st["what"].is_string()) << c.arguments;
+      EXPECT_GE(code_points(st["what"].get<std::string>()), 1u) << c.arguments;
+      EXPECT_LE(code_points(st["what"].get<std::string>()), 4u) << c.arguments;
+      if (st.contains("n")) {
+        EXPECT_TRUE(st["n"].is_number()) << c.arguments;
+      }
+    }
+    ASSERT_TRUE(args.contains("note") && args["note"].is_string()) << c.arguments;
+    EXPECT_GE(code_points(args["note"].get<std::string>()), 2u) << c.arguments;
+    EXPECT_LE(code_points(args["note"].get<std::string>()), 3u) << c.arguments;
+    if (args.contains("tag")) {
+      // "a</b" cannot be written raw by the key/value families; JSON families may write it.
+      EXPECT_TRUE(args["tag"] == "x<y" || args["tag"] == "z" || args["tag"] == "a</b") << c.arguments;
     }
   } else {
     ASSERT_EQ(c.name, "set_unit") << text;
@@ -97,11 +127,11 @@ TEST(CallGrammars, ForcedOutputParsesBackIntoValidCalls) {
   std::mt19937 rng(7);
   for (toolcall::Format f : kFormats) {
     for (bool parallel : {false, true}) {
-      for (std::string_view only : {std::string_view{}, std::string_view{"set_unit"}}) {
+      for (std::string_view only : {std::string_view{}, std::string_view{"set_unit"}, std::string_view{"plan"}}) {
         SCOPED_TRACE(std::string(toolcall::format_name(f)) + (parallel ? " parallel" : "") + " only=" + std::string(only));
         std::shared_ptr<const grammar::Grammar> g;
         ASSERT_NO_THROW(g = compile(f, parallel, only));
-        for (int trial = 0; trial < 8; ++trial) {
+        for (int trial = 0; trial < 24; ++trial) {
           grammar::Matcher m(g, vocab);
           const std::string text = walk(m, rng);
           toolcall::ParserOptions opt;

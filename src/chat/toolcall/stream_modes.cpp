@@ -358,6 +358,7 @@ R StreamCore::kv_value_step(bool final, std::string_view end, bool strip_newline
   }
   size_t safe = final ? buf_.size() : sc.hold;
   if (!final && strip_newlines && safe > 0 && buf_[safe - 1] == '\n') --safe;
+  if (!final) safe = utf8_complete_prefix(std::string_view(buf_).substr(0, safe));  // escaped whole
   if (safe == 0) return R::More;
   call_args(kv_.value_chunk(std::string_view(buf_).substr(0, safe)));
   consume(safe);
