@@ -84,6 +84,7 @@ class KvArgs {
   std::string end_value();                   // the rest of the value
   std::string close();                       // what closes the object (and an open value)
   bool in_value() const { return in_value_; }
+  bool value_is_string() const { return string_; }
 
  private:
   const ToolSpec* tool_ = nullptr;
