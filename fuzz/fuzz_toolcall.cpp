@@ -2,7 +2,8 @@
 // and options, the second seeds the chunking; the rest is model output, fed in chunks of 1..16
 // bytes. Checked: nothing throws out of feed/finish; events are well formed (calls numbered from 0,
 // arguments only inside their call); folding the chunked events gives exactly parse_all of the same
-// text, so each call's CallArgs fragments concatenate to its final arguments (the prefix rule).
+// text, so each call's CallArgs fragments concatenate to its final arguments (the prefix rule);
+// the key/value families (Qwen3-Coder, GLM, MiniMax) build every call's arguments as a JSON object.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -67,6 +68,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Parsed got = fold(events);
   if (got.content != whole.content || got.reasoning != whole.reasoning || got.calls.size() != whole.calls.size()) {
     __builtin_trap();
+  }
+  if (format == Format::Qwen3Coder || format == Format::Glm45 || format == Format::MinimaxM2) {
+    for (const auto& c : whole.calls) {
+      if (!nlohmann::json::parse(c.arguments, nullptr, false).is_object()) __builtin_trap();
+    }
   }
   for (size_t i = 0; i < got.calls.size(); ++i) {
     if (got.calls[i].id != whole.calls[i].id || got.calls[i].name != whole.calls[i].name ||

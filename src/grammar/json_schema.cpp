@@ -1,6 +1,7 @@
 // JSON Schema -> GBNF. Every value is generated compact except for whitespace runs bounded by the
 // `NAME-ws` rule (nothing, one space, or one newline and at most 16 spaces/tabs), so a model
-// cannot loop on whitespace; integers have at most 16 digits, fractions 16, exponents 3.
+// cannot loop on whitespace; integers have at most 16 digits, fractions 16, exponents 3 (bounded
+// so that every number fits a double).
 //
 // Objects (as llama.cpp's converter): the `required` properties come first in the order of the
 // `required` array, then the optional ones in key order (nlohmann::json keeps keys sorted), each
@@ -35,11 +36,17 @@ const std::map<std::string, std::string>& primitives() {
       {"ws", R"(( " " | "\n" [ \t]{0,16} )?)"},
       {"boolean", R"("true" | "false")"},
       {"null", R"("null")"},
-      {"char", R"([^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))"},
+      // \u escapes: no lone surrogate (JSON parsers reject them), a pair is one char
+      {"char", R"([^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" @-hex4 ))"},
+      {"hex4", R"([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2})"},
       {"string", R"("\"" @-char* "\"")"},
       {"int-part", R"("0" | [1-9] [0-9]{0,15})"},
       {"integer", R"("-"? @-int-part)"},
-      {"number", R"("-"? @-int-part ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?)"},
+      // every number fits a double (JSON parsers reject overflowing ones): exponents up to 307
+      // after one integer digit, up to 292 after up to 16
+      {"number", R"("-"? ( [0-9] @-frac? ( [eE] ( "-" [0-9]{1,3} | "+"? ( [0-9]{1,2} | [0-2] [0-9]{2} | "30" [0-7] ) ) )? | )"
+                 R"([1-9] [0-9]{1,15} @-frac? ( [eE] ( "-" [0-9]{1,3} | "+"? ( [0-9]{1,2} | [01] [0-9]{2} | "2" [0-8] [0-9] | "29" [0-2] ) ) )? ))"},
+      {"frac", R"("." [0-9]{1,16})"},
       {"value", R"(@-object | @-array | @-string | @-number | @-boolean | @-null)"},
       {"object", R"("{" @-ws ( @-string @-ws ":" @-ws @-value @-ws ( "," @-ws @-string @-ws ":" @-ws @-value @-ws )* )? "}")"},
       {"array", R"("[" @-ws ( @-value @-ws ( "," @-ws @-value @-ws )* )? "]")"},
@@ -53,7 +60,7 @@ const std::map<std::string, std::string>& primitives() {
 
 const std::map<std::string, std::vector<std::string>>& primitive_deps() {
   static const std::map<std::string, std::vector<std::string>> d = {
-      {"string", {"char"}},   {"integer", {"int-part"}}, {"number", {"int-part"}},
+      {"string", {"char"}}, {"char", {"hex4"}},   {"integer", {"int-part"}}, {"number", {"frac"}},
       {"value", {"object", "array", "string", "number", "boolean", "null"}},
       {"object", {"ws", "string", "value"}}, {"array", {"ws", "value"}}, {"date-time", {"date", "time"}},
   };

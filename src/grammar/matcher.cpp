@@ -175,10 +175,16 @@ struct Matcher::Impl {
     return it->second;
   }
 
-  // Some stack of `set` can take a code point in [lo, hi].
+  // Some stack of `set` can take a code point in [lo, hi] that is not a surrogate (D800-DFFF are
+  // never valid UTF-8, so a prefix that only leads to them, like ED A0, is a dead end already).
   bool feasible(int32_t set, uint32_t lo, uint32_t hi) const {
-    for (int32_t n : sets[set])
-      if (n != 0 && g->classes[g->elems[nodes[n].pos].arg].intersects(lo, hi)) return true;
+    const uint32_t part[2][2] = {{lo, std::min(hi, 0xD7FFu)}, {std::max(lo, 0xE000u), hi}};
+    for (int32_t n : sets[set]) {
+      if (n == 0) continue;
+      const CharClass& c = g->classes[g->elems[nodes[n].pos].arg];
+      for (const auto& [a, b] : part)
+        if (a <= b && c.intersects(a, b)) return true;
+    }
     return false;
   }
 

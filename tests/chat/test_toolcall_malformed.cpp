@@ -70,6 +70,33 @@ TEST(ToolCallMalformed, KeyValueCallCutOffIsClosed) {
                     expect("", "", {call(0, "search", R"({"limit": 7})")}));
 }
 
+// Raw string values are JSON-escaped whole: control characters as \u00XX, a code point split
+// between chunks kept together, bytes that are not UTF-8 as U+FFFD; the arguments always parse.
+TEST(ToolCallMalformed, RawValuesWithControlAndInvalidBytesGiveValidJson) {
+  const std::string value = "a\x01\x1f\"\\\xE2\x82\xAC\xFF\xC3(\xED\xA0\x80z";
+  const std::string args = R"({"query": "a\u0001\u001f\"\\€\ufffd\ufffd(\ufffd\ufffd\ufffdz"})";
+  expect_all_splits(Format::MinimaxM2, opts(),
+                    "<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"query\">" + value +
+                        "</parameter>\n</invoke>\n</minimax:tool_call>",
+                    expect("", "", {call(0, "search", args)}));
+  expect_all_splits(Format::Qwen3Coder, opts(),
+                    "<tool_call>\n<function=search>\n<parameter=query>\n" + value + "\n</parameter>\n</function>\n</tool_call>",
+                    expect("", "", {call(0, "search", args)}));
+  ASSERT_TRUE(nlohmann::json::parse(args, nullptr, false).is_object());
+}
+
+// A JSON value ends at the closing tag outside its strings; a string of it may hold the tag.
+TEST(ToolCallMalformed, KeyValueJsonValueHoldingTheClosingTag) {
+  expect_all_splits(Format::Qwen3Coder, opts(),
+                    "<tool_call>\n<function=search>\n<parameter=query>\na\n</parameter>\n<parameter=filters>\n"
+                    "{\"q\": \"x</parameter>\\\"</parameter>\"}\n</parameter>\n</function>\n</tool_call>",
+                    expect("", "", {call(0, "search", R"({"query": "a", "filters": {"q":"x</parameter>\"</parameter>"}})")}));
+  expect_all_splits(Format::MinimaxM2, opts(),
+                    "<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"filters\">[\"</parameter>\"]</parameter>\n"
+                    "<parameter name=\"limit\">\"7</parameter>\n</invoke>\n</minimax:tool_call>",
+                    expect("", "", {call(0, "search", R"({"filters": ["</parameter>"], "limit": "\"7"})")}));
+}
+
 TEST(ToolCallMalformed, HarmonyOtherRecipientsAreContent) {
   expect_all_splits(Format::Harmony, opts(),
                     "<|channel|>commentary to=browser.search <|constrain|>json<|message|>{\"q\": 1}<|call|>",

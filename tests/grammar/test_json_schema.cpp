@@ -159,6 +159,12 @@ TEST(JsonSchema, Primitives) {
   for (const char* bad : {"01", "1.5", "+1", "-", "12345678901234567"}) EXPECT_FALSE(matches(i, bad)) << bad;
   for (const char* ok : {"0", "-0.5", "3.25e-7", "1E+300", "42"}) EXPECT_TRUE(matches(x, ok)) << ok;
   for (const char* bad : {".5", "1.", "1e", "--1", "0x1"}) EXPECT_FALSE(matches(x, bad)) << bad;
+  // Every number fits a double (JSON parsers reject one that overflows).
+  for (const char* ok : {"9.9999999999999999e307", "1234567890123456.5e292", "1e-999", "-7E+0"}) EXPECT_TRUE(matches(x, ok)) << ok;
+  for (const char* bad : {"1e308", "12e293", "1e999", "1234567890123456e300"}) EXPECT_FALSE(matches(x, bad)) << bad;
+  // \u escapes: a surrogate pair is one character, a lone surrogate is no JSON a parser takes.
+  EXPECT_TRUE(matches(s, R"("\uD83D\uDE00\ud7ff\uE000")"));
+  for (const char* bad : {R"("\uD800")", R"("\uDC00")", R"("\uD83D\u0041")"}) EXPECT_FALSE(matches(s, bad)) << bad;
   for (const char* ok : {R"("")", R"("a b")", R"("\"\\\/\b\f\n\r\t\u00E9")", "\"\xC3\xA9\xE4\xB8\xAD\""}) EXPECT_TRUE(matches(s, ok)) << ok;
   for (const char* bad : {R"(")", R"("\x")", "\"a\nb\"", R"("\u12")", R"('a')"}) EXPECT_FALSE(matches(s, bad)) << bad;
 }

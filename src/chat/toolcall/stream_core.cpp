@@ -149,10 +149,48 @@ size_t JsonBalance::consume(std::string_view s) {
   return s.size();
 }
 
+size_t utf8_sequence(std::string_view s, size_t i) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  const size_t len = b < 0x80 ? 1 : (b >= 0xC2 && b <= 0xDF) ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b >= 0xF0 && b <= 0xF4) ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  uint32_t cp = len == 1 ? b : b & (0x7Fu >> len);
+  for (size_t k = 1; k < len; ++k) {
+    const auto c = static_cast<unsigned char>(s[i + k]);
+    if ((c & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (c & 0x3Fu);
+  }
+  constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+size_t utf8_complete_prefix(std::string_view s) {
+  // At most the last 3 bytes can be the start of an unfinished sequence.
+  for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
+    const auto b = static_cast<unsigned char>(s[s.size() - back]);
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    return len > back ? s.size() - back : s.size();
+  }
+  return s.size();
+}
+
 void append_json_escaped(std::string& out, std::string_view s) {
   static const char* hex = "0123456789abcdef";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t len = utf8_sequence(s, i);
+      if (len == 0) {
+        out += "\\ufffd";  // not UTF-8: JSON text must be
+        ++i;
+      } else {
+        out.append(s.substr(i, len));
+        i += len;
+      }
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -165,7 +203,7 @@ void append_json_escaped(std::string& out, std::string_view s) {
           out += hex[c >> 4];
           out += hex[c & 15];
         } else {
-          out += ch;
+          out += static_cast<char>(c);
         }
     }
   }

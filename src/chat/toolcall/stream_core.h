@@ -56,8 +56,13 @@ struct JsonBalance {
   size_t consume(std::string_view s);
 };
 
-// JSON string body escaping (no quotes); bytes >= 0x80 pass through.
+// JSON string body escaping (no quotes): control characters as \u00XX, valid UTF-8 as is, every
+// byte of an invalid sequence as \ufffd, so the result is always valid JSON.
 void append_json_escaped(std::string& out, std::string_view s);
+// The length of the valid UTF-8 sequence at s[i] (0: invalid or cut off).
+size_t utf8_sequence(std::string_view s, size_t i);
+// How much of s ends on a code point boundary: s.size() less an unfinished trailing sequence.
+size_t utf8_complete_prefix(std::string_view s);
 // Parses text as JSON only when it is not nested deeper than 64 (nlohmann recurses); nullopt when it fails.
 std::optional<nlohmann::json> parse_json(std::string_view text);
 std::string dump_json(const nlohmann::json& j);  // compact, invalid UTF-8 replaced
@@ -79,6 +84,7 @@ class KvArgs {
   std::string end_value();                   // the rest of the value
   std::string close();                       // what closes the object (and an open value)
   bool in_value() const { return in_value_; }
+  bool value_is_string() const { return string_; }
 
  private:
   const ToolSpec* tool_ = nullptr;

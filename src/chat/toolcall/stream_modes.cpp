@@ -339,13 +339,46 @@ R StreamCore::envelope_step(bool final, size_t skip) {
   return n > 0 ? R::Ok : R::More;
 }
 
+namespace {
+
+size_t end_outside_json_strings(std::string_view s, std::string_view end) {
+  bool in_str = false, esc = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_str) {
+      if (esc) esc = false;
+      else if (c == '\\') esc = true;
+      else if (c == '"') in_str = false;
+    } else if (c == '"') {
+      in_str = true;
+    } else if (s.substr(i, end.size()) == end) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
 R StreamCore::kv_value_step(bool final, std::string_view end, bool strip_newlines) {
   if (value_start_) {
     if (buf_.empty()) return final ? R::Ok : R::More;
     if (strip_newlines && buf_[0] == '\n') consume(1);
     value_start_ = false;
   }
-  const Scan sc = scan_markers(buf_, {&end, 1});
+  Scan sc = scan_markers(buf_, {&end, 1});
+  if (!kv_.value_is_string()) {
+    // A JSON value ends at the first `end` outside its strings (a string may hold "</parameter>");
+    // it is taken whole, so it stays in buf_ until then. Without one at the end of the output,
+    // the first `end` anywhere (the value is then not JSON and becomes a string).
+    const size_t at = end_outside_json_strings(buf_, end);
+    if (at != std::string::npos) {
+      sc.at = at;
+      sc.which = 0;
+    } else if (!final) {
+      return R::More;
+    }
+  }
   if (sc.which >= 0) {
     std::string_view v = std::string_view(buf_).substr(0, sc.at);
     if (strip_newlines && !v.empty() && v.back() == '\n') v.remove_suffix(1);
@@ -358,6 +391,7 @@ R StreamCore::kv_value_step(bool final, std::string_view end, bool strip_newline
   }
   size_t safe = final ? buf_.size() : sc.hold;
   if (!final && strip_newlines && safe > 0 && buf_[safe - 1] == '\n') --safe;
+  if (!final) safe = utf8_complete_prefix(std::string_view(buf_).substr(0, safe));  // escaped whole
   if (safe == 0) return R::More;
   call_args(kv_.value_chunk(std::string_view(buf_).substr(0, safe)));
   consume(safe);
