@@ -8,14 +8,18 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/tensor_dump.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "runtime/engine.h"
+#include "runtime/draft.h"
 #include "runtime/routing_recorder.h"
+#include "runtime/speculative.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,6 +37,9 @@ struct RunOptions {
   std::string trace_path, heatmap_path;
   std::string dump_dir, dump_filter;
   SamplerParams sampling;
+  // Speculative decoding
+  std::string draft, draft_model;  // --draft lookup|model, -md FILE
+  SpecOptions spec;
 };
 
 std::vector<int32_t> read_token_file(const std::string& path) {
@@ -100,7 +107,85 @@ struct Generated {
   std::vector<int32_t> tokens;
   std::string text;
   double t_first = 0;  // when the first token was sampled
+  std::optional<SpecStats> spec;
 };
+
+// Streams one chosen token; false when generation ends with it.
+bool emit(const tok::Tokenizer& tk, const RunOptions& o, tok::StreamDecoder& dec, int32_t t, int n_predict, Generated& g) {
+  if (g.tokens.empty()) g.t_first = now_s();
+  g.tokens.push_back(t);
+  const std::string piece = dec.push(t);
+  g.text += piece;
+  if (!o.json) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  }
+  return !(!o.ignore_eos && tk.is_eog(t)) && static_cast<int>(g.tokens.size()) < n_predict;
+}
+
+// The draft source --draft / -md ask for (nullptr: none, or the architecture cannot rewind).
+std::unique_ptr<DraftSource> make_draft(const RunOptions& o, Engine& eng, const tok::Tokenizer& tk) {
+  std::string kind = o.draft;
+  if (kind.empty() && !o.draft_model.empty()) kind = "model";
+  if (kind.empty()) return nullptr;
+  STRATA_CHECK(kind == "lookup" || kind == "model", "--draft must be lookup or model (got '{}')", kind);
+  STRATA_CHECK(kind != "model" || !o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
+  if (!eng.model().rewindable()) {
+    std::fprintf(stderr, "[speculative decoding off: architecture %s cannot cut rejected drafts back]\n", eng.config().arch.c_str());
+    return nullptr;
+  }
+  if (kind == "lookup") return std::make_unique<LookupDraft>();
+  SamplerParams sp = o.sampling;
+  sp.seed ^= 0x5eed5eed5eed5eedULL;  // the draft's own random stream
+  return load_model_draft(o.draft_model, o.model.path, tk.vocab(), eng.options(), sp);
+}
+
+// Speculative generation: one verification pass per step, 1..k+1 tokens each.
+Generated generate_spec(Engine& eng, const tok::Tokenizer& tk, const RunOptions& o, const std::vector<int32_t>& prompt, const float* last,
+                        DraftSource& draft, RoutingRecorder* rec) {
+  const int nv = eng.config().n_vocab, n_ctx = eng.options().n_ctx;
+  Sampler sampler(o.sampling, nv);
+  SpeculativeDecoder sd(eng, 0, sampler, &draft, o.spec);
+  tok::StreamDecoder dec(tk);
+  Generated g;
+  const int n_predict = o.n_predict < 0 ? n_ctx - static_cast<int>(prompt.size()) : o.n_predict;
+  std::vector<int32_t> out;
+  bool more = n_predict > 0 && emit(tk, o, dec, sd.begin(prompt, last), n_predict, g);
+  for (uint32_t s = 1; more && !interrupted(); ++s) {
+    if (static_cast<int>(sd.history().size()) > n_ctx) {
+      std::fprintf(stderr, "\n[context full at %d tokens]\n", n_ctx);
+      break;
+    }
+    if (rec) rec->begin(s, Phase::decode);
+    out.clear();
+    sd.step(out);
+    for (size_t i = 0; i < out.size() && more; ++i) more = emit(tk, o, dec, out[i], n_predict, g);
+  }
+  g.text += dec.flush();
+  g.spec = sd.stats();
+  return g;
+}
+
+std::string spec_report(const SpecStats& s, const std::string& kind) {
+  const double passes = static_cast<double>(std::max<int64_t>(1, s.passes));
+  std::string by_pos;
+  for (size_t i = 0; i < s.proposed_at.size(); ++i)
+    by_pos += fmt::format("{}{:.0f}%", i ? " " : "", s.proposed_at[i] ? 100.0 * s.accepted_at[i] / s.proposed_at[i] : 0.0);
+  std::string r = fmt::format("[speculative ({}): {} passes, {} drafts proposed, {} accepted ({:.1f}%), {:.2f} tokens per pass | acceptance by position: {}",
+                              kind, s.passes, s.proposed, s.accepted, s.proposed ? 100.0 * s.accepted / s.proposed : 0.0, (s.accepted + s.passes) / passes, by_pos);
+  if (s.expert_slots)
+    r += fmt::format(" | experts per pass: {:.1f} unique of {:.1f} routed ((k+1) x top-k x layers)", s.expert_union / passes, s.expert_slots / passes);
+  r += fmt::format(" | read {} per generated token | time: draft {:.3f} s, I/O wait {:.3f} s, compute {:.3f} s]",
+                   format_bytes(s.accepted + s.passes ? s.bytes_read / static_cast<uint64_t>(s.accepted + s.passes) : 0), s.draft_s, s.io_wait_s,
+                   std::max(0.0, s.verify_s - s.io_wait_s));
+  return r;
+}
+
+nlohmann::json spec_json(const SpecStats& s) {
+  return {{"passes", s.passes},         {"proposed", s.proposed},         {"accepted", s.accepted},         {"emitted", s.emitted},
+          {"proposed_at", s.proposed_at}, {"accepted_at", s.accepted_at}, {"expert_union", s.expert_union}, {"expert_slots", s.expert_slots},
+          {"bytes_read", s.bytes_read}, {"draft_s", s.draft_s},           {"verify_s", s.verify_s},         {"io_wait_s", s.io_wait_s}};
+}
 
 // Samples from the prompt's last logits, then one token per pass until -n, end of generation,
 // the context's end or Ctrl-C; streams the text unless --json.
@@ -181,7 +266,8 @@ int run(const RunOptions& o) {
   j["prompt_tokens"] = prompt;
   prompt_outputs(o, logits, prompt.size(), nv, last, j);
 
-  const Generated g = generate(eng, tk, o, prompt, last, rec.get());
+  std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk);
+  const Generated g = draft ? generate_spec(eng, tk, o, prompt, last, *draft, rec.get()) : generate(eng, tk, o, prompt, last, rec.get());
   const double t2 = now_s();
   const double pp_s = t1 - t0, gen_s = t2 - t1;
   const int n_gen = static_cast<int>(g.tokens.size());
@@ -198,10 +284,12 @@ int run(const RunOptions& o) {
     eng.model().set_tensor_observer(nullptr);
     std::fprintf(stderr, "[dumped %d tensors to %s]\n", dump->files(), o.dump_dir.c_str());
   }
+  if (g.spec) std::fprintf(stderr, "%s\n", spec_report(*g.spec, draft->name()).c_str());
   if (o.prof) std::fprintf(stderr, "[PROF] generation, per token:\n%s", layer_profile(eng, std::max(1, n_gen - 1)).c_str());
   std::fprintf(stderr, "%s\n", tier_summary(eng, static_cast<int>(prompt.size()) + n_gen, t2 - t0).c_str());
   if (o.json) {
     j["tokens"] = g.tokens;
+    if (g.spec) j["speculative"] = spec_json(*g.spec);
     j["text"] = g.text;
     const MemoryPlan& mp = eng.tier().plan();
     j["memory"] = {{"budget", mp.budget},       {"dense", mp.dense},       {"kv", mp.kv},
@@ -238,6 +326,13 @@ Command add_run(CLI::App& app) {
                   "result_norm, ... per layer) as raw float32 [rows = tokens, cols] files plus index.csv into this folder");
   sub->add_option("--dump-filter", o->dump_filter, "With --dump-tensors: only tensors whose 'name-layer' matches this regex (e.g. 'l_out-3')");
   add_sampling_options(sub, o->sampling);
+  sub->add_option("--draft", o->draft,
+                  "Speculative decoding: lookup (drafts from n-gram matches in the prompt and the output) or model (-md); greedy output is "
+                  "token for token the same as without it")
+      ->check(CLI::IsMember({"lookup", "model"}));
+  sub->add_option("--model-draft", o->draft_model, "-md FILE: draft model GGUF (same vocabulary as the model; implies --draft model)");
+  sub->add_option("--draft-max", o->spec.k_max, "Speculative decoding: most drafted tokens per pass")->capture_default_str();
+  sub->add_option("--draft-min", o->spec.k_min, "Speculative decoding: fewer drafts than this make a plain pass")->capture_default_str();
   return {sub, [o]() { return run(*o); }};
 }
 

@@ -17,6 +17,7 @@ struct ServeOptions {
   ModelOptions model;
   server::ServerOptions server;
   int parallel = 4;
+  std::string template_file, template_kwargs;
 };
 
 std::atomic<bool> g_term{false};
@@ -25,6 +26,14 @@ void on_term(int) { g_term.store(true); }
 int serve(ServeOptions& o) {
   STRATA_CHECK(o.parallel >= 1 && o.parallel <= 256, "--parallel must be 1..256 (got {})", o.parallel);
   STRATA_CHECK(o.server.max_queue >= 0, "--queue must be >= 0 (got {})", o.server.max_queue);
+  if (!o.template_file.empty()) {
+    o.server.chat_template = read_file_bytes(o.template_file);
+    STRATA_CHECK(!o.server.chat_template.empty(), "--chat-template-file {}: the file is empty", o.template_file);
+  }
+  if (!o.template_kwargs.empty()) {
+    o.server.chat_template_kwargs = nlohmann::ordered_json::parse(o.template_kwargs, nullptr, /*allow_exceptions=*/false);
+    STRATA_CHECK(o.server.chat_template_kwargs.is_object(), "--chat-template-kwargs must be a JSON object, got: {}", o.template_kwargs);
+  }
   STRATA_CHECK(o.server.max_body >= 64, "--max-body must be at least 64 bytes (got {})", o.server.max_body);
   server::HttpServer srv(o.server);
   const int port = srv.bind();
@@ -60,6 +69,12 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--alias", o->server.alias, "Model id to report (and accept) instead of the GGUF general.name");
   sub->add_option("--reasoning-format", o->server.reasoning_format, "deepseek: <think>...</think> goes to reasoning_content; none: left in content")
       ->check(CLI::IsMember({"deepseek", "none"}))
+      ->capture_default_str();
+  sub->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's tokenizer.chat_template");
+  sub->add_option("--chat-template-kwargs", o->template_kwargs,
+                  "JSON object of template variables for every request (a request's chat_template_kwargs override them), e.g. '{\"enable_thinking\": false}'");
+  sub->add_option("--reasoning-budget", o->server.reasoning_budget,
+                  "Tokens a reply may spend inside <think> before the server closes the block (-1: unlimited, 0: none; requests may set reasoning_budget)")
       ->capture_default_str();
   add_sampling_options(sub, o->server.sampling);
   return {sub, [o]() { return serve(*o); }};

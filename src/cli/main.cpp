@@ -24,8 +24,13 @@ int main(int argc, char** argv) {
   cmds.push_back(strata::cli::add_synth(app));
   cmds.push_back(strata::cli::add_serve(app));
   cmds.push_back(strata::cli::add_perplexity(app));
+  // llama.cpp's two-letter short option -md (draft model): CLI11 takes one-letter short names only.
+  static char kModelDraft[] = "--model-draft";
+  std::vector<char*> args(argv, argv + argc);
+  for (char*& a : args)
+    if (std::string(a) == "-md") a = kModelDraft;
   try {
-    app.parse(argc, argv);
+    app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -119,6 +119,7 @@ namespace tn {
 inline constexpr const char* kTokenEmbd = "token_embd.weight";
 inline constexpr const char* kOutputNorm = "output_norm.weight";
 inline constexpr const char* kOutput = "output.weight";
+inline constexpr const char* kRopeFreqs = "rope_freqs.weight";  // Llama 3.1 rope scaling factors
 inline constexpr const char* kOutputHc = "output_hc";  // prefix of the hyper-connection tensors (kHc*)
 
 // Per-block tensors: the full name is "blk.<layer>." + name (blk()).

@@ -15,6 +15,7 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
   //    as an earlier one reuses its buffer.
   struct Prepared {
     VecDotFn dot;
+    VecDotXnFn dot_xn;  // several tokens at once (bit-identical per token to dot), or nullptr
     float (*f32_gemm)(int64_t, const float*, const float*);
     const uint8_t* act;
     size_t act_stride;
@@ -36,6 +37,7 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
     STRATA_CHECK(jb.w.row_stride_bytes >= ggml_row_size(jb.w.type, jb.w.cols), "matmul: row stride {} < row size {}",
                  jb.w.row_stride_bytes, ggml_row_size(jb.w.type, jb.w.cols));
     p.f32_gemm = (jb.in_gemm && jb.w.type == GgmlType::F32 && jb.w.cols % 8 == 0 && jb.w.rows % 4 == 0) ? k.dot_f32_x8 : nullptr;
+    p.dot_xn = (jb.n >= 2 && !p.f32_gemm) ? k.vec_dot_xn[static_cast<uint32_t>(jb.w.type)] : nullptr;
     p.act = reinterpret_cast<const uint8_t*>(jb.x);
     p.act_stride = static_cast<size_t>(jb.w.cols) * sizeof(float);
     if (at != GgmlType::F32) {
@@ -70,6 +72,10 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
     const auto* wdata = static_cast<const uint8_t*>(jb.w.data);
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* wr = wdata + static_cast<size_t>(r) * jb.w.row_stride_bytes;
+      if (p.dot_xn) {
+        p.dot_xn(jb.w.cols, wr, p.act, p.act_stride, static_cast<int>(jb.n), jb.y + r, jb.w.rows);
+        continue;
+      }
       for (int64_t t = 0; t < jb.n; ++t) {
         const uint8_t* a = p.act + t * p.act_stride;
         jb.y[t * jb.w.rows + r] = p.f32_gemm && jb.in_gemm[t] ? p.f32_gemm(jb.w.cols, reinterpret_cast<const float*>(wr), reinterpret_cast<const float*>(a))

@@ -217,7 +217,8 @@ void rope_cache(const RopeParams& p, float pos, float* cs) {
   }
   float theta = pos;
   for (int i0 = 0; i0 < p.n_dims; i0 += 2) {
-    const float theta_extrap = theta;
+    // Llama 3.1's rope_freqs divide each pair's angle (as ggml's rope cache does).
+    const float theta_extrap = p.freq_factors ? theta / p.freq_factors[i0 / 2] : theta;
     const float theta_interp = p.freq_scale * theta_extrap;
     float th = theta_interp;
     float mscale = p.attn_factor;

@@ -63,6 +63,7 @@ struct RopeParams {
   float freq_base = 10000.0f, freq_scale = 1.0f;
   float ext_factor = 0.0f, attn_factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f;
   int n_ctx_orig = 0;
+  const float* freq_factors = nullptr;  // [n_dims / 2] divisors of each pair's theta (Llama 3.1 rope_freqs), or none
 };
 // Fills cs[n_dims] with the (cos, sin) pairs of position `pos` (YaRN aware).
 void rope_cache(const RopeParams& p, float pos, float* cs);

@@ -206,7 +206,8 @@ void attention_gqa(FwdCtx& c, int layer) {
   add_bias(st.q.data(), lw.bq, n);
   add_bias(st.k.data(), lw.bk, n);
   add_bias(st.v.data(), lw.bv, n);
-  const RopeParams rp = rope_params(lc.rope);
+  RopeParams rp = rope_params(lc.rope);
+  if (!c.w.rope_freqs.empty()) rp.freq_factors = c.w.rope_freqs.data;
   for (int i = 0; i < n; ++i) {
     float* qi = st.q.data() + static_cast<size_t>(i) * dq;
     float* ki = st.k.data() + static_cast<size_t>(i) * dk;

@@ -148,7 +148,8 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   const int n_threads = pool_ ? pool_->size() : 1;
   st_->ensure(cfg_, b.n, kv.n_ctx(), n_threads);
   State& st = *st_;
-  // Which tokens are alone in their sequence (with one sequence: b.n == 1, as before).
+  // Which tokens are alone in their sequence (with one sequence: b.n == 1, as before), or are to
+  // be computed as if they were (Batch::solo).
   st.seq_count.assign(static_cast<size_t>(std::max(1, kv.n_seq())), 0);
   for (int i = 0; i < b.n; ++i) {
     const int s = b.seq ? b.seq[i] : 0;
@@ -159,7 +160,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   st.in_gemm_out.resize(static_cast<size_t>(b.n));
   st.in_gemm.resize(static_cast<size_t>(b.n));
   for (int i = 0; i < b.n; ++i) {
-    st.solo[i] = st.seq_count[b.seq ? b.seq[i] : 0] == 1 ? 1 : 0;
+    st.solo[i] = st.seq_count[b.seq ? b.seq[i] : 0] == 1 || (b.solo && b.solo[i]) ? 1 : 0;
     st.in_gemm[i] = st.solo[i] ? 0 : 1;
   }
   FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_, &layer_s_, tensors_};

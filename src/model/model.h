@@ -23,6 +23,9 @@ struct Batch {
   const int32_t* pos = nullptr;     // [n] position within its sequence
   const int32_t* seq = nullptr;     // [n] KV-cache sequence slot (nullptr: all 0)
   const uint8_t* logits = nullptr;  // [n] 1 = output logits for this token (nullptr: last token only)
+  // [n] 1 = compute this row exactly as a lone token of its sequence (a decode step) would be
+  // computed (speculative verification: each row gives the bits plain decoding would); nullptr: none.
+  const uint8_t* solo = nullptr;
 };
 
 // Per-MoE-layer routing of one batch (for stats, traces and the expert tier).
@@ -101,6 +104,7 @@ class Model {
   void set_expert_provider(ExpertProvider* p) { experts_ = p ? p : default_experts_.get(); }
   ExpertProvider* expert_provider() const { return experts_; }
   void set_routing_observer(RoutingObserver* o) { observer_ = o; }
+  RoutingObserver* routing_observer() const { return observer_; }
   // Named intermediate tensors of every pass go here (nullptr: none, the default).
   void set_tensor_observer(TensorObserver* o) { tensors_ = o; }
   void set_lookahead(int d) { lookahead_ = d; }

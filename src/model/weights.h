@@ -119,6 +119,7 @@ struct ModelWeights {
   VecF32 output_norm;
   QMatrix output;              // [n_vocab, n_embd] (tied: same as tok_embd)
   HcWeights output_hc;         // hyper-connection read-out (DeepSeek-V4)
+  VecF32 rope_freqs;           // [rope n_dims / 2] RoPE frequency factors (Llama 3.1; empty: none)
   std::vector<LayerWeights> layers;
   std::vector<NextnWeights> nextn;  // [cfg.nextn.size()]
 };

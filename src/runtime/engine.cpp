@@ -99,6 +99,8 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
   pos_.clear();
   seq_.clear();
   want_.clear();
+  solo_.clear();
+  bool any_solo = false;
   size_t rows = 0;
   for (const SeqInput& in : inputs) {
     const int p0 = static_cast<int>(seq_at(in.seq).tokens.size());
@@ -107,7 +109,9 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
       pos_.push_back(p0 + i);
       seq_.push_back(in.seq);
       want_.push_back(in.logits == Logits::All || (in.logits == Logits::Last && i == in.n - 1) ? 1 : 0);
+      solo_.push_back(in.decode_order ? 1 : 0);
     }
+    any_solo = any_solo || in.decode_order;
     rows += in.logits == Logits::All ? static_cast<size_t>(in.n) : in.logits == Logits::Last ? 1 : 0;
   }
   logits.resize(rows * static_cast<size_t>(config().n_vocab));
@@ -117,6 +121,7 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
   b.pos = pos_.data();
   b.seq = seq_.data();
   b.logits = want_.data();
+  b.solo = any_solo ? solo_.data() : nullptr;
   try {
     model_->forward(b, *kv_, logits.data());
   } catch (...) {
@@ -125,8 +130,9 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
   }
   for (const SeqInput& in : inputs) {
     Seq& s = seq_at(in.seq);
-    // A lone token of its sequence is computed in the decode order: its row ends the reusable run.
-    if (in.n > 1 && s.n_chunked == static_cast<int>(s.tokens.size())) s.n_chunked += in.n;
+    // A lone token of its sequence (or a decode-order input) is computed in the decode order: its
+    // rows end the reusable run.
+    if (in.n > 1 && !in.decode_order && s.n_chunked == static_cast<int>(s.tokens.size())) s.n_chunked += in.n;
     s.tokens.insert(s.tokens.end(), in.tokens, in.tokens + in.n);
   }
 }

@@ -37,6 +37,10 @@ struct SeqInput {
   const int32_t* tokens = nullptr;
   int n = 0;
   Logits logits = Logits::Last;
+  // Every row computed with the arithmetic of a lone decoding token (attention summed in the decode
+  // order, f32 products through the dot): the logits of row i are then bit for bit those plain
+  // decoding gives for tokens[i]. Speculative verification sets it; these rows are not reusable.
+  bool decode_order = false;
 };
 
 class Engine {
@@ -100,7 +104,7 @@ class Engine {
   std::vector<Seq> seqs_;
   // Batch buffers, reused across passes.
   std::vector<int32_t> tokens_, pos_, seq_;
-  std::vector<uint8_t> want_;
+  std::vector<uint8_t> want_, solo_;
   std::vector<float> part_;  // eval: logits of one pass
 };
 

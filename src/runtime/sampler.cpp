@@ -25,24 +25,24 @@ int32_t Sampler::argmax(const float* logits, int n) {
   return best;
 }
 
-int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history) {
+void Sampler::penalize(const float* logits, const std::vector<int32_t>& history) {
   std::copy(logits, logits + n_vocab_, work_.begin());
   const bool penalize = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
-  if (penalize && !history.empty()) {
-    const size_t n = history.size(), from = p_.repeat_last_n < 0 ? 0 : n - std::min<size_t>(n, static_cast<size_t>(p_.repeat_last_n));
-    for (size_t i = from; i < n; ++i)
-      if (history[i] >= 0 && history[i] < n_vocab_) counts_[history[i]]++;
-    for (size_t i = from; i < n; ++i) {
-      const int32_t t = history[i];
-      if (t < 0 || t >= n_vocab_ || counts_[t] == 0) continue;
-      float& l = work_[t];
-      l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
-      l -= static_cast<float>(counts_[t]) * p_.frequency_penalty + p_.presence_penalty;
-      counts_[t] = 0;  // apply once per distinct token
-    }
+  if (!penalize || history.empty()) return;
+  const size_t n = history.size(), from = p_.repeat_last_n < 0 ? 0 : n - std::min<size_t>(n, static_cast<size_t>(p_.repeat_last_n));
+  for (size_t i = from; i < n; ++i)
+    if (history[i] >= 0 && history[i] < n_vocab_) counts_[history[i]]++;
+  for (size_t i = from; i < n; ++i) {
+    const int32_t t = history[i];
+    if (t < 0 || t >= n_vocab_ || counts_[t] == 0) continue;
+    float& l = work_[t];
+    l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+    l -= static_cast<float>(counts_[t]) * p_.frequency_penalty + p_.presence_penalty;
+    counts_[t] = 0;  // apply once per distinct token
   }
-  if (p_.temp <= 0.0f) return argmax(work_.data(), n_vocab_);
+}
 
+int Sampler::candidates() {
   int n = n_vocab_;
   for (int i = 0; i < n; ++i) cand_[i] = {work_[i], i};
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
@@ -76,6 +76,13 @@ int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history
     }
     n = keep;
   }
+  return n;
+}
+
+int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history) {
+  penalize(logits, history);
+  if (greedy()) return argmax(work_.data(), n_vocab_);
+  const int n = candidates();
   double total = 0;
   for (int i = 0; i < n; ++i) total += cand_[i].first;
   std::uniform_real_distribution<double> dist(0.0, total);
@@ -85,6 +92,36 @@ int32_t Sampler::sample(const float* logits, const std::vector<int32_t>& history
     if (r < acc) return cand_[i].second;
   }
   return cand_[n - 1].second;
+}
+
+void Sampler::probs(const float* logits, const std::vector<int32_t>& history, float* p) {
+  penalize(logits, history);
+  std::fill(p, p + n_vocab_, 0.0f);
+  if (greedy()) {
+    p[argmax(work_.data(), n_vocab_)] = 1.0f;
+    return;
+  }
+  const int n = candidates();
+  double total = 0;
+  for (int i = 0; i < n; ++i) total += cand_[i].first;
+  for (int i = 0; i < n; ++i) p[cand_[i].second] = static_cast<float>(cand_[i].first / total);
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw(const float* w) {
+  double total = 0;
+  int32_t last = -1;
+  for (int i = 0; i < n_vocab_; ++i)
+    if (w[i] > 0) total += w[i], last = i;
+  STRATA_CHECK(last >= 0, "sampler: nothing to draw from (all weights are zero)");
+  double r = std::uniform_real_distribution<double>(0.0, total)(rng_), acc = 0;
+  for (int i = 0; i < n_vocab_; ++i) {
+    if (w[i] <= 0) continue;
+    acc += w[i];
+    if (r < acc) return i;
+  }
+  return last;
 }
 
 }  // namespace strata

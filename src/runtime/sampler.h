@@ -25,10 +25,23 @@ class Sampler {
   // Picks the next token from logits[n_vocab]; `history` is the sequence so far (for penalties).
   int32_t sample(const float* logits, const std::vector<int32_t>& history);
   const SamplerParams& params() const { return p_; }
+  bool greedy() const { return p_.temp <= 0.0f; }
+  int n_vocab() const { return n_vocab_; }
+
+  // The distribution sample() draws from, dense: p[n_vocab], summing to 1 (greedy: 1 at the argmax
+  // of the penalized logits). Speculative sampling compares drafts against it.
+  void probs(const float* logits, const std::vector<int32_t>& history, float* p);
+  // A number uniform in [0, 1) from this sampler's generator.
+  double uniform();
+  // A token drawn in proportion to w[n_vocab] (non-negative, not all zero), from this sampler's generator.
+  int32_t draw(const float* w);
 
   static int32_t argmax(const float* logits, int n);
 
  private:
+  void penalize(const float* logits, const std::vector<int32_t>& history);  // work_ = penalized logits
+  int candidates();  // from work_: the survivors cand_[0..n) with their (unnormalized) probabilities
+
   SamplerParams p_;
   int n_vocab_;
   std::mt19937_64 rng_;

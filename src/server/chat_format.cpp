@@ -1,40 +1,115 @@
 #include "server/chat_format.h"
 
+#include <optional>
+
 #include "gguf/gguf_file.h"
 
 namespace strata::server {
 
-ChatFormat chat_format_from_gguf(const GgufModel& m) {
+using ojson = nlohmann::ordered_json;
+
+ChatFormat chat_format_from_gguf(const GgufModel& m, const std::string& template_override) {
   ChatFormat f;
-  f.model_template = m.get_string("tokenizer.chat_template").value_or("");
+  f.model_template = !template_override.empty() ? template_override : m.get_string("tokenizer.chat_template").value_or("");
+  f.from_file = !template_override.empty();
   f.options = chat_options_from_gguf(m);
   f.options.add_generation_prompt = true;
+  if (!f.model_template.empty()) {
+    f.object_arguments = template_wants_object_arguments(f.model_template, f.options);
+    f.content_string = template_needs_content_string(f.model_template, f.options);
+  }
   return f;
 }
 
-ChatPrompt format_chat(const std::vector<ChatMsg>& messages, const ChatFormat& fmt) {
+namespace {
+
+constexpr const char* kProbeArgs = R"({"probe_key": "probe_value"})";
+
+// A conversation with one tool call (arguments as a JSON string) and its result.
+std::optional<std::string> render_probe(const std::string& tmpl, const ChatTemplateOptions& opts, bool null_content) {
+  std::vector<ChatMessage> ms;
+  ms.emplace_back("user", "probe");
+  ChatMessage a("assistant", null_content ? std::nullopt : std::optional<std::string>(""));
+  a.tool_calls = ojson::array({ojson{{"id", "call_probe"}, {"type", "function"}, {"function", {{"name", "probe_fn"}, {"arguments", kProbeArgs}}}}});
+  ms.push_back(a);
+  ChatMessage t("tool", "probe_result");
+  t.tool_call_id = "call_probe";
+  t.name = "probe_fn";
+  ms.push_back(t);
+  ChatTemplateOptions o = opts;
+  o.add_generation_prompt = true;
+  o.tools = ojson::array({ojson{{"type", "function"},
+                                {"function", {{"name", "probe_fn"}, {"description", "probe"}, {"parameters", {{"type", "object"}, {"properties", ojson::object()}}}}}}});
+  try {
+    return apply_chat_template(tmpl, ms, o);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+bool template_wants_object_arguments(const std::string& tmpl, const ChatTemplateOptions& opts) {
+  auto text = render_probe(tmpl, opts, /*null_content=*/true);
+  if (!text) text = render_probe(tmpl, opts, false);
+  return !text || text->find(kProbeArgs) == std::string::npos;
+}
+
+bool template_needs_content_string(const std::string& tmpl, const ChatTemplateOptions& opts) {
+  return !render_probe(tmpl, opts, /*null_content=*/true) && render_probe(tmpl, opts, false);
+}
+
+namespace {
+
+// OpenAI sends arguments as a JSON string; templates that iterate them get the parsed object
+// (a string that does not parse stays a string).
+std::vector<ChatMessage> for_template(const std::vector<ChatMsg>& messages, const ChatFormat& fmt) {
+  std::vector<ChatMessage> ms = messages;
+  for (auto& m : ms) {
+    if (fmt.content_string && !m.content) m.content = "";
+    if (!fmt.object_arguments) continue;
+    if (!m.tool_calls.is_array()) continue;
+    for (auto& c : m.tool_calls) {
+      if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) continue;
+      ojson& args = c["function"]["arguments"];
+      if (!args.is_string()) continue;
+      ojson parsed = ojson::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_discarded()) args = std::move(parsed);
+    }
+  }
+  return ms;
+}
+
+}  // namespace
+
+ChatPrompt format_chat(const std::vector<ChatMsg>& messages, const ChatFormat& fmt, const ChatInputs& in) {
   ChatPrompt p;
   if (!fmt.model_template.empty()) {
-    std::vector<ChatMessage> ms;
-    ms.reserve(messages.size());
-    for (const auto& m : messages) ms.emplace_back(m.role, m.content);
-    p.text = apply_chat_template(fmt.model_template, ms, fmt.options);
+    ChatTemplateOptions o = fmt.options;
+    o.tools = in.tools;
+    if (in.kwargs.is_object()) {
+      if (!o.extra_context.is_object()) o.extra_context = ojson::object();
+      for (const auto& [k, v] : in.kwargs.items()) o.extra_context[k] = v;
+    }
+    p.text = apply_chat_template(fmt.model_template, for_template(messages, fmt), o);
     const std::string& bos = fmt.options.bos_token;
     p.add_special = !(!bos.empty() && p.text.rfind(bos, 0) == 0);
     return p;
   }
-  // No template in the GGUF: ChatML ("<|im_start|>role\ncontent<|im_end|>\n" ... + assistant header).
+  // No template: ChatML ("<|im_start|>role\ncontent<|im_end|>\n" ... + assistant header).
   for (const auto& m : messages) {
     p.text += "<|im_start|>";
     p.text += m.role == "developer" ? "system" : m.role;
     p.text += "\n";
-    p.text += m.content;
+    p.text += m.content.value_or("");
     p.text += "<|im_end|>\n";
   }
   if (fmt.options.add_generation_prompt) p.text += "<|im_start|>assistant\n";
   return p;
 }
 
-const char* chat_format_name(const ChatFormat& fmt) { return fmt.model_template.empty() ? "chatml-fallback" : "gguf-template"; }
+const char* chat_format_name(const ChatFormat& fmt) { 
+  return fmt.model_template.empty() ? "chatml-fallback" : fmt.from_file ? "template-file" : "gguf-template";
+}
 
 }  // namespace strata::server

@@ -10,6 +10,8 @@
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
 // GET /metrics. Every failure is an OpenAI error object with its HTTP status.
+#include <nlohmann/json.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +33,9 @@ struct ServerOptions {
   int http_threads = 0;                 // 0: queue + 64
   std::string alias;                    // extra accepted model name; also the id when set
   std::string reasoning_format = "deepseek";  // deepseek: <think> text -> reasoning_content; none
+  std::string chat_template;            // template text replacing the GGUF's ("" : the GGUF's)
+  nlohmann::ordered_json chat_template_kwargs;  // null or an object: template variables under the request's
+  int reasoning_budget = -1;            // tokens inside <think> before "</think>" is forced; -1 unlimited
   SamplerParams sampling;               // defaults for fields a request leaves out
 };
 

@@ -29,30 +29,28 @@ json error_json(const ApiError& e) { return error_json(e.what(), e.type, e.param
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json parse_body(const std::string& body) {
+Json parse_body(const std::string& body) {
   if (!valid_utf8(body)) throw bad_request("the request body is not valid UTF-8", "", "invalid_utf8");
-  json j;
+  Json j;
   try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
+    j = Json::parse(body);
+  } catch (const Json::parse_error& e) {
     throw bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
   }
   if (!j.is_object()) throw bad_request("the request body must be a JSON object", "", "invalid_json");
   return j;
 }
 
-namespace {
-
-const json* field(const json& j, const char* name) {
-  auto it = j.find(name);
+const Json* field(const Json& j, const char* key) {
+  auto it = j.find(key);
   if (it == j.end() || it->is_null()) return nullptr;
   return &*it;
 }
 
-ApiError wrong_type(const char* name, const char* what) { return bad_request(fmt::format("'{}' must be {}", name, what), name, "invalid_type"); }
+ApiError wrong_type(const std::string& name, const char* what) { return bad_request(fmt::format("'{}' must be {}", name, what), name, "invalid_type"); }
 
-std::optional<double> number(const json& j, const char* name, double lo, double hi) {
-  const json* f = field(j, name);
+std::optional<double> opt_number(const Json& j, const char* name, double lo, double hi) {
+  const Json* f = field(j, name);
   if (!f) return std::nullopt;
   if (!f->is_number()) throw wrong_type(name, "a number");
   const double v = f->get<double>();
@@ -60,8 +58,8 @@ std::optional<double> number(const json& j, const char* name, double lo, double 
   return v;
 }
 
-std::optional<int64_t> integer(const json& j, const char* name, int64_t lo, int64_t hi) {
-  const json* f = field(j, name);
+std::optional<int64_t> opt_integer(const Json& j, const char* name, int64_t lo, int64_t hi) {
+  const Json* f = field(j, name);
   if (!f) return std::nullopt;
   if (!f->is_number_integer()) throw wrong_type(name, "an integer");
   if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
@@ -71,33 +69,52 @@ std::optional<int64_t> integer(const json& j, const char* name, int64_t lo, int6
   return v;
 }
 
-std::optional<bool> boolean(const json& j, const char* name) {
-  const json* f = field(j, name);
+std::optional<bool> opt_boolean(const Json& j, const char* name) {
+  const Json* f = field(j, name);
   if (!f) return std::nullopt;
   if (!f->is_boolean()) throw wrong_type(name, "a boolean");
   return f->get<bool>();
 }
 
+std::optional<std::string> opt_string(const Json& j, const char* key, const std::string& where) {
+  const Json* f = field(j, key);
+  if (!f) return std::nullopt;
+  const std::string name = where.empty() ? std::string(key) : where + "." + key;
+  if (!f->is_string()) throw wrong_type(name, "a string");
+  return f->get<std::string>();
+}
+
+namespace {
+
+void parse_logprobs(const Json& j, bool chat, CommonParams& p) {
+  if (chat) {
+    const bool on = opt_boolean(j, "logprobs").value_or(false);
+    const auto top = opt_integer(j, "top_logprobs", 0, kMaxTopLogprobs);
+    if (top && !on) throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
+    if (on) p.n_probs = static_cast<int>(top.value_or(0));
+  } else if (auto n = opt_integer(j, "logprobs", 0, kMaxTopLogprobs)) {
+    p.n_probs = static_cast<int>(*n);
+  }
+}
+
 }  // namespace
 
-CommonParams parse_common(const json& j, const SamplerParams& defaults) {
+CommonParams parse_common(const Json& j, const SamplerParams& defaults, bool chat) {
   CommonParams p;
   p.sampling = defaults;
-  if (const json* m = field(j, "model")) {
-    if (!m->is_string()) throw wrong_type("model", "a string");
-    p.model = m->get<std::string>();
-  }
-  p.stream = boolean(j, "stream").value_or(false);
-  if (const json* so = field(j, "stream_options")) {
+  p.model = opt_string(j, "model").value_or("");
+  p.stream = opt_boolean(j, "stream").value_or(false);
+  if (const Json* so = field(j, "stream_options")) {
     if (!so->is_object()) throw wrong_type("stream_options", "an object");
-    p.include_usage = boolean(*so, "include_usage").value_or(false);
+    p.include_usage = opt_boolean(*so, "include_usage").value_or(false);
   }
   // max_completion_tokens (newer) wins over max_tokens.
-  auto mt = integer(j, "max_completion_tokens", 0, INT32_MAX);
-  if (!mt) mt = integer(j, "max_tokens", 0, INT32_MAX);
+  auto mt = opt_integer(j, "max_completion_tokens", 0, INT32_MAX);
+  if (!mt) mt = opt_integer(j, "max_tokens", 0, INT32_MAX);
   if (mt) p.max_tokens = static_cast<int>(*mt);
-  if (auto n = integer(j, "n", 1, INT32_MAX); n && *n != 1) throw bad_request("only n = 1 is supported", "n", "unsupported_value");
-  if (const json* st = field(j, "stop")) {
+  p.n = static_cast<int>(opt_integer(j, "n", 1, kMaxChoices).value_or(1));
+  parse_logprobs(j, chat, p);
+  if (const Json* st = field(j, "stop")) {
     if (st->is_string()) {
       p.stop.push_back(st->get<std::string>());
     } else if (st->is_array()) {
@@ -110,16 +127,16 @@ CommonParams parse_common(const json& j, const SamplerParams& defaults) {
       throw wrong_type("stop", "a string or an array of strings");
     }
   }
-  if (auto v = number(j, "temperature", 0.0, 2.0)) p.sampling.temp = static_cast<float>(*v);
-  if (auto v = number(j, "top_p", 0.0, 1.0)) p.sampling.top_p = static_cast<float>(*v);
-  if (auto v = number(j, "presence_penalty", -2.0, 2.0)) p.sampling.presence_penalty = static_cast<float>(*v);
-  if (auto v = number(j, "frequency_penalty", -2.0, 2.0)) p.sampling.frequency_penalty = static_cast<float>(*v);
+  if (auto v = opt_number(j, "temperature", 0.0, 2.0)) p.sampling.temp = static_cast<float>(*v);
+  if (auto v = opt_number(j, "top_p", 0.0, 1.0)) p.sampling.top_p = static_cast<float>(*v);
+  if (auto v = opt_number(j, "presence_penalty", -2.0, 2.0)) p.sampling.presence_penalty = static_cast<float>(*v);
+  if (auto v = opt_number(j, "frequency_penalty", -2.0, 2.0)) p.sampling.frequency_penalty = static_cast<float>(*v);
   // Extensions (llama.cpp names).
-  if (auto v = integer(j, "top_k", 0, INT32_MAX)) p.sampling.top_k = static_cast<int>(*v);
-  if (auto v = number(j, "min_p", 0.0, 1.0)) p.sampling.min_p = static_cast<float>(*v);
-  if (auto v = number(j, "repeat_penalty", 0.0, 10.0)) p.sampling.repeat_penalty = static_cast<float>(*v);
-  p.ignore_eos = boolean(j, "ignore_eos").value_or(false);
-  if (auto v = integer(j, "seed", INT64_MIN, INT64_MAX)) {
+  if (auto v = opt_integer(j, "top_k", 0, INT32_MAX)) p.sampling.top_k = static_cast<int>(*v);
+  if (auto v = opt_number(j, "min_p", 0.0, 1.0)) p.sampling.min_p = static_cast<float>(*v);
+  if (auto v = opt_number(j, "repeat_penalty", 0.0, 10.0)) p.sampling.repeat_penalty = static_cast<float>(*v);
+  p.ignore_eos = opt_boolean(j, "ignore_eos").value_or(false);
+  if (auto v = opt_integer(j, "seed", INT64_MIN, INT64_MAX)) {
     p.sampling.seed = static_cast<uint64_t>(*v);
   } else {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -128,48 +145,19 @@ CommonParams parse_common(const json& j, const SamplerParams& defaults) {
   return p;
 }
 
-std::vector<ChatMsg> parse_messages(const json& j) {
-  const json* ms = field(j, "messages");
-  if (!ms) throw bad_request("'messages' is required", "messages", "missing_required_parameter");
-  if (!ms->is_array()) throw wrong_type("messages", "an array");
-  if (ms->empty()) throw bad_request("'messages' must not be empty", "messages", "invalid_value");
-  std::vector<ChatMsg> out;
-  for (size_t i = 0; i < ms->size(); ++i) {
-    const json& m = (*ms)[i];
-    const std::string where = fmt::format("messages[{}]", i);
-    if (!m.is_object()) throw bad_request(where + " must be an object", where, "invalid_type");
-    const json* role = field(m, "role");
-    if (!role || !role->is_string()) throw bad_request(where + ".role must be a string", where + ".role", "invalid_type");
-    ChatMsg cm;
-    cm.role = role->get<std::string>();
-    if (cm.role != "system" && cm.role != "developer" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool")
-      throw bad_request(fmt::format("{}.role '{}' is not one of system, developer, user, assistant, tool", where, cm.role), where + ".role",
-                        "invalid_value");
-    const json* c = field(m, "content");
-    if (!c) {
-      if (cm.role != "assistant") throw bad_request(where + ".content is required", where + ".content", "missing_required_parameter");
-    } else if (c->is_string()) {
-      cm.content = c->get<std::string>();
-    } else if (c->is_array()) {
-      for (const auto& part : *c) {
-        const json* type = part.is_object() ? field(part, "type") : nullptr;
-        const json* text = part.is_object() ? field(part, "text") : nullptr;
-        if (!type || !type->is_string() || type->get<std::string>() != "text" || !text || !text->is_string())
-          throw bad_request(where + ".content parts must be {\"type\": \"text\", \"text\": string}", where + ".content", "invalid_value");
-        cm.content += text->get<std::string>();
-      }
-    } else {
-      throw bad_request(where + ".content must be a string or an array of text parts", where + ".content", "invalid_type");
-    }
-    out.push_back(std::move(cm));
-  }
-  return out;
+uint64_t choice_seed(uint64_t seed, int i) {
+  if (i == 0) return seed;
+  // splitmix64 of (seed, i): choices of one request differ, and each is reproducible.
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }
 
-PromptInput parse_prompt(const json& j) {
-  const json* p = field(j, "prompt");
+PromptInput parse_prompt(const Json& j) {
+  const Json* p = field(j, "prompt");
   if (!p) throw bad_request("'prompt' is required", "prompt", "missing_required_parameter");
-  const json* v = p;
+  const Json* v = p;
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) v = &(*p)[0];
   PromptInput in;
   if (v->is_string()) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,8 +30,20 @@ nlohmann::json error_json(const ApiError& e);
 // Serialized without throwing on invalid UTF-8 (replaced by U+FFFD).
 std::string dump(const nlohmann::json& j);
 
+// Requests keep their key order (tool schemas and arguments reach the template as sent).
+using Json = nlohmann::ordered_json;
+
 // The body as a JSON object: invalid UTF-8, malformed JSON or a non-object -> 400.
-nlohmann::json parse_body(const std::string& body);
+Json parse_body(const std::string& body);
+
+// Field access for request parsing: absent and null are the same; a wrong type or a value out
+// of range is a 400 naming the field (`name` is the field's path, e.g. "messages[2].tool_calls").
+const Json* field(const Json& j, const char* key);
+ApiError wrong_type(const std::string& name, const char* what);
+std::optional<double> opt_number(const Json& j, const char* key, double lo, double hi);
+std::optional<int64_t> opt_integer(const Json& j, const char* key, int64_t lo, int64_t hi);
+std::optional<bool> opt_boolean(const Json& j, const char* key);
+std::optional<std::string> opt_string(const Json& j, const char* key, const std::string& where = {});
 
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct CommonParams {
@@ -41,11 +54,17 @@ struct CommonParams {
   std::vector<std::string> stop;
   SamplerParams sampling;
   bool ignore_eos = false;
+  int n = 1;                       // choices (1..kMaxChoices), each its own sequence
+  int n_probs = -1;                // -1: no logprobs; else the alternatives per token (0..kMaxTopLogprobs)
 };
-// `defaults`: the server's sampling settings (request fields override them).
-CommonParams parse_common(const nlohmann::json& j, const SamplerParams& defaults);
+constexpr int kMaxChoices = 8;
+constexpr int kMaxTopLogprobs = 20;
+// `defaults`: the server's sampling settings (request fields override them). `chat` picks the
+// logprobs fields: chat `logprobs` (bool) + `top_logprobs`, completions `logprobs` (int).
+CommonParams parse_common(const Json& j, const SamplerParams& defaults, bool chat);
 
-std::vector<ChatMsg> parse_messages(const nlohmann::json& j);
+// The seed of choice `i` of a request seeded `seed` (choice 0 keeps the seed itself).
+uint64_t choice_seed(uint64_t seed, int i);
 
 // /v1/completions "prompt": a string, an array of token ids, or a one-element array of either.
 struct PromptInput {
@@ -53,7 +72,7 @@ struct PromptInput {
   std::string text;
   std::vector<int32_t> tokens;
 };
-PromptInput parse_prompt(const nlohmann::json& j);
+PromptInput parse_prompt(const Json& j);
 
 std::string random_id(const char* prefix);
 int64_t unix_time();

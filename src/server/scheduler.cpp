@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "server/text_stream.h"
@@ -16,6 +17,60 @@ const char* finish_name(Finish f) {
     case Finish::None: break;
   }
   return "none";
+}
+
+namespace {
+
+GenEvent final_event(Finish f, int prompt_tokens, int completion_tokens, int cached_tokens, std::string error) {
+  GenEvent e;
+  e.final = true;
+  e.finish = f;
+  e.prompt_tokens = prompt_tokens;
+  e.completion_tokens = completion_tokens;
+  e.cached_tokens = cached_tokens;
+  e.error = std::move(error);
+  return e;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- EventSignal, logprobs
+
+void EventSignal::notify() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++count_;
+  }
+  cv_.notify_all();
+}
+
+uint64_t EventSignal::count() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return count_;
+}
+
+void EventSignal::wait(uint64_t seen, int timeout_ms) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return count_ != seen; });
+}
+
+void token_logprobs(const float* logits, int n_vocab, int32_t token, int n_top, TokenLogprobs& out) {
+  float mx = logits[0];
+  for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  const float log_z = mx + static_cast<float>(std::log(sum));
+  out.chosen = TokenProb{token, logits[token] - log_z};
+  // The n_top best by insertion into a short sorted list (n_top <= 20).
+  out.top.clear();
+  n_top = std::min(n_top, n_vocab);
+  for (int i = 0; i < n_vocab && n_top > 0; ++i) {
+    if (static_cast<int>(out.top.size()) == n_top && logits[i] <= out.top.back().logprob) continue;
+    if (static_cast<int>(out.top.size()) == n_top) out.top.pop_back();
+    auto at = std::upper_bound(out.top.begin(), out.top.end(), logits[i], [](float v, const TokenProb& p) { return v > p.logprob; });
+    out.top.insert(at, TokenProb{i, logits[i]});
+  }
+  for (auto& p : out.top) p.logprob -= log_z;
 }
 
 // ---------------------------------------------------------------- GenRequest
@@ -39,10 +94,15 @@ void GenRequest::push(GenEvent e) {
     if (done_) return;
     if (e.final) done_ = true;
     // Coalesce text that the HTTP side has not picked up yet.
-    if (!e.final && !q_.empty() && !q_.back().final) q_.back().text += e.text;
-    else q_.push_back(std::move(e));
+    if (!e.final && !q_.empty() && !q_.back().final) {
+      q_.back().text += e.text;
+      for (auto& p : e.probs) q_.back().probs.push_back(std::move(p));
+    } else {
+      q_.push_back(std::move(e));
+    }
   }
   cv_.notify_all();
+  if (params.signal) params.signal->notify();
 }
 
 // ---------------------------------------------------------------- Scheduler
@@ -60,6 +120,13 @@ struct Scheduler::Slot {
   std::unique_ptr<tok::StreamDecoder> dec;
   StopMatcher stopper;
   std::vector<int32_t> history;
+  ReasoningSplitter think;          // where the generated text is (inside <think> or not), for the budget
+  int n_think = 0;                  // tokens generated inside the reasoning block
+  bool budget_spent = false;
+  std::deque<int32_t> forced;       // tokens fed instead of sampled (the reasoning block's close)
+  TokenLogprobs probs;
+  std::unique_ptr<grammar::Matcher> matcher;  // GenParams::grammar's state
+  std::vector<float> masked;        // [n_vocab] logits with the grammar mask
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
@@ -89,19 +156,21 @@ void Scheduler::stop() {
   for (auto& s : slots_)
     if (s->req) finish(*s, Finish::Error, "the server is shutting down");
   std::lock_guard<std::mutex> lk(mu_);
-  for (auto& r : waiting_) r->push(GenEvent{"", true, Finish::Error, 0, 0, 0, "the server is shutting down"});
+  for (auto& r : waiting_) r->push(final_event(Finish::Error, 0, 0, 0, "the server is shutting down"));
   waiting_.clear();
 }
 
-bool Scheduler::submit(const std::shared_ptr<GenRequest>& r) {
+bool Scheduler::submit(const std::shared_ptr<GenRequest>& r) { return submit(std::vector<std::shared_ptr<GenRequest>>{r}); }
+
+bool Scheduler::submit(const std::vector<std::shared_ptr<GenRequest>>& rs) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return false;
     // Requests that a free slot will take at once do not count against the queue.
     const int busy = stats_.busy;
     const int capacity = opt_.max_queue + std::max(0, n_slots() - busy);
-    if (static_cast<int>(waiting_.size()) >= capacity) return false;
-    waiting_.push_back(r);
+    if (static_cast<int>(waiting_.size() + rs.size()) > capacity) return false;
+    for (const auto& r : rs) waiting_.push_back(r);
     stats_.queued = static_cast<int>(waiting_.size());
   }
   cv_.notify_all();
@@ -173,7 +242,7 @@ void Scheduler::admit() {
     }
   }
   for (auto& r : dropped) {
-    r->push(GenEvent{"", true, Finish::Cancelled, static_cast<int>(r->params.prompt.size()), 0, 0, ""});
+    r->push(final_event(Finish::Cancelled, static_cast<int>(r->params.prompt.size()), 0, 0, ""));
     local_.requests_cancelled++;
   }
   for (auto& sp : slots_) {
@@ -201,6 +270,16 @@ void Scheduler::start(Slot& s) {
   s.sampler = std::make_unique<Sampler>(p.sampling, eng_.config().n_vocab);
   s.dec = std::make_unique<tok::StreamDecoder>(tok_);
   s.stopper = StopMatcher(p.stop);
+  s.think = ReasoningSplitter(/*enabled=*/true, p.start_in_think);
+  s.n_think = 0;
+  s.budget_spent = false;
+  s.forced.clear();
+  s.matcher.reset();
+  if (p.grammar) {
+    STRATA_CHECK(opt_.vocab != nullptr, "a request with a grammar needs the scheduler's vocabulary index");
+    s.matcher = std::make_unique<grammar::Matcher>(p.grammar, opt_.vocab);
+    s.masked.resize(static_cast<size_t>(eng_.config().n_vocab));
+  }
   if (p.prompt.empty() || static_cast<int>(p.prompt.size()) >= n_ctx) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
@@ -211,7 +290,34 @@ void Scheduler::start(Slot& s) {
 }
 
 void Scheduler::emit(Slot& s, const std::string& text) {
-  if (!text.empty()) s.req->push(GenEvent{text, false, Finish::None, 0, 0, 0, ""});
+  const bool probs = s.req->params.n_probs >= 0 && s.probs.chosen.token >= 0;
+  if (text.empty() && !probs) return;
+  GenEvent e;
+  e.text = text;
+  if (probs) e.probs.push_back(s.probs);
+  s.probs.chosen.token = -1;
+  s.req->push(std::move(e));
+}
+
+// The sampled token, or the next forced one. Once the reasoning block has had its budget of
+// tokens, its close is forced (then sampling goes on).
+int32_t Scheduler::next_token(Slot& s, const float* lg) {
+  const GenParams& p = s.req->params;
+  if (p.reasoning_budget >= 0 && !s.budget_spent && s.think.in_think() && s.n_think >= p.reasoning_budget) {
+    s.budget_spent = true;
+    s.forced.assign(p.think_close.begin(), p.think_close.end());
+  }
+  if (s.forced.empty() && s.matcher && !s.think.in_think()) {
+    std::copy(lg, lg + s.masked.size(), s.masked.begin());
+    s.matcher->apply(s.masked.data());
+    const int32_t t = s.sampler->sample(s.masked.data(), s.history);
+    STRATA_CHECK(s.matcher->accept(t), "the grammar rejected token {} that its own mask allowed", t);
+    return t;
+  }
+  if (s.forced.empty()) return s.sampler->sample(lg, s.history);
+  const int32_t t = s.forced.front();
+  s.forced.pop_front();
+  return t;
 }
 
 void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
@@ -221,7 +327,7 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
     if (f != Finish::Cancelled) emit(s, tail);
   }
   const int n_prompt = static_cast<int>(s.req->params.prompt.size());
-  s.req->push(GenEvent{"", true, f, n_prompt, s.n_gen, s.n_reused, error});
+  s.req->push(final_event(f, n_prompt, s.n_gen, s.n_reused, error));
   local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done - s.n_reused);
   local_.prompt_tokens_reused += static_cast<uint64_t>(s.n_reused);
   local_.completion_tokens += static_cast<uint64_t>(s.n_gen);
@@ -232,6 +338,7 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
   s.sampler.reset();
   s.dec.reset();
   s.history.clear();
+  s.matcher.reset();
   s.decoding = false;
   s.n_reused = 0;
 }
@@ -298,7 +405,7 @@ int Scheduler::sample_outputs() {
     try {
       const GenParams& p = s.req->params;
       if (p.on_logits) p.on_logits(lg, nv);
-      const int32_t t = s.sampler->sample(lg, s.history);
+      const int32_t t = next_token(s, lg);
       s.history.push_back(t);
       s.n_gen++;
       ++generated;
@@ -306,8 +413,13 @@ int Scheduler::sample_outputs() {
         finish(s, Finish::Stop);
         continue;
       }
-      emit(s, s.stopper.push(s.dec->push(t)));
-      if (s.stopper.matched()) finish(s, Finish::Stop);
+      if (p.n_probs >= 0) token_logprobs(lg, nv, t, p.n_probs, s.probs);
+      const std::string piece = s.dec->push(t);
+      const bool was_thinking = s.think.in_think();
+      s.think.push(piece);
+      if (was_thinking && s.think.in_think()) s.n_think++;
+      emit(s, s.stopper.push(piece));
+      if (s.stopper.matched() || (s.matcher && s.matcher->must_end())) finish(s, Finish::Stop);
       else if (s.n_gen >= s.max_tokens || eng_.seq_length(s.id) >= n_ctx) finish(s, Finish::Length);
       else s.next = t, s.decoding = true;
     } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -26,12 +27,49 @@ namespace strata::server {
 enum class Finish { None, Stop, Length, Cancelled, Error };
 const char* finish_name(Finish f);  // "stop", "length", "cancelled", "error"
 
+// Wakes a reader that waits on several requests (the choices of one `n` request).
+class EventSignal {
+ public:
+  void notify();
+  uint64_t count() const;
+  // Waits until count() != seen or the timeout passes.
+  void wait(uint64_t seen, int timeout_ms);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t count_ = 0;
+};
+
+// Log-probabilities of a sampled token (log-softmax of the model's logits, before penalties,
+// temperature or any mask) and of the most likely tokens at that step.
+struct TokenProb {
+  int32_t token = -1;
+  float logprob = 0;
+};
+struct TokenLogprobs {
+  TokenProb chosen;
+  std::vector<TokenProb> top;  // most likely first; GenParams::n_probs of them
+};
+// Fills `out` from logits[n_vocab]: `token`'s logprob and the `n_top` best (ties: lower id first).
+void token_logprobs(const float* logits, int n_vocab, int32_t token, int n_top, TokenLogprobs& out);
+
 struct GenParams {
   std::vector<int32_t> prompt;
   SamplerParams sampling;
   int max_tokens = -1;             // < 0: until the context is full
   std::vector<std::string> stop;   // stop strings (not emitted)
   bool ignore_eos = false;
+  int n_probs = -1;                // -1: no logprobs; else report the chosen token and this many alternatives
+  // Reasoning budget: tokens generated inside a leading <think> block (`start_in_think`: the prompt
+  // opened it) before `think_close` is forced into the sequence; -1: unlimited.
+  int reasoning_budget = -1;
+  bool start_in_think = false;
+  std::vector<int32_t> think_close;
+  std::shared_ptr<EventSignal> signal;  // notified on every event (may be null)
+  // The output follows this grammar (the mask is applied to the logits before sampling) from the
+  // first token outside a <think> block; forced tokens are not checked. Null: free output.
+  std::shared_ptr<const grammar::Grammar> grammar;
   // Tests: called on the engine thread with each logits row this request samples from.
   std::function<void(const float* logits, int n_vocab)> on_logits;
 };
@@ -39,6 +77,7 @@ struct GenParams {
 // What the engine thread hands to the HTTP side, in order.
 struct GenEvent {
   std::string text;                // generated text (whole UTF-8 characters, stop strings removed)
+  std::vector<TokenLogprobs> probs;  // one per generated token since the last event (GenParams::n_probs >= 0)
   bool final = false;
   Finish finish = Finish::None;    // set on the final event
   int prompt_tokens = 0, completion_tokens = 0;
@@ -72,6 +111,7 @@ class GenRequest {
 struct SchedulerOptions {
   int step_tokens = 256;   // tokens per forward call (decode tokens first, then prompt chunks)
   int max_queue = 64;      // waiting requests beyond the slots
+  std::shared_ptr<const grammar::VocabIndex> vocab;  // token bytes for grammar masks (needed by requests with a grammar)
 };
 
 // Figures for /metrics, copied by the engine thread after every step.
@@ -95,6 +135,8 @@ class Scheduler {
 
   // Queues the request; false when the wait queue is full.
   bool submit(const std::shared_ptr<GenRequest>& r);
+  // All or none (the choices of one request).
+  bool submit(const std::vector<std::shared_ptr<GenRequest>>& rs);
   SchedulerStats stats() const;
   int n_ctx() const { return eng_.options().n_ctx; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
@@ -111,6 +153,7 @@ class Scheduler {
   void update_stats(double t0, double t1, int tokens, int generated);
   void finish(Slot& s, Finish f, const std::string& error = {});
   void emit(Slot& s, const std::string& text);
+  int32_t next_token(Slot& s, const float* logits);
 
   Engine& eng_;
   const tok::Tokenizer& tok_;

@@ -33,6 +33,7 @@ class ReasoningSplitter {
   };
   Out push(std::string_view text);
   Out flush();
+  bool in_think() const { return st_ == State::Think; }
 
  private:
   enum class State { Start, Think, Content };

@@ -99,3 +99,59 @@ TEST(RunCli, SeededSamplingIsDeterministic) {
   ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(nlohmann::json::parse(last_line(a.out))["tokens"], nlohmann::json::parse(last_line(b.out))["tokens"]);
 }
+
+namespace {
+// The p0 prompt of `set` followed by its first 24 tokens again, as a token file.
+std::vector<int> write_repeating_prompt(const std::string& set, const std::string& path) {
+  auto j = read_json(fixtures_dir() + "/" + set + "/golden/p0.json");
+  auto p = j["prompt_tokens"].get<std::vector<int>>();
+  const size_t n = std::min<size_t>(p.size(), 24);
+  p.insert(p.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n));
+  std::ofstream f(path);
+  for (int t : p) f << t << " ";
+  return p;
+}
+}  // namespace
+
+TEST(RunCli, SpeculativeLookupKeepsGreedyOutputAndReports) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI speculative test)");
+  const std::string tf = tmp("spec_tokens.txt");
+  write_repeating_prompt(kSet, tf);
+  const std::string common = "run -m " + model() + " --tokens-file " + tf + " -n 48 --temp 0 --ignore-eos -c 256 --cache-type-k f32 --cache-type-v f32 --json";
+  auto plain = run_cmd(common);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  auto spec = run_cmd(common + " --draft lookup --draft-max 4");
+  ASSERT_EQ(spec.code, 0) << spec.err;
+  const auto a = nlohmann::json::parse(last_line(plain.out)), b = nlohmann::json::parse(last_line(spec.out));
+  EXPECT_EQ(b["tokens"], a["tokens"]);
+  EXPECT_FALSE(a.contains("speculative"));
+  const auto& s = b["speculative"];
+  EXPECT_GT(s["passes"].get<int>(), 0);
+  EXPECT_LT(s["passes"].get<int>(), 48);  // the repeated prompt makes some drafts land (42 passes when written)
+  EXPECT_GE(s["proposed"].get<int>(), s["accepted"].get<int>());
+  EXPECT_GT(s["accepted"].get<int>(), 0);
+  EXPECT_EQ(s["proposed_at"].size(), 4u);
+  EXPECT_GT(s["expert_union"].get<int>(), 0);
+  EXPECT_GE(s["expert_slots"].get<int>(), s["expert_union"].get<int>());
+  for (const char* want : {"[speculative (lookup):", "drafts proposed", "tokens per pass", "acceptance by position:", "experts per pass:",
+                           "per generated token", "time: draft"})
+    EXPECT_NE(spec.err.find(want), std::string::npos) << "missing '" << want << "' in:\n" << spec.err;
+  std::remove(tf.c_str());
+}
+
+TEST(RunCli, DraftModelOfAnotherVocabularyFails) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI speculative test)");
+  const std::string draft = fixtures_dir() + "/llama-dense-q8_0/model.gguf";
+  auto r = run_cmd("run -m " + fixtures_dir() + "/kimi-k2-q8_0/model.gguf -md " + draft + " -p hello -n 4 --temp 0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("vocabular"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("llama-dense-q8_0"), std::string::npos) << r.err;
+}
+
+TEST(RunCli, SpeculationIsOffForArchitecturesThatCannotRewind) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI speculative test)");
+  auto r = run_cmd("run -m " + fixtures_dir() + "/qwen35moe-q8_0/model.gguf --draft lookup -p hello -n 4 --temp 0 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("speculative decoding off"), std::string::npos) << r.err;
+  EXPECT_FALSE(nlohmann::json::parse(last_line(r.out)).contains("speculative"));
+}

@@ -89,7 +89,7 @@ TEST(DotMulti, BitIdenticalToSingleToken) {
                                                 : std::vector<int64_t>{32, 96, 160, 768, 4096};
       for (int64_t cols : ks) {
         const auto w = random_rows(g, 1, cols, rng);
-        for (int n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17}) {
+        for (int n_tok : {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17, 33, 40}) {
           SCOPED_TRACE(std::string(k->name) + " " + stem + " cols=" + std::to_string(cols) +
                        " n_tok=" + std::to_string(n_tok));
           const size_t stride = ggml_row_size(at, cols) + (n_tok % 2 ? 0 : 64);
@@ -148,7 +148,7 @@ TEST(DotMulti, WiderTablesBitIdenticalToAvx2) {
     const int64_t bs = ggml_info(g.type).block_size;
     for (int64_t cols : bs == 256 ? std::vector<int64_t>{256, 768, 2304} : std::vector<int64_t>{32, 64, 96, 4096}) {
       const auto w = random_rows(g, 1, cols, rng);
-      for (int n_tok : {1, 2, 5, 8, 9, 19}) {
+      for (int n_tok : {1, 2, 5, 8, 9, 19, 37}) {
         SCOPED_TRACE(std::string(a5->name) + " " + stem + " cols=" + std::to_string(cols) + " n_tok=" + std::to_string(n_tok));
         const size_t stride = ggml_row_size(at, cols) + 32 * (n_tok % 2);
         const auto act = random_act(*a2, at, cols, n_tok, stride, rng);
@@ -162,7 +162,7 @@ TEST(DotMulti, WiderTablesBitIdenticalToAvx2) {
       }
     }
   }
-  EXPECT_EQ(overridden, 8) << a5->name << " covers q4_k q5_k q6_k iq4_xs q8_0 q4_0 iq4_nl mxfp4";
+  EXPECT_EQ(overridden, 15) << a5->name << " covers q4_k q5_k q6_k iq4_xs q8_0 q4_0 iq4_nl mxfp4 and the 7 grid i-quants";
   }
 }
 
@@ -217,14 +217,16 @@ TEST(DotMulti, IqSimdBitIdenticalToScalar) {
       for (int64_t cols : {256, 1024, 2816}) {
         const auto w = random_rows(g, 1, cols, rng);
         const size_t stride = ggml_row_size(GgmlType::Q8_K, cols);
-        const int nt = 7;
-        const auto act = random_act(*k, GgmlType::Q8_K, cols, nt, stride, rng);
-        std::vector<float> y(nt, -1.0f);
-        k->vec_dot_xn[ti](cols, w.data(), act.data(), stride, nt, y.data(), 1);
-        for (int t = 0; t < nt; ++t) {
-          const float want = sc->vec_dot[ti](cols, w.data(), act.data() + t * stride);
-          ASSERT_EQ(bits(k->vec_dot[ti](cols, w.data(), act.data() + t * stride)), bits(want)) << "cols " << cols << " token " << t;
-          ASSERT_EQ(bits(y[t]), bits(want)) << "cols " << cols << " token " << t << " (multi-token)";
+        for (int nt : {3, 7, 20}) {  // one pass of 4 tokens; a decoded panel with a remainder; several passes
+          SCOPED_TRACE("tokens " + std::to_string(nt));
+          const auto act = random_act(*k, GgmlType::Q8_K, cols, nt, stride, rng);
+          std::vector<float> y(nt, -1.0f);
+          k->vec_dot_xn[ti](cols, w.data(), act.data(), stride, nt, y.data(), 1);
+          for (int t = 0; t < nt; ++t) {
+            const float want = sc->vec_dot[ti](cols, w.data(), act.data() + t * stride);
+            ASSERT_EQ(bits(k->vec_dot[ti](cols, w.data(), act.data() + t * stride)), bits(want)) << "cols " << cols << " token " << t;
+            ASSERT_EQ(bits(y[t]), bits(want)) << "cols " << cols << " token " << t << " (multi-token)";
+          }
         }
       }
     }

@@ -207,39 +207,45 @@ TEST(Matmul, BlasBackendMatchesDoubleReference) {
 }
 
 // matmul_many: every product equals matmul() on the same job, bit for bit (shared inputs,
-// mixed types, f32 with multi-token flags, more jobs than threads).
+// mixed types, f32 with multi-token flags, more jobs than threads, i-quants with 2..9 tokens
+// through their multi-token kernels), on every SIMD table this CPU has.
 TEST(Matmul, ManyEqualsOneByOne) {
-  const KernelTable* k = kernel_table(Isa::Avx2);
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (!kernel_table(Isa::Avx2)) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
   if (!fs::exists(kDir / "README.md"))
     STRATA_MISSING_FIXTURE(kDir.string() + " (matmul_many)");
   std::mt19937 rng(5);
   ThreadPool pool(2);
   const int64_t cols = 512;
   std::vector<TestMatrix> mats;
-  for (const char* stem : {"q4_k", "q6_k", "f32", "q8_0", "q4_k"}) mats.push_back(make_matrix(stem, 37 + 11 * mats.size(), cols, 0, rng));
+  for (const char* stem : {"q4_k", "q6_k", "f32", "q8_0", "q4_k", "iq2_xxs", "iq3_s", "iq2_xxs", "iq1_m"})
+    mats.push_back(make_matrix(stem, 37 + 11 * mats.size(), cols, 0, rng));
   for (auto& t : mats) t.m.rows = 37 + 11 * static_cast<int64_t>(&t - mats.data()), t.m.cols = cols, t.m.data = t.bytes.data();
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> xa(3 * cols), xb(2 * cols);
-  for (auto& v : xa) v = nd(rng);
-  for (auto& v : xb) v = nd(rng);
+  std::vector<float> xa(3 * cols), xb(2 * cols), xc(9 * cols);
+  for (auto* x : {&xa, &xb, &xc})
+    for (auto& v : *x) v = nd(rng);
   const uint8_t flags[3] = {1, 0, 1};
-  std::vector<std::vector<float>> want(mats.size()), got(mats.size());
-  std::vector<MatmulJob> jobs;
-  MatmulScratch s1;
-  for (size_t j = 0; j < mats.size(); ++j) {
-    const float* x = j % 2 ? xb.data() : xa.data();  // jobs 0, 2, 4 share xa
-    const int64_t n = j % 2 ? 2 : 3;
-    const uint8_t* fl = j % 2 ? nullptr : flags;
-    want[j].assign(static_cast<size_t>(n * mats[j].m.rows), 0);
-    got[j].assign(want[j].size(), -1);
-    matmul(*k, &pool, mats[j].m, x, n, want[j].data(), s1, fl);
-    jobs.push_back(MatmulJob{mats[j].m, x, n, got[j].data(), fl});
-  }
-  MatmulManyScratch sm;
-  for (ThreadPool* p : {&pool, static_cast<ThreadPool*>(nullptr)}) {
-    matmul_many(*k, p, jobs.data(), static_cast<int>(jobs.size()), sm);
-    for (size_t j = 0; j < mats.size(); ++j) EXPECT_EQ(0, std::memcmp(want[j].data(), got[j].data(), want[j].size() * 4)) << "job " << j;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+    const KernelTable* k = kernel_table(isa);
+    if (!k) continue;
+    SCOPED_TRACE(k->name);
+    std::vector<std::vector<float>> want(mats.size()), got(mats.size());
+    std::vector<MatmulJob> jobs;
+    MatmulScratch s1;
+    for (size_t j = 0; j < mats.size(); ++j) {
+      const float* x = j >= 7 ? xc.data() : j % 2 ? xb.data() : xa.data();  // jobs 0, 2, 4, 6 share xa
+      const int64_t n = j >= 7 ? 9 : j % 2 ? 2 : 3;
+      const uint8_t* fl = j % 2 || j >= 7 ? nullptr : flags;
+      want[j].assign(static_cast<size_t>(n * mats[j].m.rows), 0);
+      got[j].assign(want[j].size(), -1);
+      matmul(*k, &pool, mats[j].m, x, n, want[j].data(), s1, fl);
+      jobs.push_back(MatmulJob{mats[j].m, x, n, got[j].data(), fl});
+    }
+    MatmulManyScratch sm;
+    for (ThreadPool* p : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+      matmul_many(*k, p, jobs.data(), static_cast<int>(jobs.size()), sm);
+      for (size_t j = 0; j < mats.size(); ++j) EXPECT_EQ(0, std::memcmp(want[j].data(), got[j].data(), want[j].size() * 4)) << "job " << j;
+    }
   }
 }
 

@@ -21,11 +21,12 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"experts", {"gguf", "core"}},
       {"tokenizer", {"gguf", "core"}},
       {"chat", {"gguf", "core"}},
+      {"grammar", {"core"}},
       {"synth", {"kernels", "gguf", "core"}},
       {"model", {"kernels", "experts", "gguf", "core"}},
-      {"runtime", {"model", "kernels", "experts", "tokenizer", "chat", "gguf", "core"}},
-      {"server", {"runtime", "model", "kernels", "experts", "tokenizer", "chat", "gguf", "core"}},
-      {"cli", {"server", "runtime", "model", "kernels", "experts", "tokenizer", "chat", "synth", "gguf", "core"}},
+      {"runtime", {"model", "kernels", "experts", "tokenizer", "chat", "grammar", "gguf", "core"}},
+      {"server", {"runtime", "model", "kernels", "experts", "tokenizer", "chat", "grammar", "gguf", "core"}},
+      {"cli", {"server", "runtime", "model", "kernels", "experts", "tokenizer", "chat", "grammar", "synth", "gguf", "core"}},
   };
   return m;
 }

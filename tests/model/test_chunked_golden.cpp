@@ -32,7 +32,7 @@ constexpr size_t kChunk = 7;
 std::vector<std::string> chunk_sets() {
   std::vector<std::string> v;
   for (const auto& s : model_sets())
-    for (const char* prefix : {"deepseek4-", "gpt-oss-", "deepseek2-kvb-", "glm4moe-", "minimax-m2-", "deepseek32-", "qwen35moe-"})
+    for (const char* prefix : {"deepseek4-", "gpt-oss-", "deepseek2-kvb-", "glm4moe-", "minimax-m2-", "deepseek32-", "qwen35moe-", "qwen3-dense-", "llama-dense-"})
       if (s.rfind(prefix, 0) == 0 && !model_unsupported(s)) v.push_back(s);
   return v;
 }

@@ -27,5 +27,24 @@ TEST(ServerOpenAiE2E, OfficialNodeClient) {
   EXPECT_EQ(rc, 0) << cmd;
 }
 
+// Tools, streamed tool calls and json_schema through the openai client, and a two-step tool loop
+// through the ai SDK (tests/server/openai_e2e/tools_e2e.mjs). A larger context: the generic tool
+// prompt goes into the system message.
+TEST(ServerOpenAiE2E, ToolsThroughOpenAiClientAndAiSdk) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  const fs::path dir = fs::path(STRATA_TEST_DATA_DIR).parent_path() / "server" / "openai_e2e";
+  if (std::system("node --version > /dev/null 2>&1") != 0) STRATA_MISSING_FIXTURE("node (not installed: the npm end-to-end tests)");
+  for (const char* pkg : {"openai", "ai", "@ai-sdk/openai-compatible", "zod"})
+    if (!fs::exists(dir / "node_modules" / pkg))
+      STRATA_MISSING_FIXTURE((dir / "node_modules" / pkg).string() + " (run scripts/setup-npm.sh: the npm end-to-end tests)");
+  server::ServerOptions so;
+  so.api_key = "e2e-key";
+  TestServer ts(so, /*n_seq=*/2, /*n_ctx=*/2048);
+  const std::string cmd = "cd '" + dir.string() + "' && STRATA_BASE_URL=http://127.0.0.1:" + std::to_string(ts.port) +
+                          "/v1 STRATA_API_KEY=e2e-key STRATA_MODEL=" + ts.srv->model_id() + " node tools_e2e.mjs 2>&1";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << cmd;
+}
+
 }  // namespace
 }  // namespace strata::test

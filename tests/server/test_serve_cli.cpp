@@ -32,7 +32,12 @@ TEST(ServeCli, ListensAnswersAndStopsOnSigterm) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   const std::string log = "/tmp/strata_serve_test_" + std::to_string(::getpid()) + ".log";
   const std::string model = server_fixture();
-  std::vector<std::string> args = {STRATA_BINARY, "serve", "-m", model, "--port", "0", "--parallel", "2", "-c", "256", "-t", "1", "--api-key", "k1"};
+  // A template that raises unless the server's --chat-template-kwargs set `flag`, and opens <think>.
+  const std::string tmpl = "/tmp/strata_serve_test_" + std::to_string(::getpid()) + ".jinja";
+  std::ofstream(tmpl) << "{% if not flag %}{{ raise_exception('no flag') }}{% endif %}"
+                         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n<think>\n";
+  std::vector<std::string> args = {STRATA_BINARY, "serve", "-m", model, "--port", "0", "--parallel", "2", "-c", "256", "-t", "1", "--api-key", "k1",
+                                   "--chat-template-file", tmpl, "--chat-template-kwargs", R"({"flag": true})", "--reasoning-budget", "2"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -65,10 +70,20 @@ TEST(ServeCli, ListensAnswersAndStopsOnSigterm) {
   }
   httplib::Client c("127.0.0.1", port);
   auto r = c.Post("/v1/chat/completions", {{"Authorization", "Bearer k1"}},
-                  json{{"messages", json::array({json{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 4}}.dump(), "application/json");
+                  json{{"messages", json::array({json{{"role", "user"}, {"content", "hi"}}})}, {"max_tokens", 8}, {"logprobs", true}, {"ignore_eos", true}}.dump(),
+                  "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
-  EXPECT_EQ(json::parse(r->body)["object"], "chat.completion");
+  const json reply = json::parse(r->body);
+  EXPECT_EQ(reply["object"], "chat.completion");
+  // --reasoning-budget 2: two tokens of reasoning, then the forced close.
+  std::string after;
+  for (size_t i = 2; i < reply["choices"][0]["logprobs"]["content"].size(); ++i)
+    for (const auto& b : reply["choices"][0]["logprobs"]["content"][i]["bytes"]) after += static_cast<char>(b.get<int>());
+  EXPECT_EQ(after.rfind("</think>", 0), 0u) << r->body;
+  auto models = c.Get("/v1/models", {{"Authorization", "Bearer k1"}});
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["meta"]["chat_format"], "template-file");
   auto unauth = c.Get("/v1/models");
   ASSERT_TRUE(unauth);
   EXPECT_EQ(unauth->status, 401);
@@ -77,6 +92,7 @@ TEST(ServeCli, ListensAnswersAndStopsOnSigterm) {
   ASSERT_EQ(pid, ::waitpid(pid, &st, 0));
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << slurp(log);
   std::remove(log.c_str());
+  std::remove(tmpl.c_str());
 }
 
 }  // namespace

@@ -326,8 +326,8 @@ TEST_F(Server, Errors) {
   wrong["presence_penalty"] = 5;
   expect_error(post("/v1/chat/completions", wrong.dump()), 400, "invalid_value");
   wrong = chat_req("hi", 3);
-  wrong["n"] = 3;
-  expect_error(post("/v1/chat/completions", wrong.dump()), 400, "unsupported_value");
+  wrong["n"] = 9;
+  expect_error(post("/v1/chat/completions", wrong.dump()), 400, "invalid_value");
   // Token ids outside the vocabulary, prompt longer than the context.
   expect_error(post("/v1/completions", json{{"prompt", json::array({1, 99999})}}.dump()), 400, "invalid_value");
   expect_error(post("/v1/completions", json{{"prompt", std::vector<int>(kCtx, 5)}}.dump()), 400, "context_length_exceeded");

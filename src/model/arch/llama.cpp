@@ -1,4 +1,5 @@
-// Llama family with optional experts (Mixtral: softmax top-2 of 8): GQA, normal RoPE.
+// Llama family, dense (Llama 2/3.x, with Llama 3.1's rope_freqs factors) or with experts
+// (Mixtral: softmax top-2 of 8): GQA, normal RoPE.
 #include <cmath>
 
 #include "model/arch/common.h"
@@ -27,6 +28,8 @@ static void llama_config(const GgufModel& m, ModelConfig& cfg) {
 
 static void llama_bind(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w) {
   bind_common(b, cfg, w);
+  // Llama 3.1 rope scaling: one factor per rotated pair, shared by every layer.
+  if (b.find(tn::kRopeFreqs)) w.rope_freqs = b.vec(tn::kRopeFreqs, cfg.layers[0].rope.n_dims / 2);
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerConfig& lc = cfg.layers[l];
     LayerWeights& lw = w.layers[l];

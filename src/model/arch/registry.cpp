@@ -4,6 +4,7 @@
 namespace strata {
 
 extern const ArchDef kArchQwen3Moe;
+extern const ArchDef kArchQwen3;
 extern const ArchDef kArchLlama;
 extern const ArchDef kArchDeepseek2;
 extern const ArchDef kArchDeepseek32;
@@ -14,7 +15,7 @@ extern const ArchDef kArchMinimaxM2;
 extern const ArchDef kArchQwen35Moe;
 
 static const ArchDef* const kArchs[] = {&kArchQwen3Moe, &kArchLlama,     &kArchDeepseek2, &kArchDeepseek32, &kArchGptOss,
-                                          &kArchDeepseek4, &kArchGlm4Moe, &kArchMinimaxM2, &kArchQwen35Moe};
+                                          &kArchDeepseek4, &kArchGlm4Moe, &kArchMinimaxM2, &kArchQwen35Moe, &kArchQwen3};
 
 const ArchDef* find_arch(const std::string& name) {
   for (const ArchDef* a : kArchs)

@@ -1,0 +1,161 @@
+#include "runtime/speculative.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "experts/expert_cache.h"
+
+namespace strata {
+
+// Counts the unique (layer, expert) pairs a pass routes to, and passes every call on.
+class SpeculativeDecoder::ExpertCounter final : public RoutingObserver {
+ public:
+  explicit ExpertCounter(const ModelConfig& cfg) {
+    for (const auto& l : cfg.layers) n_expert_ = std::max(n_expert_, l.n_expert);
+    seen_.assign(static_cast<size_t>(cfg.n_layer) * static_cast<size_t>(std::max(1, n_expert_)), 0);
+  }
+  void begin(RoutingObserver* next) {
+    next_ = next;
+    std::fill(seen_.begin(), seen_.end(), uint8_t{0});
+    unique = slots = 0;
+  }
+  void on_route(int layer, int token, const int32_t* ids, int k) override {
+    for (int j = 0; j < k; ++j) {
+      uint8_t& s = seen_[static_cast<size_t>(layer) * n_expert_ + ids[j]];
+      unique += s == 0;
+      s = 1;
+    }
+    slots += k;
+    if (next_) next_->on_route(layer, token, ids, k);
+  }
+  void on_predict(int layer, const int32_t* ids, int n) override {
+    if (next_) next_->on_predict(layer, ids, n);
+  }
+  int64_t unique = 0, slots = 0;
+
+ private:
+  int n_expert_ = 0;
+  std::vector<uint8_t> seen_;  // [n_layer, n_expert] routed to in this pass
+  RoutingObserver* next_ = nullptr;
+};
+
+int32_t spec_accept(Sampler& s, const float* p, const float* q, int32_t x, float* residual, bool& accepted) {
+  const float qx = q ? q[x] : 1.0f;
+  accepted = qx > 0 && s.uniform() * qx < p[x];  // u < p/q, without dividing
+  if (accepted) return x;
+  const int nv = s.n_vocab();
+  bool any = false;
+  for (int i = 0; i < nv; ++i) {
+    const float qi = q ? q[i] : (i == x ? 1.0f : 0.0f);
+    residual[i] = std::max(0.0f, p[i] - qi);
+    any = any || residual[i] > 0;
+  }
+  return s.draw(any ? residual : p);
+}
+
+SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, DraftSource* draft, const SpecOptions& opt)
+    : eng_(eng), seq_(seq), sampler_(sampler), draft_(draft), opt_(opt) {
+  STRATA_CHECK(opt.k_max >= 0 && opt.k_min >= 0, "speculative decoding: draft sizes must be >= 0 (got --draft-max {}, --draft-min {})", opt.k_max,
+               opt.k_min);
+  STRATA_CHECK(!draft || eng.model().rewindable(),
+               "speculative decoding needs to cut rejected drafts back, which architecture {} cannot (its per-sequence state is more than KV rows)",
+               eng.config().arch);
+  STRATA_CHECK(opt.k_max + 1 <= eng.options().n_batch, "--draft-max {} does not fit the batch size {}", opt.k_max, eng.options().n_batch);
+  const size_t nv = static_cast<size_t>(eng.config().n_vocab);
+  stats_.proposed_at.assign(static_cast<size_t>(opt.k_max), 0);
+  stats_.accepted_at.assign(static_cast<size_t>(opt.k_max), 0);
+  logits_.reserve(nv * static_cast<size_t>(opt.k_max + 1));
+  p_.resize(nv);
+  r_.resize(nv);
+  counter_ = std::make_unique<ExpertCounter>(eng.config());
+}
+
+SpeculativeDecoder::~SpeculativeDecoder() = default;
+
+int32_t SpeculativeDecoder::begin(const std::vector<int32_t>& prompt, const float* last) {
+  STRATA_CHECK(eng_.seq_length(seq_) == static_cast<int>(prompt.size()), "speculative decoding: slot {} holds {} rows, the prompt has {} tokens",
+               seq_, eng_.seq_length(seq_), prompt.size());
+  hist_ = prompt;
+  const int32_t t = sampler_.sample(last, hist_);
+  hist_.push_back(t);
+  stats_.emitted++;
+  return t;
+}
+
+int SpeculativeDecoder::room() const { return eng_.options().n_ctx - static_cast<int>(hist_.size()); }
+
+// Walks the verified rows: accepts drafts while the target agrees, then picks the target's own
+// token (at the first rejection, or after all k). Returns how many drafts were accepted.
+int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) {
+  const size_t nv = p_.size();
+  int m = 0;
+  for (; m <= k; ++m) {
+    const float* row = logits_.data() + static_cast<size_t>(m) * nv;
+    if (m == k) {
+      next = sampler_.sample(row, hist_);
+      break;
+    }
+    const int32_t x = d_.tokens[m];
+    bool ok = false;
+    if (sampler_.greedy()) {
+      next = sampler_.sample(row, hist_);
+      ok = next == x;
+    } else {
+      sampler_.probs(row, hist_, p_.data());
+      next = spec_accept(sampler_, p_.data(), d_.q.empty() ? nullptr : d_.q.data() + static_cast<size_t>(m) * nv, x, r_.data(), ok);
+    }
+    stats_.proposed_at[m]++;
+    if (!ok) break;
+    stats_.accepted_at[m]++;
+    hist_.push_back(x);
+    out.push_back(x);
+  }
+  return m;
+}
+
+void SpeculativeDecoder::step(std::vector<int32_t>& out) {
+  STRATA_CHECK(room() >= 0, "speculative decoding: the context ({} positions) is full", eng_.options().n_ctx);
+  const double t0 = now_s();
+  d_.clear();
+  const int k_room = std::min(opt_.k_max, room());
+  if (draft_ && k_room > 0) draft_->propose(hist_, k_room, d_);
+  int k = std::min(static_cast<int>(d_.tokens.size()), k_room);
+  if (k < std::max(1, opt_.k_min)) k = 0;
+  const double t1 = now_s();
+  batch_.assign(1, hist_.back());
+  batch_.insert(batch_.end(), d_.tokens.begin(), d_.tokens.begin() + k);
+  ExpertCache* cache = eng_.tier().cache();
+  const ExpertCacheCounters before = cache ? cache->counters() : ExpertCacheCounters{};
+  RoutingObserver* const prev = eng_.model().routing_observer();
+  counter_->begin(prev);
+  eng_.model().set_routing_observer(counter_.get());
+  const SeqInput in{seq_, batch_.data(), k + 1, Logits::All, /*decode_order=*/true};
+  try {
+    eng_.forward({&in, 1}, logits_);
+  } catch (...) {
+    eng_.model().set_routing_observer(prev);
+    throw;
+  }
+  eng_.model().set_routing_observer(prev);
+  const double t2 = now_s();
+  int32_t next = -1;
+  const int m = choose(k, out, next);
+  for (int i = m + 1; i < k; ++i) stats_.proposed_at[i]++;
+  eng_.truncate(seq_, static_cast<int>(hist_.size()));  // rows of the pending token and the accepted drafts
+  hist_.push_back(next);
+  out.push_back(next);
+  stats_.passes++;
+  stats_.proposed += k;
+  stats_.accepted += std::min(m, k);
+  stats_.emitted += std::min(m, k) + 1;
+  stats_.expert_union += counter_->unique;
+  stats_.expert_slots += counter_->slots;
+  if (cache) {
+    stats_.bytes_read += cache->counters().bytes_read - before.bytes_read;
+    stats_.io_wait_s += cache->counters().wait_s - before.wait_s;
+  }
+  stats_.draft_s += t1 - t0;
+  stats_.verify_s += t2 - t1;
+}
+
+}  // namespace strata

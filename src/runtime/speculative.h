@@ -1,0 +1,72 @@
+#pragma once
+// Speculative decoding: a draft source proposes up to k tokens, the target verifies the pending
+// token and the k drafts in one pass (Engine::forward, every row in the decode order, so each
+// row's logits are bit for bit those of plain decoding), and the accepted prefix plus one token
+// chosen by the target are emitted. Greedy: a draft is accepted iff it is the token plain
+// decoding picks there, so the output is token for token plain decoding's. Sampling: the
+// speculative-sampling rule (accept x with min(1, p(x)/q(x)), else draw from normalize(max(0, p - q))),
+// so every token has the target sampler's distribution.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/draft.h"
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+
+namespace strata {
+
+struct SpecOptions {
+  int k_max = 4;  // drafts per pass at most
+  int k_min = 1;  // fewer drafts than this: a plain decoding pass (k = 0)
+};
+
+struct SpecStats {
+  int64_t passes = 0, proposed = 0, accepted = 0;
+  int64_t emitted = 0;  // tokens chosen: the first (begin) + per pass the accepted drafts and the target's token
+  std::vector<int64_t> proposed_at, accepted_at;  // [k_max] drafts proposed / accepted at each position
+  int64_t expert_union = 0;   // unique (layer, expert) pairs per pass, summed over passes
+  int64_t expert_slots = 0;   // routed (token, layer, slot) triples, summed: (k+1) * top-k * MoE layers per pass
+  double draft_s = 0, verify_s = 0, io_wait_s = 0;
+  uint64_t bytes_read = 0;    // expert bytes read during verification passes
+};
+
+// The speculative-sampling choice at one draft position: x was drafted with draft distribution q
+// (nullptr: a point mass at x), p is the target's [n_vocab]. Returns x when accepted, else a token
+// drawn from normalize(max(0, p - q)) (from p if that is all zero); `accepted` tells which.
+// residual: [n_vocab] scratch.
+int32_t spec_accept(Sampler& s, const float* p, const float* q, int32_t x, float* residual, bool& accepted);
+
+class SpeculativeDecoder {
+ public:
+  // draft may be nullptr (plain decoding through the same loop). The engine's architecture must be rewindable.
+  SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, DraftSource* draft, const SpecOptions& opt);
+  ~SpeculativeDecoder();
+  // After a prompt whose rows slot `seq` holds: chooses the first token from the prompt's last
+  // logits row and returns it (pending: not yet evaluated).
+  int32_t begin(const std::vector<int32_t>& prompt, const float* last);
+  // One verification pass: appends 1..k+1 chosen tokens to `out` (accepted drafts, then the
+  // target's token). The context must have room for the pending token.
+  void step(std::vector<int32_t>& out);
+  // The prompt and every chosen token (the last one pending).
+  const std::vector<int32_t>& history() const { return hist_; }
+  const SpecStats& stats() const { return stats_; }
+
+ private:
+  class ExpertCounter;
+  int room() const;
+  int choose(int k, std::vector<int32_t>& out, int32_t& next);
+
+  Engine& eng_;
+  int seq_;
+  Sampler& sampler_;
+  DraftSource* draft_;
+  SpecOptions opt_;
+  SpecStats stats_;
+  std::vector<int32_t> hist_, batch_;
+  Draft d_;
+  std::vector<float> logits_, p_, r_;  // [k+1, n_vocab], [n_vocab], [n_vocab]
+  std::unique_ptr<ExpertCounter> counter_;
+};
+
+}  // namespace strata

@@ -1,0 +1,229 @@
+// Speculative decoding never changes greedy output: on every rewindable golden set, a prompt that
+// repeats itself (so lookup drafts get accepted) is decoded 48 tokens plainly and speculatively,
+// token for token the same; drafts from a dense model sharing the MoE set's vocabulary likewise.
+// Rows of a decode-order pass are bit for bit lone-token decoding's. Vocabulary checks.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../fixture_sets.h"
+#include "../model/golden_util.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "runtime/draft.h"
+#include "runtime/engine.h"
+#include "runtime/speculative.h"
+#include "tokenizer/vocab.h"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+constexpr int kGen = 48;
+
+std::string model_path(const std::string& set) { return fixtures_dir() + "/" + set + "/model.gguf"; }
+
+std::unique_ptr<Engine> make_engine(const std::string& set) {
+  EngineOptions eo;
+  eo.n_ctx = 256;
+  eo.n_threads = 2;
+  eo.n_batch = 64;
+  eo.type_k = eo.type_v = GgmlType::F32;
+  return std::make_unique<Engine>(Model::load(model_path(set)), eo);
+}
+
+// The golden p0 prompt, then its first 24 tokens again: lookup finds the continuation.
+std::vector<int32_t> repeating_prompt(const std::string& set) {
+  auto j = read_json(fixtures_dir() + "/" + set + "/golden/p0.json");
+  auto p = j["prompt_tokens"].get<std::vector<int32_t>>();
+  const size_t n = std::min<size_t>(p.size(), 24);
+  p.insert(p.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n));
+  return p;
+}
+
+std::vector<int32_t> plain_greedy(Engine& eng, const std::vector<int32_t>& prompt) {
+  SamplerParams sp;
+  sp.temp = 0;
+  Sampler s(sp, eng.config().n_vocab);
+  std::vector<float> logits;
+  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
+  std::vector<int32_t> hist = prompt, out;
+  for (int i = 0; i < kGen; ++i) {
+    const int32_t t = s.sample(logits.data(), hist);
+    out.push_back(t);
+    hist.push_back(t);
+    if (i + 1 < kGen) eng.eval(0, &t, 1, static_cast<int>(hist.size()) - 1, false, logits);
+  }
+  return out;
+}
+
+std::vector<int32_t> spec_greedy(Engine& eng, const std::vector<int32_t>& prompt, DraftSource& draft, int k, SpecStats* stats) {
+  SamplerParams sp;
+  sp.temp = 0;
+  Sampler s(sp, eng.config().n_vocab);
+  std::vector<float> logits;
+  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
+  SpecOptions so;
+  so.k_max = k;
+  SpeculativeDecoder sd(eng, 0, s, &draft, so);
+  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
+  while (static_cast<int>(out.size()) < kGen) sd.step(out);
+  out.resize(kGen);
+  if (stats) *stats = sd.stats();
+  return out;
+}
+
+}  // namespace
+
+// Every row of a decode-order pass gives the logits lone-token decoding gives, bit for bit.
+TEST(Speculative, DecodeOrderRowsEqualLoneTokens) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
+  for (const char* set : {"qwen3moe-f32", "mixtral-q8_0", "llama-dense-f32"}) {
+    auto eng = make_engine(set);
+    const auto prompt = repeating_prompt(set);
+    const int np = static_cast<int>(prompt.size());
+    const std::vector<int32_t> next = {prompt[3], prompt[7], prompt[1], prompt[9]};
+    const size_t nv = static_cast<size_t>(eng->config().n_vocab);
+    std::vector<float> logits, lone;
+    eng->eval(0, prompt.data(), np, 0, false, logits);
+    for (size_t i = 0; i < next.size(); ++i) {
+      std::vector<float> row;
+      eng->eval(0, &next[i], 1, np + static_cast<int>(i), false, row);
+      lone.insert(lone.end(), row.begin(), row.end());
+    }
+    eng->truncate(0, np);
+    const SeqInput in{0, next.data(), static_cast<int>(next.size()), Logits::All, /*decode_order=*/true};
+    eng->forward({&in, 1}, logits);
+    ASSERT_EQ(logits.size(), next.size() * nv);
+    EXPECT_EQ(logits, lone) << set << ": a decode-order pass differs from lone tokens";
+    EXPECT_EQ(eng->reusable_rows(0), np) << set << ": decode-order rows are not reusable by a later prompt";
+  }
+}
+
+// Greedy speculative output (lookup drafts) == plain greedy output on every rewindable set.
+TEST(Speculative, LookupGreedyEqualsPlainOnEveryGoldenSet) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
+  int sets = 0, rewindable = 0;
+  int64_t accepted = 0, multi = 0;
+  for (const std::string& set : model_sets()) {
+    if (unsupported_set(set)) continue;
+    ++sets;
+    auto eng = make_engine(set);
+    const auto prompt = repeating_prompt(set);
+    if (!eng->model().rewindable()) {
+      LookupDraft d;
+      Sampler s(SamplerParams{}, eng->config().n_vocab);
+      EXPECT_THROW(SpeculativeDecoder(*eng, 0, s, &d, SpecOptions{}), Error) << set;
+      continue;
+    }
+    ++rewindable;
+    const auto want = plain_greedy(*eng, prompt);
+    LookupDraft d;
+    SpecStats st;
+    EXPECT_EQ(spec_greedy(*eng, prompt, d, 4, &st), want) << set;
+    accepted += st.accepted;
+    multi += st.proposed > 0;
+    std::printf("[%-22s] lookup: %lld passes, %lld/%lld drafts accepted, %.2f tokens per pass\n", set.c_str(), (long long)st.passes,
+                (long long)st.accepted, (long long)st.proposed, double(st.accepted + st.passes) / std::max<int64_t>(1, st.passes));
+  }
+  EXPECT_GT(sets, 0);
+  EXPECT_GT(rewindable, 0);
+  EXPECT_GT(accepted, 0) << "no lookup draft was ever accepted: the multi-row verification went untested";
+  EXPECT_EQ(multi, rewindable) << "every set should have verified some drafts";
+}
+
+// Drafts from a dense model that shares the target's vocabulary (the fixtures' READMEs).
+TEST(Speculative, DraftModelGreedyEqualsPlain) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
+  const std::pair<const char*, const char*> pairs[] = {
+      {"qwen3moe-q8_0", "qwen3-dense-q8_0"}, {"qwen3moe-q4_k_m", "qwen3-dense-q4_k_m"}, {"mixtral-q8_0", "llama-dense-q8_0"}, {"mixtral-f32", "llama-dense-f32"}};
+  for (const auto& [target, dset] : pairs) {
+    auto eng = make_engine(target);
+    const auto target_vocab = tok::Vocab::from_gguf(eng->model().gguf());
+    SamplerParams sp;
+    sp.temp = 0;
+    auto draft = load_model_draft(model_path(dset), model_path(target), *target_vocab, eng->options(), sp);
+    const auto prompt = repeating_prompt(target);
+    const auto want = plain_greedy(*eng, prompt);
+    SpecStats st;
+    EXPECT_EQ(spec_greedy(*eng, prompt, *draft, 3, &st), want) << target << " with draft " << dset;
+    EXPECT_GT(st.proposed, 0);
+    std::printf("[%-16s <- %-18s] %lld/%lld drafts accepted, %.2f tokens per pass\n", target, dset, (long long)st.accepted, (long long)st.proposed,
+                double(st.accepted + st.passes) / std::max<int64_t>(1, st.passes));
+  }
+}
+
+// Sampling with a draft model runs and keeps the engine's rows in step with the history.
+TEST(Speculative, SampledDraftsKeepRowsInStep) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
+  auto eng = make_engine("qwen3moe-q8_0");
+  const auto target_vocab = tok::Vocab::from_gguf(eng->model().gguf());
+  SamplerParams sp;
+  sp.temp = 0.8f;
+  auto draft = load_model_draft(model_path("qwen3-dense-q8_0"), model_path("qwen3moe-q8_0"), *target_vocab, eng->options(), sp);
+  const auto prompt = repeating_prompt("qwen3moe-q8_0");
+  std::vector<float> logits;
+  eng->eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
+  Sampler s(sp, eng->config().n_vocab);
+  SpecOptions so;
+  so.k_max = 3;
+  SpeculativeDecoder sd(*eng, 0, s, draft.get(), so);
+  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
+  for (int i = 0; i < 12; ++i) {
+    sd.step(out);
+    ASSERT_EQ(eng->seq_length(0) + 1, static_cast<int>(sd.history().size()));
+  }
+  EXPECT_EQ(prompt.size() + out.size(), sd.history().size());
+  EXPECT_EQ(sd.stats().proposed, 36);  // a draft model always proposes k tokens
+  EXPECT_EQ(sd.stats().emitted, static_cast<int64_t>(out.size()));
+}
+
+TEST(Speculative, VocabularyMismatchNamesBothFilesAndTheToken) {
+  tok::Vocab a, b;
+  for (const char* t : {"a", "b", "c"}) a.tokens.push_back({t});
+  b = a;
+  EXPECT_NO_THROW(check_same_vocab(a, "target.gguf", b, "draft.gguf"));
+  b.tokens[2].text = "z";
+  try {
+    check_same_vocab(a, "target.gguf", b, "draft.gguf");
+    ADD_FAILURE() << "different vocabularies were accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("draft.gguf"), std::string::npos) << m;
+    EXPECT_NE(m.find("target.gguf"), std::string::npos) << m;
+    EXPECT_NE(m.find("token 2"), std::string::npos) << m;
+  }
+  b.tokens.pop_back();
+  EXPECT_THROW(check_same_vocab(a, "target.gguf", b, "draft.gguf"), Error);
+}
+
+// The 768-token fixture vocabularies share their token texts; kimi-k2's has 2265 tokens.
+TEST(Speculative, DraftModelOfAnotherVocabularyIsRefused) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
+  auto eng = make_engine("kimi-k2-q8_0");
+  const auto vocab = tok::Vocab::from_gguf(eng->model().gguf());
+  try {
+    load_model_draft(model_path("qwen3-dense-q8_0"), model_path("kimi-k2-q8_0"), *vocab, eng->options(), SamplerParams{});
+    ADD_FAILURE() << "a draft of another vocabulary was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("qwen3-dense-q8_0"), std::string::npos) << m;
+    EXPECT_NE(m.find("kimi-k2-q8_0"), std::string::npos) << m;
+  }
+}
+
+TEST(Speculative, LookupProposesWhatFollowedTheLongestMatch) {
+  LookupDraft d(3, 1);
+  Draft out;
+  const std::vector<int32_t> h = {1, 2, 3, 4, 5, 9, 2, 3, 4, 6, 7, 2, 3, 4};
+  d.propose(h, 3, out);
+  EXPECT_EQ(out.tokens, (std::vector<int32_t>{6, 7, 2}));  // most recent "2 3 4" is followed by 6 7 2
+  d.propose(std::vector<int32_t>{5, 6, 8}, 4, out);
+  EXPECT_TRUE(out.tokens.empty());
+  d.propose(std::vector<int32_t>{5, 6, 7, 5}, 4, out);
+  EXPECT_EQ(out.tokens, (std::vector<int32_t>{6, 7, 5}));
+  EXPECT_TRUE(out.q.empty());
+}
