@@ -190,3 +190,22 @@ TEST(TrainedModelTrace, ReproducesReadmeTable) {
   // A trained router reuses experts from token to token: the frequency-aware default beats LRU.
   EXPECT_GT(rate(t, 128, false, "predict"), rate(t, 128, false, "lru") + 0.1);
 }
+
+// Six held-out chapters, 128 sampled tokens each (models/strata-moe-tiny/README.md, "Routing traces"):
+// the README's table, and what the figures say about a trained router.
+TEST(TrainedModelTrace, SixDocumentsReproduceReadmeTable) {
+  const std::string path = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/traces/heldout-6docs.csv";
+  ASSERT_TRUE(std::filesystem::exists(path)) << "committed with the model: " << path;
+  const RoutingTrace t = read_trace(path);
+  ASSERT_EQ(t.runs.size(), 6u);
+  const struct { const char* policy; double r25, r50; } rows[] = {
+      {"lru", 0.390, 0.794}, {"lfu", 0.557, 0.828}, {"predict", 0.552, 0.828}, {"predict-pf", 0.636, 0.847}, {"belady", 0.716, 0.880}};
+  for (const auto& r : rows) {
+    EXPECT_NEAR(rate(t, 128, false, r.policy), r.r25, 0.001) << r.policy;
+    EXPECT_NEAR(rate(t, 256, false, r.policy), r.r50, 0.001) << r.policy;
+  }
+  // Frequency beats recency by far at a quarter of the experts; the lookahead's prefetches close half
+  // of what is left to Belady (who reads on demand only).
+  EXPECT_GT(rate(t, 128, false, "lfu"), rate(t, 128, false, "lru") + 0.1);
+  EXPECT_GT(rate(t, 128, false, "predict-pf"), rate(t, 128, false, "predict") + 0.05);
+}

@@ -1,4 +1,5 @@
-// strata-export-gguf: writes the GGUF of a model trained by tools/train/train_moe.py through
+// strata-export-gguf: writes the GGUF of a model trained by tools/train/train_moe.py (qwen3moe, or
+// the dense qwen3 draft) through
 // Strata's own GgufWriter. Input: the script's export folder (manifest.json: architecture,
 // hyperparameters, tokenizer and tensor list with ggml ne order; tensors.f32: raw little-endian
 // f32). Matrices are quantized with round-to-nearest (synth_quantize), norms and routers stay F32.
@@ -66,7 +67,7 @@ int run(int argc, char** argv) {
   if (!data) throw std::runtime_error("cannot open " + dir + "/tensors.f32");
 
   const std::string arch = m.at("arch");
-  if (arch != "qwen3moe") throw std::runtime_error("only qwen3moe manifests are supported, got " + arch);
+  if (arch != "qwen3moe" && arch != "qwen3") throw std::runtime_error("only qwen3moe and qwen3 manifests are supported, got " + arch);
   const json& c = m.at("config");
   auto k = [&](const char* name) { return key::arch_key(arch, name); };
   GgufWriter w;
@@ -81,14 +82,18 @@ int run(int argc, char** argv) {
   w.set_u32(k(key::kBlockCount), c.at("n_layer").get<uint32_t>());
   w.set_f32(k(key::kAttnRmsEps), c.at("rms_eps").get<float>());
   w.set_f32(k(key::kRopeFreqBase), c.at("rope_base").get<float>());
-  w.set_u32(k(key::kExpertFeedForwardLength), c.at("n_ff_exp").get<uint32_t>());
-  w.set_u32(k(key::kExpertCount), c.at("n_expert").get<uint32_t>());
-  w.set_u32(k(key::kExpertUsedCount), c.at("n_expert_used").get<uint32_t>());
+  if (arch == "qwen3") {  // dense: one FFN per layer (the draft model)
+    w.set_u32(k(key::kFeedForwardLength), c.at("n_ff_exp").get<uint32_t>());
+  } else {
+    w.set_u32(k(key::kExpertFeedForwardLength), c.at("n_ff_exp").get<uint32_t>());
+    w.set_u32(k(key::kExpertCount), c.at("n_expert").get<uint32_t>());
+    w.set_u32(k(key::kExpertUsedCount), c.at("n_expert_used").get<uint32_t>());
+  }
   w.set_u32(k(key::kAttnHeadCount), c.at("n_head").get<uint32_t>());
   w.set_u32(k(key::kAttnHeadCountKv), c.at("n_head_kv").get<uint32_t>());
   w.set_u32(k(key::kAttnKeyLength), c.at("head_dim").get<uint32_t>());
   w.set_u32(k(key::kAttnValueLength), c.at("head_dim").get<uint32_t>());
-  w.set_bool(k(key::kExpertWeightsNorm), true);  // trained with top-k weights renormalized to sum 1
+  if (arch == "qwen3moe") w.set_bool(k(key::kExpertWeightsNorm), true);  // trained with top-k weights renormalized to sum 1
 
   const json& t = m.at("tokenizer");
   SynthVocab v;

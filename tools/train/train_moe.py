@@ -8,6 +8,7 @@ sum 1, SwiGLU experts), so the exported GGUF gives the trained function exactly 
 Steps (each can be run alone; outputs go under --work):
   corpus   bible-kjv (through the `bible` program) + fortunes -> documents, 2% held out
   bpe      byte-level BPE (qwen2 pre-tokenizer regex), 256 byte tokens + merges + control tokens
+  vocab    instead of bpe: the tokenizer of --vocab-from GGUF (the draft model shares the MoE's vocabulary)
   train    AdamW, time-budgeted cosine schedule, auxiliary load-balancing loss, checkpoints
   export   raw f32 tensors + manifest.json (GGUF names, ggml ne order) for strata-export-gguf
 
@@ -148,6 +149,46 @@ def cmd_bpe(a):
     log(f"bpe: {len(tokens)} tokens ({len(merges)} merges) from {len(counts)} distinct words in {time.time()-t0:.1f} s")
 
 
+def gguf_metadata(path):
+    """The metadata of a GGUF file (a minimal reader: enough for the tokenizer's arrays)."""
+    import struct
+    f = open(path, "rb")
+    magic, _ver, _n_tensors, n_kv = struct.unpack("<IIQQ", f.read(24))
+    if magic != 0x46554747:
+        raise SystemExit(f"{path}: not a GGUF file")
+    scalar = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+    def string():
+        n, = struct.unpack("<Q", f.read(8))
+        return f.read(n).decode("utf-8")
+
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            et, n = struct.unpack("<IQ", f.read(12))
+            return [value(et) for _ in range(n)]
+        fmt = scalar[t]
+        return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+    kv = {}
+    for _ in range(n_kv):
+        k = string()
+        t, = struct.unpack("<I", f.read(4))
+        kv[k] = value(t)
+    return kv
+
+
+def cmd_vocab(a):
+    """The tokenizer of an existing GGUF (--vocab-from): a draft model must share its target's vocabulary."""
+    if not a.vocab_from:
+        raise SystemExit("vocab: give --vocab-from GGUF")
+    kv = gguf_metadata(a.vocab_from)
+    v = {"tokens": kv["tokenizer.ggml.tokens"], "types": kv["tokenizer.ggml.token_type"], "merges": kv["tokenizer.ggml.merges"]}
+    json.dump(v, open(os.path.join(a.work, "vocab.json"), "w"), ensure_ascii=False)
+    log(f"vocab: {len(v['tokens'])} tokens, {len(v['merges'])} merges from {a.vocab_from}")
+
+
 class Encoder:
     def __init__(self, vocab):
         self.id = {t: i for i, t in enumerate(vocab["tokens"])}
@@ -236,6 +277,11 @@ def build_model(cfg):
             s.q_norm = nn.Parameter(torch.ones(hd))
             s.k_norm = nn.Parameter(torch.ones(hd))
             s.ffn_norm = nn.Parameter(torch.ones(d))
+            if E == 0:  # dense qwen3 (the draft model): one SwiGLU FFN of width ff
+                s.gate = nn.Parameter(torch.randn(ff, d) * std)
+                s.up = nn.Parameter(torch.randn(ff, d) * std)
+                s.down = nn.Parameter(torch.randn(d, ff) * ostd)
+                return
             s.router = nn.Parameter(torch.randn(E, d) * std)
             s.gate = nn.Parameter(torch.randn(E, ff, d) * std)
             s.up = nn.Parameter(torch.randn(E, ff, d) * std)
@@ -266,6 +312,9 @@ def build_model(cfg):
             x = x + o @ s.wo.t()
 
             h = rms(x, s.ffn_norm).reshape(B * T, d)
+            if E == 0:
+                y = (F.silu(h @ s.gate.t()) * (h @ s.up.t())) @ s.down.t()
+                return x + y.view(B, T, d), torch.zeros(()), [B * T * k]
             probs = (h @ s.router.t()).softmax(-1)
             w, idx = probs.topk(k, dim=-1)
             w = w / w.sum(-1, keepdim=True)
@@ -386,7 +435,7 @@ def cmd_train(a):
         ema = ce.item() if ema is None else 0.95 * ema + 0.05 * ce.item()
         hist.append((step, round(elapsed, 1), round(ce.item(), 4), round(aux.item(), 4)))
         if step % a.log_every == 0 or step == 1:
-            mx = max(max(c) for c in loads) / (a.batch * a.ctx * cfg["n_expert_used"] / cfg["n_expert"])
+            mx = max(max(c) for c in loads) / (a.batch * a.ctx * cfg["n_expert_used"] / max(1, cfg["n_expert"]))
             log(f"step {step} ce {ce.item():.3f} (ema {ema:.3f}) aux {aux.item():.3f} max-load/mean {mx:.2f} lr {lr:.2e} "
                 f"{a.batch*a.ctx/dt:.0f} tok/s elapsed {elapsed:.0f}/{a.budget} s")
         if time.time() - t_last_ck > a.ckpt_every:
@@ -453,14 +502,16 @@ def cmd_export(a):
         put("token_embd.weight", sd["embd"])
         put("output_norm.weight", sd["out_norm"])
         put("output.weight", sd["out"])
+        dense = cfg["n_expert"] == 0
+        ffn = ([("ffn_gate", "gate"), ("ffn_up", "up"), ("ffn_down", "down")] if dense else
+               [("ffn_gate_inp", "router"), ("ffn_gate_exps", "gate"), ("ffn_up_exps", "up"), ("ffn_down_exps", "down")])
         for l in range(cfg["n_layer"]):
             p = f"layers.{l}."
             for gg, tt in [("attn_norm", "attn_norm"), ("attn_q", "wq"), ("attn_k", "wk"), ("attn_v", "wv"), ("attn_output", "wo"),
-                           ("attn_q_norm", "q_norm"), ("attn_k_norm", "k_norm"), ("ffn_norm", "ffn_norm"), ("ffn_gate_inp", "router"),
-                           ("ffn_gate_exps", "gate"), ("ffn_up_exps", "up"), ("ffn_down_exps", "down")]:
+                           ("attn_q_norm", "q_norm"), ("attn_k_norm", "k_norm"), ("ffn_norm", "ffn_norm")] + ffn:
                 put(f"blk.{l}.{gg}.weight", sd[p + tt])
     eot = vocab["tokens"].index("<|endoftext|>")
-    manifest = {"arch": "qwen3moe", "name": a.name, "config": cfg, "tensors": tensors,
+    manifest = {"arch": "qwen3" if cfg["n_expert"] == 0 else "qwen3moe", "name": a.name, "config": cfg, "tensors": tensors,
                 "tokenizer": {"model": "gpt2", "pre": "qwen2", "tokens": vocab["tokens"], "types": vocab["types"], "merges": vocab["merges"],
                               "bos": eot, "eos": eot, "pad": eot, "eot": eot, "add_bos": False}}
     json.dump(manifest, open(os.path.join(out, "manifest.json"), "w"), ensure_ascii=False)
@@ -469,14 +520,15 @@ def cmd_export(a):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["corpus", "bpe", "train", "eval", "export", "all"])
+    p.add_argument("step", choices=["corpus", "bpe", "vocab", "train", "eval", "export", "all"])
+    p.add_argument("--vocab-from", default=None, help="GGUF whose tokenizer the `vocab` step copies (instead of `bpe`)")
     p.add_argument("--work", default="train-work")
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--d", type=int, default=256)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--heads-kv", type=int, default=2)
-    p.add_argument("--experts", type=int, default=64)
+    p.add_argument("--experts", type=int, default=64, help="0: a dense qwen3 (the draft model) with an FFN of width --ff")
     p.add_argument("--top-k", type=int, default=4)
     p.add_argument("--ff", type=int, default=256)
     p.add_argument("--ctx", type=int, default=256)
@@ -495,7 +547,8 @@ def main():
     p.add_argument("--out", default=None)
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    steps = ["corpus", "bpe", "train", "eval", "export"] if a.step == "all" else [a.step]
+    tok = "vocab" if a.vocab_from else "bpe"
+    steps = ["corpus", tok, "train", "eval", "export"] if a.step == "all" else [a.step]
     for s in steps:
         globals()["cmd_" + s](a)
 
