@@ -3,12 +3,14 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "experts/warm_stats.h"
 #include "model/expert_layout.h"
 #include "model/model_summary.h"
 
@@ -143,9 +145,49 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
   plan_.cache_slots = cache_->n_slots();
   plan_.size_classes = cache_->n_size_classes();
   model.set_expert_provider(cache_.get());
+  if (opt.warm_start) start_warm(opt);
+}
+
+void ExpertTier::start_warm(const TierOptions& opt) {
+  const std::string dir = opt.stats_dir.empty() ? default_stats_dir() : opt.stats_dir;
+  if (dir.empty()) {
+    plan_.warm_note = "no statistics directory ($HOME unset)";
+    return;
+  }
+  model_key_ = model_identity(model_.gguf());
+  warm_path_ = warm_stats_path(dir, model_key_);
+  const ExpertStats& st = cache_->stats();
+  std::string why;
+  auto ws = load_warm_stats(warm_path_, model_key_, st.n_layer(), st.n_expert(), &why);
+  if (!ws) {
+    plan_.warm_note = why.empty() ? "no statistics yet" : why;
+    if (!why.empty()) std::fprintf(stderr, "warning: warm start: ignoring %s: %s\n", warm_path_.c_str(), why.c_str());
+    return;
+  }
+  std::vector<ExpertKey> order = ws->ranked();
+  plan_.warm_queued = static_cast<int64_t>(order.size());
+  cache_->warm(std::move(order));
+}
+
+// Once per run (a second save would add the same counts again).
+bool ExpertTier::save_warm_stats() {
+  if (!cache_ || warm_path_.empty() || warm_saved_ || cache_->stats().accesses() == 0) return true;
+  const ExpertStats& st = cache_->stats();
+  std::vector<double> counts(static_cast<size_t>(st.n_layer()) * static_cast<size_t>(st.n_expert()));
+  for (int l = 0; l < st.n_layer(); ++l)
+    for (int e = 0; e < st.n_expert(); ++e) counts[static_cast<size_t>(l) * st.n_expert() + e] = static_cast<double>(st.cell({l, e}).accesses);
+  try {
+    strata::save_warm_stats(warm_path_, model_key_, st.n_layer(), st.n_expert(), counts);
+    warm_saved_ = true;
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: warm start: %s\n", e.what());
+    return false;
+  }
 }
 
 ExpertTier::~ExpertTier() {
+  save_warm_stats();
   if (cache_) model_.set_expert_provider(nullptr);
 }
 

@@ -22,6 +22,10 @@ struct TierOptions {
   bool force_pread = false;
   bool mlock = false;
   FaultPlan faults;               // tests: inject read failures (pread backend)
+  // Warm start (streaming only): fill the cache at start with the experts earlier runs routed to
+  // most, from stats_dir (empty: default_stats_dir()), and add this run's counts there at the end.
+  bool warm_start = false;
+  std::string stats_dir;
 };
 
 // Planned for the binary, the heap outside the planned buffers, and thread stacks.
@@ -40,6 +44,8 @@ struct MemoryPlan {
   uint64_t dense_copied = 0;      // streaming: dense bytes moved from the file mapping into process memory
   double dense_copy_s = 0;
   std::string io;                 // backend description
+  int64_t warm_queued = 0;        // warm start: experts ranked by earlier runs, queued for the cache
+  std::string warm_note;          // warm start: why no statistics were used (missing, corrupt...)
   std::string describe() const;
 };
 
@@ -54,9 +60,16 @@ class ExpertTier {
   const MemoryPlan& plan() const { return plan_; }
   ExpertCache* cache() { return cache_.get(); }
   const ExpertStore& store() const { return *store_; }
+  // Warm start: adds this run's routing counts to the statistics file now (also done at
+  // destruction). Returns false (and warns) when the file cannot be written.
+  bool save_warm_stats();
 
  private:
   void warm_resident(Model& model);
+  void start_warm(const TierOptions& opt);
+  std::string warm_path_;
+  uint64_t model_key_ = 0;
+  bool warm_saved_ = false;
   Model& model_;
   MemoryPlan plan_;
   std::unique_ptr<ExpertStore> store_;
