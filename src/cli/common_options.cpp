@@ -34,6 +34,8 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
   sub->add_flag("--no-warm-start", o.no_warm_start,
                 "Streaming: do not fill the expert cache at start from the usage statistics of earlier runs (nor update them)");
+  sub->add_flag("--load-wait", o.load_wait,
+                "Resident models: read the whole file before the first token (default: decode at once, streaming experts until a background read ends)");
   sub->add_option("--stats-dir", o.stats_dir, "Directory of the warm-start usage statistics (default $XDG_CACHE_HOME/strata or ~/.cache/strata)");
 }
 
@@ -80,6 +82,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.mlock = o.mlock;
   eo.tier.warm_start = !o.no_warm_start;
   eo.tier.stats_dir = o.stats_dir;
+  eo.tier.load = o.load_wait ? LoadMode::Wait : LoadMode::Background;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
 }

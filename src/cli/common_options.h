@@ -29,6 +29,7 @@ struct ModelOptions {
   std::string io = "auto";
   bool mlock = false;
   bool no_warm_start = false;
+  bool load_wait = false;
   std::string stats_dir;
 };
 
