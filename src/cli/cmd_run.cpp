@@ -205,6 +205,7 @@ Generated generate(Engine& eng, const tok::Tokenizer& tk, const RunOptions& o, c
     const int32_t t = sampler.sample(logits.data(), history);
     if (s == 0) g.t_first = now_s();
     g.tokens.push_back(t);
+    if (g.tokens.size() == 16) g.t_16 = now_s();
     history.push_back(t);
     const std::string piece = dec.push(t);
     g.text += piece;

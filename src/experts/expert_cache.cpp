@@ -170,6 +170,8 @@ void ExpertCache::warm(std::vector<ExpertKey> order) {
 }
 
 void ExpertCache::pump_warm() {
+  if (warm_pos_ >= warm_order_.size()) return;
+  if (warm_inflight_ > 0) reap(false);  // landed warm reads free the window
   for (; warm_pos_ < warm_order_.size(); ++warm_pos_) {
     const ExpertKey k = warm_order_[warm_pos_];
     if (k.layer < 0 || k.layer >= store_.n_layers() || !store_.is_moe(k.layer) || k.expert < 0 || k.expert >= store_.layer(k.layer).n_expert) continue;
