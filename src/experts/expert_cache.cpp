@@ -12,6 +12,8 @@
 namespace strata {
 
 namespace {
+constexpr uint64_t kWarmWindowSlots = 16;  // warm-start reads in flight at most
+
 uint64_t part_base(const ExpertLayer& L, int p) {
   uint64_t b = 0;
   for (int q = 0; q < p; ++q) b += align_up(L.part[q].stride, kIoAlign) + kIoAlign;
@@ -176,7 +178,8 @@ void ExpertCache::pump_warm() {
     const ExpertKey k = warm_order_[warm_pos_];
     if (k.layer < 0 || k.layer >= store_.n_layers() || !store_.is_moe(k.layer) || k.expert < 0 || k.expert >= store_.layer(k.layer).n_expert) continue;
     const uint64_t bytes = layer_slot_bytes(k.layer);
-    if (warm_inflight_ + bytes > opt_.prefetch_window) return;  // the rest after the next layer's demand
+    // A few reads at a time, so a layer's demand reads never queue behind much of the fill.
+    if (warm_inflight_ + bytes > std::min(opt_.prefetch_window, kWarmWindowSlots * slot_bytes_)) return;
     Entry& en = entries_[idx(k.layer, k.expert)];
     if (state_->resident(k) || en.transient || en.st != St::Absent) continue;
     if (state_->pool_used(k.layer) + bytes > state_->pool_capacity(k.layer)) continue;  // free room only

@@ -61,7 +61,7 @@ class ExpertCache final : public ExpertProvider {
   void release(int layer, int e) override;
   void on_abort() override;
   // Warm start: reads these experts (hottest first) into free slots only, never evicting, with
-  // at most the prefetch window in flight; more are submitted after each layer's demand reads
+  // at most 16 reads (and the prefetch window) in flight; more are submitted after each layer's demand reads
   // (begin_batch, request), so on-demand reads go first.
   void warm(std::vector<ExpertKey> order);
   bool warm_pending() const { return warm_pos_ < warm_order_.size(); }
