@@ -107,6 +107,7 @@ struct Generated {
   std::vector<int32_t> tokens;
   std::string text;
   double t_first = 0;  // when the first token was sampled
+  double t_16 = 0;     // when the 16th was (warm start vs cold: the first tokens' speed)
   std::optional<SpecStats> spec;
 };
 
@@ -114,6 +115,7 @@ struct Generated {
 bool emit(const tok::Tokenizer& tk, const RunOptions& o, tok::StreamDecoder& dec, int32_t t, int n_predict, Generated& g) {
   if (g.tokens.empty()) g.t_first = now_s();
   g.tokens.push_back(t);
+  if (g.tokens.size() == 16) g.t_16 = now_s();
   const std::string piece = dec.push(t);
   g.text += piece;
   if (!o.json) {
@@ -203,6 +205,7 @@ Generated generate(Engine& eng, const tok::Tokenizer& tk, const RunOptions& o, c
     const int32_t t = sampler.sample(logits.data(), history);
     if (s == 0) g.t_first = now_s();
     g.tokens.push_back(t);
+    if (g.tokens.size() == 16) g.t_16 = now_s();
     history.push_back(t);
     const std::string piece = dec.push(t);
     g.text += piece;
@@ -273,8 +276,10 @@ int run(const RunOptions& o) {
   const int n_gen = static_cast<int>(g.tokens.size());
   const double pp_tps = pp_s > 0 ? prompt.size() / pp_s : 0;
   const double tg_tps = n_gen > 1 && t2 > g.t_first ? (n_gen - 1) / (t2 - g.t_first) : 0;
-  const std::string figures = fmt::format("[prompt {} tokens, {:.1f} tok/s | generation {} tokens, {:.1f} tok/s | first token {:.0f} ms]",
-                                          prompt.size(), pp_tps, n_gen, tg_tps, (g.t_first - t0) * 1000.0);
+  std::string figures = fmt::format("[prompt {} tokens, {:.1f} tok/s | generation {} tokens, {:.1f} tok/s | first token {:.0f} ms", prompt.size(),
+                                    pp_tps, n_gen, tg_tps, (g.t_first - t0) * 1000.0);
+  if (g.t_16 > 0) figures += fmt::format(" | first 16 tokens {:.2f} tok/s", 16.0 / (g.t_16 - t1));
+  figures += "]";
   if (rec) {
     eng.model().set_routing_observer(nullptr);
     if (!o.trace_path.empty()) rec->write_trace(o.trace_path);
@@ -295,7 +300,8 @@ int run(const RunOptions& o) {
     j["memory"] = {{"budget", mp.budget},       {"dense", mp.dense},       {"kv", mp.kv},
                    {"scratch", mp.scratch},     {"expert_cache", mp.expert_cache}, {"streaming", mp.streaming},
                    {"peak_rss", process_peak_rss()}};
-    j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0}};
+    j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
+                    {"first16_tps", g.t_16 > 0 ? 16.0 / (g.t_16 - t1) : 0.0}};
     std::fprintf(stderr, "%s\n", figures.c_str());
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

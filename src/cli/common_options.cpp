@@ -32,6 +32,11 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight");
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
+  sub->add_flag("--no-warm-start", o.no_warm_start,
+                "Streaming: do not fill the expert cache at start from the usage statistics of earlier runs (nor update them)");
+  sub->add_flag("--load-wait", o.load_wait,
+                "Resident models: read the whole file before the first token (default: decode at once, streaming experts until a background read ends)");
+  sub->add_option("--stats-dir", o.stats_dir, "Directory of the warm-start usage statistics (default $XDG_CACHE_HOME/strata or ~/.cache/strata)");
 }
 
 void add_sampling_options(CLI::App* sub, SamplerParams& p) {
@@ -75,6 +80,9 @@ Loaded load_engine(const ModelOptions& o) {
   STRATA_CHECK(o.io == "auto" || o.io == "pread", "--io must be auto or pread (got '{}')", o.io);
   eo.tier.force_pread = o.io == "pread";
   eo.tier.mlock = o.mlock;
+  eo.tier.warm_start = !o.no_warm_start;
+  eo.tier.stats_dir = o.stats_dir;
+  eo.tier.load = o.load_wait ? LoadMode::Wait : LoadMode::Background;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
 }
@@ -101,6 +109,8 @@ std::string tier_summary(Engine& eng, int n_tokens, double seconds) {
                    "I/O wait {:.2f} s of {:.2f} s ({:.0f}%)",
                    c->policy_name(), acc > 0 ? 100.0 * k.hits / acc : 0.0, k.hits, k.misses, k.transient, format_bytes(k.bytes_read),
                    format_bytes(static_cast<uint64_t>(per_tok)), bw / 1e9, k.wait_s, seconds, seconds > 0 ? 100.0 * k.wait_s / seconds : 0.0);
+  if (k.warm_issued || plan.warm_queued)
+    s += fmt::format("\nwarm start: {} experts ranked by earlier runs, {} read into the cache, {} of them used", plan.warm_queued, k.warm_issued, k.warm_used);
   if (k.prefetch_issued)
     s += fmt::format("\nprefetch: {} issued, precision {:.1f}% (used), recall {:.1f}% of misses+prefetched hits", k.prefetch_issued,
                      100.0 * k.prefetch_used / k.prefetch_issued,

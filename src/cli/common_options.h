@@ -28,6 +28,9 @@ struct ModelOptions {
   int queue_depth = 64;
   std::string io = "auto";
   bool mlock = false;
+  bool no_warm_start = false;
+  bool load_wait = false;
+  std::string stats_dir;
 };
 
 void add_model_options(CLI::App* sub, ModelOptions& o);

@@ -12,6 +12,8 @@
 namespace strata {
 
 namespace {
+constexpr uint64_t kWarmWindowSlots = 16;  // warm-start reads in flight at most
+
 uint64_t part_base(const ExpertLayer& L, int p) {
   uint64_t b = 0;
   for (int q = 0; q < p; ++q) b += align_up(L.part[q].stride, kIoAlign) + kIoAlign;
@@ -158,7 +160,42 @@ std::string ExpertCache::policy_name() const { return state_->policy().name(); }
 
 void ExpertCache::reset_layer_prof() { std::fill(prof_.begin(), prof_.end(), LayerProf{}); }
 
-void ExpertCache::begin_batch(int) { state_->begin_token(++now_); }
+void ExpertCache::begin_batch(int) {
+  state_->begin_token(++now_);
+  pump_warm();
+}
+
+void ExpertCache::warm(std::vector<ExpertKey> order) {
+  warm_order_ = std::move(order);
+  warm_pos_ = 0;
+  pump_warm();
+}
+
+void ExpertCache::pump_warm() {
+  if (warm_pos_ >= warm_order_.size()) return;
+  if (warm_inflight_ > 0) reap(false);  // landed warm reads free the window
+  for (; warm_pos_ < warm_order_.size(); ++warm_pos_) {
+    const ExpertKey k = warm_order_[warm_pos_];
+    if (k.layer < 0 || k.layer >= store_.n_layers() || !store_.is_moe(k.layer) || k.expert < 0 || k.expert >= store_.layer(k.layer).n_expert) continue;
+    const uint64_t bytes = layer_slot_bytes(k.layer);
+    // A few reads at a time, so a layer's demand reads never queue behind much of the fill.
+    if (warm_inflight_ + bytes > std::min(opt_.prefetch_window, kWarmWindowSlots * slot_bytes_)) return;
+    Entry& en = entries_[idx(k.layer, k.expert)];
+    if (state_->resident(k) || en.transient || en.st != St::Absent) continue;
+    if (state_->pool_used(k.layer) + bytes > state_->pool_capacity(k.layer)) continue;  // free room only
+    Admission adm = state_->admit(k, /*predicted=*/true);
+    if (!adm.admitted) continue;
+    for (const ExpertKey& v : adm.evicted) drop_slot(v);
+    en.slot = take_slot(k.layer);
+    slots_[en.slot] = k;
+    en.transient = false;
+    en.warmed = true;
+    en.warm_io = true;
+    warm_inflight_ += bytes;
+    c_.warm_issued++;
+    submit_reads(k.layer, k.expert, en, slot_mem(en.slot));
+  }
+}
 
 void ExpertCache::submit_reads(int layer, int e, Entry& en, uint8_t* mem) {
   const ExpertLayer& L = store_.layer(layer);
@@ -197,6 +234,10 @@ void ExpertCache::complete(ReadOp* op) {
     en.prefetch_io = false;
     prefetch_inflight_ -= std::min(prefetch_inflight_, layer_slot_bytes(en.key.layer));
   }
+  if (en.warm_io) {
+    en.warm_io = false;
+    warm_inflight_ -= std::min(warm_inflight_, layer_slot_bytes(en.key.layer));
+  }
 }
 
 void ExpertCache::reap(bool wait) {
@@ -215,6 +256,7 @@ void ExpertCache::drop_slot(ExpertKey k) {
   en.st = St::Absent;
   en.slot = -1;
   en.prefetched = false;
+  en.warmed = false;
 }
 
 int ExpertCache::take_slot(int layer) {
@@ -251,6 +293,10 @@ void ExpertCache::request(int layer, const int32_t* experts, int n) {
         c_.prefetch_used++;
         c_.demand_prefetched++;
       }
+      if (en.warmed) {
+        en.warmed = false;
+        c_.warm_used++;
+      }
       if (en.st == St::Failed) submit_reads(layer, k.expert, en, slot_mem(en.slot));
       state_->pin(k);
       pinned_.push_back(k);
@@ -276,6 +322,7 @@ void ExpertCache::request(int layer, const int32_t* experts, int n) {
     }
   }
   start_transients();
+  pump_warm();
 }
 
 void ExpertCache::prefetch(int layer, const int32_t* experts, int n) {

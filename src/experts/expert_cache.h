@@ -43,6 +43,7 @@ struct ExpertCacheCounters {
   uint64_t hits = 0, misses = 0, transient = 0, bytes_read = 0, reads = 0;
   uint64_t prefetch_issued = 0, prefetch_used = 0, prefetch_wasted = 0;
   uint64_t demand_prefetched = 0;  // demanded experts that had been prefetched (recall numerator)
+  uint64_t warm_issued = 0, warm_used = 0;  // warm-start fill: experts read, then demanded
   double wait_s = 0;
 };
 
@@ -59,6 +60,11 @@ class ExpertCache final : public ExpertProvider {
   bool try_acquire(int layer, int e, ExpertMats* out) override;
   void release(int layer, int e) override;
   void on_abort() override;
+  // Warm start: reads these experts (hottest first) into free slots only, never evicting, with
+  // at most 16 reads (and the prefetch window) in flight; more are submitted after each layer's demand reads
+  // (begin_batch, request), so on-demand reads go first.
+  void warm(std::vector<ExpertKey> order);
+  bool warm_pending() const { return warm_pos_ < warm_order_.size(); }
 
   const ExpertCacheCounters& counters() const { return c_; }
   const std::vector<LayerProf>& layer_prof() const { return prof_; }
@@ -81,6 +87,8 @@ class ExpertCache final : public ExpertProvider {
     bool transient = false;
     bool prefetched = false; // read ahead of demand, not yet used
     bool prefetch_io = false; // its prefetch read is in flight (counts against the window)
+    bool warm_io = false;    // its warm-start read is in flight
+    bool warmed = false;     // read by the warm start, not yet used
     bool demanded = false;   // requested by the current layer
     int ops_left = 0;
     int64_t error = 0;       // -errno of the first failed read
@@ -103,6 +111,7 @@ class ExpertCache final : public ExpertProvider {
   ExpertMats views(int layer, int e, const Entry& en) const;
   [[noreturn]] void fail_read(int layer, int e, const Entry& en) const;
   void drop_slot(ExpertKey k);
+  void pump_warm();
   // Construction steps, in order.
   std::vector<uint64_t> plan_size_classes();
   std::vector<uint64_t> plan_slots(const std::vector<uint64_t>& count, uint64_t room) const;
@@ -131,6 +140,9 @@ class ExpertCache final : public ExpertProvider {
   std::vector<Entry> entries_;    // [n_layer * n_expert]
   std::vector<ExpertKey> pinned_; // pins taken by request(), dropped on release/abort
   uint64_t prefetch_inflight_ = 0;
+  std::vector<ExpertKey> warm_order_;
+  size_t warm_pos_ = 0;
+  uint64_t warm_inflight_ = 0;
   uint64_t now_ = 0;
   ExpertCacheCounters c_;
   std::vector<LayerProf> prof_;

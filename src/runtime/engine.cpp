@@ -94,6 +94,7 @@ void Engine::check_inputs(std::span<const SeqInput> inputs) const {
 }
 
 void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logits) {
+  tier_->poll_load();  // between passes: a finished background load switches to resident
   check_inputs(inputs);
   tokens_.clear();
   pos_.clear();

@@ -9,9 +9,15 @@
 
 #include "experts/expert_cache.h"
 #include "experts/expert_store.h"
+#include "runtime/background_load.h"
 #include "model/model.h"
 
 namespace strata {
+
+// Resident models: Wait reads the whole file before the first token; Background decodes at once
+// through a small expert cache while a thread reads the file, then switches to resident (only
+// when most of the file is not in memory yet); AlwaysBackground does so even then (tests).
+enum class LoadMode : uint8_t { Wait, Background, AlwaysBackground };
 
 struct TierOptions {
   uint64_t ram_budget = 0;        // 0: no budget (resident experts)
@@ -22,6 +28,12 @@ struct TierOptions {
   bool force_pread = false;
   bool mlock = false;
   FaultPlan faults;               // tests: inject read failures (pread backend)
+  // Warm start (streaming only): fill the cache at start with the experts earlier runs routed to
+  // most, from stats_dir (empty: default_stats_dir()), and add this run's counts there at the end.
+  bool warm_start = false;
+  std::string stats_dir;
+  LoadMode load = LoadMode::Wait;
+  LoadHooks load_hooks;           // tests: hold or fail the background load
 };
 
 // Planned for the binary, the heap outside the planned buffers, and thread stacks.
@@ -40,6 +52,12 @@ struct MemoryPlan {
   uint64_t dense_copied = 0;      // streaming: dense bytes moved from the file mapping into process memory
   double dense_copy_s = 0;
   std::string io;                 // backend description
+  int64_t warm_queued = 0;        // warm start: experts ranked by earlier runs, queued for the cache
+  std::string warm_note;          // warm start: why no statistics were used (missing, corrupt...)
+  bool loading = false;           // resident model, still being read in the background (streaming meanwhile)
+  bool loaded_in_background = false;  // it was, and the tier switched to resident
+  double load_s = 0;              // seconds the background load took
+  std::string load_error;         // the background load failed: streaming stays on
   std::string describe() const;
 };
 
@@ -54,9 +72,25 @@ class ExpertTier {
   const MemoryPlan& plan() const { return plan_; }
   ExpertCache* cache() { return cache_.get(); }
   const ExpertStore& store() const { return *store_; }
+  // Warm start: adds this run's routing counts to the statistics file now (also done at
+  // destruction). Returns false (and warns) when the file cannot be written.
+  bool save_warm_stats();
+  // Background load: when the load has ended, switches to resident (drops the expert cache) or,
+  // after a read error, records it and keeps streaming. Cheap; the engine calls it before each
+  // pass. Returns whether it switched now.
+  bool poll_load();
+  uint64_t load_bytes_done() const { return loader_ ? loader_->bytes_done() : 0; }
 
  private:
   void warm_resident(Model& model);
+  void start_warm(const TierOptions& opt);
+  void go_resident(const TierOptions& opt);
+  void start_background_load(const TierOptions& opt);
+  std::unique_ptr<IoBackend> make_backend(const TierOptions& opt);
+  std::unique_ptr<BackgroundLoad> loader_;
+  std::string warm_path_;
+  uint64_t model_key_ = 0;
+  bool warm_saved_ = false;
   Model& model_;
   MemoryPlan plan_;
   std::unique_ptr<ExpertStore> store_;
