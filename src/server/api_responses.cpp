@@ -213,11 +213,7 @@ class ResponsesStream : public WireStream {
         text_ += e.text;
         return send("response.reasoning_text.delta", at(json{{"content_index", 0}, {"delta", e.text}}), emit);
       case K::Text:
-        if (kind_ != "message") {
-          if (!open("message", json{{"id", random_id("msg_")}, {"type", "message"}, {"status", "in_progress"}, {"role", "assistant"}, {"content", json::array()}}, emit))
-            return false;
-          if (!send("response.content_part.added", at(json{{"content_index", 0}, {"part", output_text("")}}), emit)) return false;
-        }
+        if (kind_ != "message" && !open_message(emit)) return false;
         text_ += e.text;
         return send("response.output_text.delta", at(json{{"content_index", 0}, {"delta", e.text}, {"logprobs", json::array()}}), emit);
       case K::CallStart:
@@ -229,6 +225,8 @@ class ResponsesStream : public WireStream {
       case K::CallEnd: return close(emit);
       case K::Finish:
         fin_ = *e.final;
+        // Like the non-streamed output: a message (maybe empty) unless the reply made calls.
+        if (!e.called && kind_ != "message" && !has_message_ && !open_message(emit)) return false;
         return close(emit);
     }
     (void)run;
@@ -250,6 +248,11 @@ class ResponsesStream : public WireStream {
     data["type"] = type;
     data["sequence_number"] = seq_++;
     return emit(sse(type, data));
+  }
+  bool open_message(const Emit& emit) {
+    has_message_ = true;
+    return open("message", json{{"id", random_id("msg_")}, {"type", "message"}, {"status", "in_progress"}, {"role", "assistant"}, {"content", json::array()}}, emit) &&
+           send("response.content_part.added", at(json{{"content_index", 0}, {"part", output_text("")}}), emit);
   }
   // item_id and output_index of the open item added to `d`.
   json at(json d) const {
@@ -291,6 +294,7 @@ class ResponsesStream : public WireStream {
   std::string text_;
   toolcall::ToolCall call_;
   json output_ = json::array();
+  bool has_message_ = false;
   GenEvent fin_;
 };
 

@@ -218,6 +218,7 @@ TEST_F(ServerWire, ResponsesStreamIsNumberedAndEndsWithTheWholeResponse) {
   EXPECT_TRUE(last == "response.completed" || last == "response.incomplete") << last;
   const json& fin = ev.back().second["response"];
   EXPECT_EQ(fin["status"], whole["status"]);
+  ASSERT_FALSE(fin["output"].empty());
   EXPECT_EQ(fin["output"].back()["content"][0]["text"], item["content"][0]["text"]);
   EXPECT_EQ(text, item["content"][0]["text"]);
   EXPECT_EQ(fin["usage"], whole["usage"]);
