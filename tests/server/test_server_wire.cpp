@@ -47,7 +47,9 @@ class ServerWire : public ::testing::Test {
     const json j = json::parse(r->body);
     ASSERT_TRUE(j["error"].is_object()) << r->body;
     EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
-    if (!param.empty()) EXPECT_EQ(j["error"]["param"], param) << r->body;
+    if (!param.empty()) {
+      EXPECT_EQ(j["error"]["param"], param) << r->body;
+    }
   }
   // {"error": "message"}
   static void ollama_error(const httplib::Result& r, int status) {
@@ -108,9 +110,9 @@ TEST_F(ServerWire, MalformedBodiesGetEachApisErrorShapeAndTheServerStaysUp) {
   for (const auto& [key, bad, param] : std::vector<std::tuple<std::string, json, std::string>>{
            {"previous_response_id", "resp_1", "previous_response_id"},
            {"store", true, "store"},
-           {"input", json::array({json{{"type", "image_generation_call"}}})}, "input[0].type"},
+           {"input", json::array({json{{"type", "image_generation_call"}}}), "input[0].type"},
            {"input", 7, "input"},
-           {"tools", json::array({json{{"type", "web_search"}}})}, "tools[0].type"},
+           {"tools", json::array({json{{"type", "web_search"}}}), "tools[0].type"},
            {"text", json{{"format", json{{"type", "xml"}}}}, "text.format.type"},
            {"max_output_tokens", -1, "max_output_tokens"}}) {
     json b = rsp;
