@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs the npm clients (openai; ai + @ai-sdk/openai-compatible + zod) for the end-to-end server tests
+# Installs the npm clients (openai; ai + @ai-sdk/openai-compatible + zod; @anthropic-ai/sdk; ollama; @openai/agents) for the end-to-end server tests
 # (tests/server/openai_e2e); the GoogleTests ServerOpenAiE2E.* run them when node_modules exists.
 set -eu
 cd "$(dirname "$0")/../tests/server/openai_e2e"

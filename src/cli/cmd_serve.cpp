@@ -67,6 +67,7 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--step-tokens", o->server.step_tokens, "Tokens per forward pass (decode tokens first, then prompt chunks)")->capture_default_str();
   sub->add_option("--http-threads", o->server.http_threads, "HTTP worker threads (0: queue + 64)");
   sub->add_option("--alias", o->server.alias, "Model id to report (and accept) instead of the GGUF general.name");
+  sub->add_flag("--strict-model", o->server.strict_model, "Answer 404 to a request whose model is not the served one (default: any name is accepted)");
   sub->add_option("--reasoning-format", o->server.reasoning_format, "deepseek: <think>...</think> goes to reasoning_content; none: left in content")
       ->check(CLI::IsMember({"deepseek", "none"}))
       ->capture_default_str();

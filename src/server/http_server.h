@@ -1,5 +1,6 @@
 #pragma once
-// strata serve: an OpenAI-compatible HTTP server over one Engine.
+// strata serve: an HTTP server over one Engine speaking the OpenAI (chat, completions,
+// responses), Anthropic Messages and Ollama wire formats through one request core.
 //
 //   HttpServer srv(opts);
 //   int port = srv.bind();          // opts.port 0: an ephemeral port
@@ -8,8 +9,7 @@
 //   ...
 //   srv.stop();
 //
-// Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
-// GET /metrics. Every failure is an OpenAI error object with its HTTP status.
+// Endpoints: see src/server/README.md. Every failure is that API's error object with its HTTP status.
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -32,6 +32,7 @@ struct ServerOptions {
   int step_tokens = 256;                // tokens per forward pass
   int http_threads = 0;                 // 0: queue + 64
   std::string alias;                    // extra accepted model name; also the id when set
+  bool strict_model = false;            // a request's "model" must name the served model (else 404); false: anything goes
   std::string reasoning_format = "deepseek";  // deepseek: <think> text -> reasoning_content; none
   std::string chat_template;            // template text replacing the GGUF's ("" : the GGUF's)
   nlohmann::ordered_json chat_template_kwargs;  // null or an object: template variables under the request's

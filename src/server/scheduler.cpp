@@ -327,7 +327,9 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
     if (f != Finish::Cancelled) emit(s, tail);
   }
   const int n_prompt = static_cast<int>(s.req->params.prompt.size());
-  s.req->push(final_event(f, n_prompt, s.n_gen, s.n_reused, error));
+  GenEvent fin = final_event(f, n_prompt, s.n_gen, s.n_reused, error);
+  if (f == Finish::Stop && s.stopper.matched()) fin.stop_string = s.stopper.which();
+  s.req->push(std::move(fin));
   local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done - s.n_reused);
   local_.prompt_tokens_reused += static_cast<uint64_t>(s.n_reused);
   local_.completion_tokens += static_cast<uint64_t>(s.n_gen);

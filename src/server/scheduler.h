@@ -83,6 +83,7 @@ struct GenEvent {
   int prompt_tokens = 0, completion_tokens = 0;
   int cached_tokens = 0;           // prompt tokens whose KV rows the slot kept from its previous request
   std::string error;               // Finish::Error
+  std::string stop_string;         // Finish::Stop at a stop string: that string ("" at EOS / grammar end)
 };
 
 // One request in flight: its parameters, its event queue, and a cancel flag.

@@ -20,7 +20,10 @@ std::string StopMatcher::push(std::string_view text) {
   if (matched_) return {};
   held_.append(text);
   size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, held_.find(s));
+  for (const auto& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < first) first = at, which_ = s;
+  }
   if (first != std::string::npos) {
     matched_ = true;
     std::string out = held_.substr(0, first);

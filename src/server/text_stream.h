@@ -16,9 +16,11 @@ class StopMatcher {
   // Whatever is held back (the end of the stream). Empty after a match.
   std::string flush();
   bool matched() const { return matched_; }
+  const std::string& which() const { return which_; }  // the stop string found (matched())
 
  private:
   std::vector<std::string> stops_;
+  std::string which_;
   std::string held_;
   bool matched_ = false;
 };

@@ -30,6 +30,7 @@ class Server : public ::testing::Test {
     server::ServerOptions so;
     so.max_body = 64 * 1024;
     so.max_queue = 32;
+    so.strict_model = true;
     main_ = new TestServer(so, /*n_seq=*/4, kCtx);
   }
   static void TearDownTestSuite() {

@@ -1,0 +1,119 @@
+// OpenAI /v1/chat/completions and /v1/completions over the request core.
+#include <fmt/format.h>
+
+#include "server/api_host.h"
+
+namespace strata::server {
+
+using nlohmann::json;
+
+namespace {
+
+// Chat: the message; completions: the text.
+json choice_body(const Job& jb, const toolcall::Parsed& p) {
+  if (!jb.chat) return p.content;
+  if (jb.tools) return tool_message_json(p);
+  json body{{"role", "assistant"}, {"content", p.content}};
+  if (!p.reasoning.empty()) body["reasoning_content"] = p.reasoning;
+  return body;
+}
+
+class OpenAiStream : public WireStream {
+ public:
+  explicit OpenAiStream(int n) : text_offset_(static_cast<size_t>(n), 0), finals_(static_cast<size_t>(n)) {}
+
+  bool begin(CoreRun& run, const Emit& emit) override {
+    bool ok = true;
+    for (int i = 0; run.job.chat && i < run.n() && ok; ++i) ok = emit(sse("", completion_json(run.job, true, json{{"role", "assistant"}, {"content", ""}}, i)));
+    return ok;
+  }
+
+  bool event(CoreRun& run, const CoreEvent& e, const Emit& emit) override {
+    const Job& jb = run.job;
+    auto chunk = [&](const json& body, const json& finish) { return emit(sse("", completion_json(jb, true, body, e.choice, finish, take_logprobs(run, e.choice)))); };
+    using K = CoreEvent::Kind;
+    switch (e.kind) {
+      case K::Text: return chunk(jb.chat ? json{{"content", e.text}} : json(e.text), nullptr);
+      case K::Reasoning: return chunk(json{{"reasoning_content", e.text}}, nullptr);
+      case K::CallStart:
+        return chunk(json{{"tool_calls", json::array({json{{"index", e.call}, {"id", e.id}, {"type", "function"}, {"function", {{"name", e.name}, {"arguments", ""}}}}})}},
+                     nullptr);
+      case K::CallArgs: return chunk(json{{"tool_calls", json::array({json{{"index", e.call}, {"function", {{"arguments", e.text}}}}})}}, nullptr);
+      case K::CallEnd: return true;
+      case K::Finish:
+        finals_[static_cast<size_t>(e.choice)] = *e.final;
+        return chunk(jb.chat ? json::object() : json(""), finish_reason(e.final->finish, e.called));
+    }
+    return true;
+  }
+
+  bool end(CoreRun& run, const Emit& emit) override {
+    bool ok = true;
+    if (run.job.common.include_usage) {
+      json u = completion_json(run.job, /*stream=*/true, std::nullopt);
+      u["usage"] = usage_json(finals_);
+      ok = emit(sse("", u));
+    }
+    return ok && emit("data: [DONE]\n\n");
+  }
+
+  void error(CoreRun&, const std::string& message, const Emit& emit) override { emit(sse("", error_json(message, "server_error", "", ""))); }
+
+ private:
+  // The logprobs of choice i not sent yet (null when the request did not ask for them).
+  json take_logprobs(CoreRun& run, int i) {
+    if (run.job.common.n_probs < 0) return nullptr;
+    const auto probs = run.take_probs(i);
+    if (probs.empty()) return nullptr;
+    return run.job.chat ? chat_logprobs_json(probs, *run.tok) : completion_logprobs_json(probs, *run.tok, text_offset_[static_cast<size_t>(i)]);
+  }
+  std::vector<size_t> text_offset_;
+  std::vector<GenEvent> finals_;
+};
+
+void respond(httplib::Response& res, CoreRun& run, const ClientSocket& client) {
+  const auto results = collect(run, [&] { return client.gone(); });
+  if (!results) {
+    res.status = 499;
+    res.set_content(dump(error_json("the client closed the connection", "invalid_request_error", "", "client_closed")), "application/json");
+    return;
+  }
+  const Job& jb = run.job;
+  json out = completion_json(jb, /*stream=*/false, std::nullopt);
+  std::vector<GenEvent> finals;
+  for (size_t i = 0; i < results->size(); ++i) {
+    const ChoiceResult& r = (*results)[i];
+    json lp = nullptr;
+    if (jb.common.n_probs >= 0) {
+      size_t offset = 0;
+      lp = jb.chat ? chat_logprobs_json(r.probs, *run.tok) : completion_logprobs_json(r.probs, *run.tok, offset);
+    }
+    const char* finish = finish_reason(r.final.finish, !r.parsed.calls.empty());
+    out["choices"].push_back(choice_json(jb, false, choice_body(jb, r.parsed), static_cast<int>(i), finish, lp));
+    finals.push_back(r.final);
+  }
+  out["usage"] = usage_json(finals);
+  res.set_content(dump(out), "application/json");
+}
+
+void completion(ApiHost& host, const httplib::Request& req, httplib::Response& res, bool chat) {
+  host.require_ready();
+  const Json j = parse_body(req.body);
+  const CommonParams common = parse_common(j, host.options().sampling, chat);
+  host.check_model(common.model);
+  auto run = start_request(host.core(), j, chat, common, chat ? "chatcmpl-" : "cmpl-");
+  run->job.model = host.model_id();
+  if (common.stream) stream_run(res, run, client_of(req), std::make_shared<OpenAiStream>(run->n()), "text/event-stream");
+  else respond(res, *run, client_of(req));
+}
+
+}  // namespace
+
+void add_openai_routes(ApiHost& host) {
+  host.http().Post("/v1/chat/completions", host.guarded([&host](const httplib::Request& req, httplib::Response& res) { completion(host, req, res, true); },
+                                                        ErrorShape::OpenAI));
+  host.http().Post("/v1/completions", host.guarded([&host](const httplib::Request& req, httplib::Response& res) { completion(host, req, res, false); },
+                                                   ErrorShape::OpenAI));
+}
+
+}  // namespace strata::server

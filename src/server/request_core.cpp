@@ -1,0 +1,238 @@
+#include "server/request_core.h"
+
+#include <fmt/format.h>
+
+#include "server/chat_request.h"
+#include "server/constraints.h"
+
+namespace strata::server {
+
+using nlohmann::json;
+
+namespace {
+
+bool ends_with(std::string_view s, std::string_view t) { return s.size() >= t.size() && s.substr(s.size() - t.size()) == t; }
+
+std::vector<toolcall::ToolSpec> tool_specs(const Json& tools) {
+  std::vector<toolcall::ToolSpec> out;
+  for (const auto& t : tools) {
+    const Json& f = t["function"];
+    toolcall::ToolSpec s;
+    s.name = f["name"].get<std::string>();
+    if (f.contains("description") && f["description"].is_string()) s.description = f["description"].get<std::string>();
+    if (f.contains("parameters") && f["parameters"].is_object()) s.parameters = json::parse(f["parameters"].dump());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Puts `text` at the start of the system message (a new one when the conversation has none).
+void add_system_text(std::vector<ChatMsg>& messages, const std::string& text) {
+  if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
+    messages[0].content = text + "\n\n" + messages[0].content.value_or("");
+    return;
+  }
+  messages.insert(messages.begin(), ChatMsg("system", text));
+}
+
+// Chat messages -> the prompt tokens; tools, grammar and reasoning settings.
+void prepare_chat(const CoreContext& ctx, const Json& j, Job& jb, GenParams& gp, const char* call_prefix) {
+  ChatRequest cr = parse_chat_request(j);
+  ChatInputs in;
+  // tool_choice "none": the template is not told about the tools (history still renders) and
+  // the reply is not parsed for calls.
+  jb.tools = cr.tools.is_array() && cr.tool_choice.mode != ToolChoice::Mode::None;
+  if (jb.tools) {
+    in.tools = cr.tools;
+    jb.format = ctx.tool_format;
+    jb.parser.tools = tool_specs(cr.tools);
+    jb.parser.id_prefix = random_id(call_prefix) + "_";
+    // A template without a tool syntax: the tools are described in the system message and the
+    // reply is the generic JSON object.
+    if (jb.format == toolcall::Format::Generic) add_system_text(cr.messages, toolcall::generic_tools_prompt(jb.parser.tools, cr.parallel_tool_calls));
+  }
+  ToolConstraint tc;
+  tc.format = jb.format;
+  tc.tools = jb.tools ? &jb.parser.tools : nullptr;
+  tc.choice = cr.tool_choice;
+  tc.parallel = cr.parallel_tool_calls;
+  gp.grammar = request_grammar(j, &tc);
+  in.kwargs = cr.kwargs;
+  ChatPrompt cp;
+  try {
+    cp = format_chat(cr.messages, *ctx.chat_format, in);
+  } catch (const std::exception& e) {
+    throw bad_request(fmt::format("the chat template cannot render these messages: {}", e.what()), "messages", "chat_template_error");
+  }
+  jb.reasoning = ctx.reasoning;
+  jb.start_in_think = ends_with(cp.text, "<think>") || ends_with(cp.text, "<think>\n");
+  jb.parser.reasoning = jb.reasoning;
+  jb.parser.thinking_open = jb.start_in_think;
+  gp.prompt = ctx.tok->encode(cp.text, cp.add_special, /*parse_special=*/true);
+  gp.reasoning_budget = cr.reasoning_budget.value_or(ctx.reasoning_budget);
+  gp.start_in_think = jb.start_in_think;
+  gp.think_close = *ctx.think_close;
+}
+
+void prepare_prompt(const CoreContext& ctx, const Json& j, GenParams& gp) {
+  gp.grammar = request_grammar(j, nullptr);
+  PromptInput in = parse_prompt(j);
+  if (in.is_tokens) {
+    for (int32_t t : in.tokens)
+      if (t >= ctx.tok->n_vocab()) throw bad_request(fmt::format("token id {} is outside the vocabulary (0..{})", t, ctx.tok->n_vocab() - 1), "prompt", "invalid_value");
+    gp.prompt = std::move(in.tokens);
+  } else {
+    gp.prompt = ctx.tok->encode(in.text, /*add_special=*/true, /*parse_special=*/true);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<CoreRun> start_request(const CoreContext& ctx, const Json& body, bool chat, const CommonParams& common, const char* id_prefix,
+                                       const char* call_prefix) {
+  auto run = std::make_shared<CoreRun>();
+  Job& jb = run->job;
+  jb.chat = chat;
+  jb.common = common;
+  jb.id = random_id(id_prefix);
+  jb.created = unix_time();
+  GenParams gp;
+  const char* param = chat ? "messages" : "prompt";
+  if (chat) prepare_chat(ctx, body, jb, gp, call_prefix);
+  else prepare_prompt(ctx, body, gp);
+  const int n_ctx = ctx.sched->n_ctx();
+  if (gp.prompt.empty()) throw bad_request("the prompt is empty (no tokens)", param, "empty_prompt");
+  if (static_cast<int>(gp.prompt.size()) >= n_ctx)
+    throw bad_request(fmt::format("This model's maximum context length is {} tokens per request, but the prompt has {} tokens (at least one "
+                                  "token must remain for the completion). Shorten the prompt or restart the server with a larger -c.",
+                                  n_ctx, gp.prompt.size()),
+                      param, "context_length_exceeded");
+  gp.sampling = common.sampling;
+  gp.max_tokens = common.max_tokens;
+  gp.stop = common.stop;
+  gp.ignore_eos = common.ignore_eos;
+  gp.n_probs = common.n_probs;
+  run->prompt_tokens = static_cast<int>(gp.prompt.size());
+  run->tok = ctx.tok;
+  if (common.n > 1) run->signal_ = std::make_shared<EventSignal>();
+  for (int i = 0; i < common.n; ++i) {
+    GenParams g = gp;
+    g.sampling.seed = choice_seed(gp.sampling.seed, i);
+    g.signal = run->signal_;
+    run->reqs_.push_back(std::make_shared<GenRequest>(std::move(g)));
+  }
+  const size_t n = run->reqs_.size();
+  run->rs_.assign(n, ReasoningSplitter(chat && jb.reasoning, jb.start_in_think));
+  for (size_t i = 0; i < n && jb.tools; ++i) run->parsers_.push_back(toolcall::StreamParser::make(jb.format, jb.parser));
+  run->called_.assign(n, 0);
+  run->probs_.resize(n);
+  run->finals_.resize(n);
+  if (!ctx.sched->submit(run->reqs_))
+    throw ApiError(503, "the server is busy: every slot is taken and the wait queue is full; retry later", "server_error", "", "queue_full");
+  return run;
+}
+
+int count_prompt_tokens(const CoreContext& ctx, const Json& chat_body) {
+  Job jb;
+  GenParams gp;
+  prepare_chat(ctx, chat_body, jb, gp, "call_");
+  return static_cast<int>(gp.prompt.size());
+}
+
+// Text of choice i through its tool-call parser (or the <think> splitter); `last`: flush.
+bool CoreRun::feed(int i, const std::string& text, bool last, const std::function<bool(const CoreEvent&)>& on) {
+  using K = CoreEvent::Kind;
+  if (!job.tools) {
+    const ReasoningSplitter::Out o = last ? rs_[i].flush() : rs_[i].push(text);
+    if (!o.reasoning.empty() && !on(CoreEvent{K::Reasoning, i, 0, {}, {}, o.reasoning})) return false;
+    return o.content.empty() || on(CoreEvent{K::Text, i, 0, {}, {}, o.content});
+  }
+  scratch_.clear();
+  if (last) parsers_[i]->finish(scratch_);
+  else parsers_[i]->feed(text, scratch_);
+  for (const auto& e : scratch_) {
+    using E = toolcall::Event::Kind;
+    if (e.kind != E::CallStart && e.kind != E::CallEnd && e.text.empty()) continue;
+    K k = e.kind == E::Content ? K::Text : e.kind == E::Reasoning ? K::Reasoning : e.kind == E::CallStart ? K::CallStart : e.kind == E::CallArgs ? K::CallArgs : K::CallEnd;
+    if (k == K::CallStart) called_[i] = 1;
+    if (!on(CoreEvent{k, i, e.index, e.id, e.name, e.text})) return false;
+  }
+  return true;
+}
+
+bool CoreRun::pump(int ms, const std::function<bool(const CoreEvent&)>& on) {
+  std::vector<std::pair<int, std::vector<GenEvent>>> got;
+  if (reqs_.size() == 1) {
+    auto ev = reqs_[0]->wait(ms);
+    if (!ev.empty()) got.emplace_back(0, std::move(ev));
+  } else {
+    for (int pass = 0; pass < 2 && got.empty(); ++pass) {
+      const uint64_t seen = signal_->count();
+      for (size_t i = 0; i < reqs_.size(); ++i) {
+        auto ev = reqs_[i]->wait(0);
+        if (!ev.empty()) got.emplace_back(static_cast<int>(i), std::move(ev));
+      }
+      if (got.empty() && pass == 0) signal_->wait(seen, ms);
+    }
+  }
+  for (auto& [i, evs] : got) {
+    for (auto& ev : evs) {
+      for (auto& p : ev.probs) probs_[i].push_back(std::move(p));
+      if (!ev.text.empty() && !feed(i, ev.text, false, on)) return false;
+      if (!ev.final) continue;
+      finals_[i] = ev;
+      n_done_++;
+      if (ev.finish != Finish::Error && !feed(i, "", true, on)) return false;
+      CoreEvent f{CoreEvent::Kind::Finish, i};
+      f.final = &finals_[i];
+      f.called = called_[i] != 0;
+      if (!on(f)) return false;
+    }
+  }
+  return true;
+}
+
+std::vector<TokenLogprobs> CoreRun::take_probs(int i) {
+  std::vector<TokenLogprobs> out;
+  out.swap(probs_[i]);
+  return out;
+}
+
+void CoreRun::cancel() {
+  for (auto& r : reqs_)
+    if (!r->done()) r->cancel();
+}
+
+std::optional<std::vector<ChoiceResult>> collect(CoreRun& run, const std::function<bool()>& gone) {
+  std::vector<ChoiceResult> out(static_cast<size_t>(run.n()));
+  using K = CoreEvent::Kind;
+  auto on = [&](const CoreEvent& e) {
+    ChoiceResult& r = out[static_cast<size_t>(e.choice)];
+    switch (e.kind) {
+      case K::Reasoning: r.parsed.reasoning += e.text; break;
+      case K::Text: r.parsed.content += e.text; break;
+      case K::CallStart: r.parsed.calls.push_back(toolcall::ToolCall{e.id, e.name, ""}); break;
+      case K::CallArgs:
+        if (e.call >= 0 && e.call < static_cast<int>(r.parsed.calls.size())) r.parsed.calls[static_cast<size_t>(e.call)].arguments += e.text;
+        break;
+      case K::CallEnd: break;
+      case K::Finish:
+        r.final = *e.final;
+        r.probs = run.take_probs(e.choice);
+        break;
+    }
+    return true;
+  };
+  while (!run.finished()) {
+    run.pump(100, on);
+    if (!run.finished() && gone()) {
+      run.cancel();  // the slots free at the next engine step; nobody reads this answer
+      return std::nullopt;
+    }
+  }
+  for (const auto& r : out)
+    if (r.final.finish == Finish::Error) throw ApiError(500, r.final.error, "server_error");
+  return out;
+}
+
+}  // namespace strata::server
