@@ -17,6 +17,7 @@
 #include "server/constraints.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/server_info.h"
 #include "server/text_stream.h"
 
 namespace strata::server {
@@ -110,7 +111,10 @@ struct HttpServer::Impl {
   std::atomic<bool> ready{false};
   Engine* eng = nullptr;
   const tok::Tokenizer* tok = nullptr;
+  std::unique_ptr<TierMonitor> monitor;  // outlives the scheduler that feeds it
+  bool monitor_closed = false;
   std::unique_ptr<Scheduler> sched;
+  ServedModel served;  // what server_info's routes read
   std::string model_id;
   ChatFormat chat_format;
   std::vector<int32_t> think_close;  // forced when a reasoning budget is spent
@@ -188,6 +192,8 @@ struct HttpServer::Impl {
     }));
     http.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, true); }));
     http.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, false); }));
+    add_info_routes(http, [this](httplib::Server::Handler h) { return guarded(std::move(h)); },
+                    [this]() -> const ServedModel* { return ready.load(std::memory_order_acquire) ? &served : nullptr; });
 
     // Statuses httplib sets itself (404 no route, 413 body too large, 400 bad request line...)
     // still answer with an error object.
@@ -510,13 +516,22 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
     if (tok.is_eog(t)) eog.push_back(t);
   }
   so.vocab = std::make_shared<grammar::VocabIndex>(std::move(bytes), std::move(eog));
+  m.monitor = start_monitor(eng, m.opt.disk_probe);
+  so.on_step = [mon = m.monitor.get()](int tokens, int generated, double t0, double t1) { mon->on_step(tokens, generated, t0, t1); };
   m.sched = std::make_unique<Scheduler>(eng, tok, so);
+  m.served = ServedModel{&eng, &tok, m.sched.get(), m.monitor.get(), m.model_id, model_path, m.chat_format.model_template,
+                         chat_format_name(m.chat_format), m.opt.sampling};
   m.ready.store(true, std::memory_order_release);
 }
 
 void HttpServer::stop() {
   Impl& m = *impl_;
   if (m.sched) m.sched->stop();  // waiting handlers get their final events first
+  if (m.monitor && !m.monitor_closed) {
+    m.monitor->close();  // ends /stats/stream responses
+    m.eng->model().set_routing_observer(nullptr);
+    m.monitor_closed = true;  // a second stop() may come after the engine is gone
+  }
   m.http.stop();
   if (m.thread.joinable()) m.thread.join();
 }
