@@ -49,6 +49,7 @@ int serve(ServeOptions& o) {
   std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
                loaded.engine->options().n_ctx, o.server.max_queue, o.server.api_key.empty() ? "" : ", API key required");
   std::fprintf(stderr, "%s\n", tier_summary(*loaded.engine, 0, 0).c_str());
+  if (o.server.webui) std::fprintf(stderr, "strata serve: web page at http://%s:%d/\n", o.server.host.c_str(), port);
   while (!interrupted() && !g_term.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "strata serve: shutting down\n");
   srv.stop();
@@ -59,7 +60,7 @@ int serve(ServeOptions& o) {
 
 Command add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
-  auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics), llama-server's /props /slots /tokenize /detokenize, /stats");
+  auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics), llama-server's /props /slots /tokenize /detokenize, /stats and a web page at /");
   add_model_options(sub, o->model);
   sub->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", o->server.port, "Port (0: any free port)")->capture_default_str();
@@ -79,6 +80,7 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--reasoning-budget", o->server.reasoning_budget,
                   "Tokens a reply may spend inside <think> before the server closes the block (-1: unlimited, 0: none; requests may set reasoning_budget)")
       ->capture_default_str();
+  sub->add_flag("--no-webui{false}", o->server.webui, "No web page at / (404)");
   sub->add_option("--disk-probe", o->disk_probe,
                   "Bytes of random reads that measure the disk at start when experts stream (the ceiling /stats compares reads against; 0: skip)")
       ->capture_default_str();

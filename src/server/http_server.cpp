@@ -19,6 +19,7 @@
 #include "server/openai_api.h"
 #include "server/server_info.h"
 #include "server/text_stream.h"
+#include "server/webui.h"
 
 namespace strata::server {
 
@@ -194,6 +195,7 @@ struct HttpServer::Impl {
     http.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, false); }));
     add_info_routes(http, [this](httplib::Server::Handler h) { return guarded(std::move(h)); },
                     [this]() -> const ServedModel* { return ready.load(std::memory_order_acquire) ? &served : nullptr; });
+    if (opt.webui) add_webui_routes(http);
 
     // Statuses httplib sets itself (404 no route, 413 body too large, 400 bad request line...)
     // still answer with an error object.
@@ -520,7 +522,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   so.on_step = [mon = m.monitor.get()](int tokens, int generated, double t0, double t1) { mon->on_step(tokens, generated, t0, t1); };
   m.sched = std::make_unique<Scheduler>(eng, tok, so);
   m.served = ServedModel{&eng, &tok, m.sched.get(), m.monitor.get(), m.model_id, model_path, m.chat_format.model_template,
-                         chat_format_name(m.chat_format), m.opt.sampling};
+                         chat_format_name(m.chat_format), m.opt.sampling, m.opt.webui};
   m.ready.store(true, std::memory_order_release);
 }
 

@@ -9,7 +9,8 @@
 //   srv.stop();
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
-// GET /metrics; /props, /slots, /tokenize, /detokenize, /stats (server_info.h). Every failure is an OpenAI error object with its HTTP status.
+// GET /metrics; /props, /slots, /tokenize, /detokenize, /stats (server_info.h); the web page at /
+// (webui.h). Every failure is an OpenAI error object with its HTTP status.
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -37,6 +38,7 @@ struct ServerOptions {
   nlohmann::ordered_json chat_template_kwargs;  // null or an object: template variables under the request's
   int reasoning_budget = -1;            // tokens inside <think> before "</think>" is forced; -1 unlimited
   SamplerParams sampling;               // defaults for fields a request leaves out
+  bool webui = true;                    // the web page at / (server/webui.h)
   uint64_t disk_probe = 0;              // bytes read at attach to measure the disk for /stats (streaming experts; 0: not measured)
 };
 

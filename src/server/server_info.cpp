@@ -48,6 +48,7 @@ json props_json(const ServedModel& m) {
               {"eos_token", token_text(m.tok->eos())},
               {"build_info", fmt::format("strata {} (g++ {})", STRATA_VERSION, __VERSION__)},
               {"modalities", {{"vision", false}, {"audio", false}}},
+              {"webui", m.webui},
               {"model", {{"architecture", cfg.arch},
                          {"name", cfg.name},
                          {"n_vocab", cfg.n_vocab},

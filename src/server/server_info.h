@@ -30,6 +30,7 @@ struct ServedModel {
   TierMonitor* monitor = nullptr;
   std::string model_id, model_path, chat_template, chat_format;
   SamplerParams sampling;
+  bool webui = false;
 };
 
 // The expert tier's monitor, installed as the model's routing observer; with `disk_probe` > 0 and

@@ -1,10 +1,11 @@
 // llama-server's conveniences (/props, /slots, /tokenize, /detokenize), the expert tier's live
-// figures (/stats, /stats/stream), on the qwen3moe fixture.
+// figures (/stats, /stats/stream) and the embedded web page, on the qwen3moe fixture.
 #include <atomic>
 #include <numeric>
 #include <thread>
 
 #include "../wait_until.h"
+#include "server/webui.h"
 #include "server_util.h"
 
 namespace strata::test {
@@ -68,6 +69,7 @@ TEST(ServerInfo, PropsDescribeTheServedModel) {
   EXPECT_NE(p["chat_template"].get<std::string>().find("<|im_start|>"), std::string::npos);
   EXPECT_EQ(p["expert_tier"]["mode"], "resident");
   EXPECT_NE(p["build_info"].get<std::string>().find("strata"), std::string::npos);
+  EXPECT_EQ(p["webui"], true);
 }
 
 TEST(ServerInfo, TokenizeDetokenizeRoundTrip) {
@@ -284,6 +286,49 @@ TEST(ServerInfo, StatsStreamSendsSnapshots) {
   EXPECT_EQ(events.front()["mode"], "resident");
   EXPECT_EQ(events.back()["totals"]["generated"], 2);
   EXPECT_EQ(get_json(ts, "/health")["status"], "ok");
+}
+
+TEST(ServerInfo, WebPageIsEmbeddedAndCanBeTurnedOff) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  ASSERT_NE(server::webui_file("index.html"), nullptr);
+  ASSERT_NE(server::webui_file("app.js"), nullptr);
+  ASSERT_NE(server::webui_file("style.css"), nullptr);
+  server::ServerOptions so;
+  so.api_key = "k";
+  {
+    TestServer ts(so, /*n_seq=*/1, kCtx);
+    auto c = ts.client();
+    auto page = c->Get("/");  // static: no key needed
+    ASSERT_TRUE(page);
+    EXPECT_EQ(page->status, 200);
+    EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+    EXPECT_NE(page->body.find("<canvas id=\"heatmap\""), std::string::npos);
+    EXPECT_NE(page->body.find("/webui/app.js"), std::string::npos);
+    const auto* js = server::webui_file("app.js");
+    auto app = c->Get("/webui/app.js");
+    ASSERT_TRUE(app);
+    EXPECT_EQ(app->status, 200);
+    EXPECT_EQ(app->body, std::string(reinterpret_cast<const char*>(js->data), js->size));
+    auto none = c->Get("/webui/missing.js");
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 404);
+    EXPECT_EQ(json::parse(none->body)["error"]["code"], "not_found");
+    auto stats = c->Get("/stats");  // data: the key is needed
+    ASSERT_TRUE(stats);
+    EXPECT_EQ(stats->status, 401);
+    auto keyed = c->Get("/stats", httplib::Headers{{"Authorization", "Bearer k"}});
+    ASSERT_TRUE(keyed);
+    EXPECT_EQ(keyed->status, 200);
+  }
+  so.webui = false;
+  TestServer off(so, /*n_seq=*/1, kCtx);
+  auto page = off.client()->Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 404);
+  EXPECT_EQ(json::parse(page->body)["error"]["code"], "not_found");
+  auto props = off.client()->Get("/props", httplib::Headers{{"Authorization", "Bearer k"}});
+  ASSERT_TRUE(props);
+  EXPECT_EQ(json::parse(props->body)["webui"], false);
 }
 
 }  // namespace
