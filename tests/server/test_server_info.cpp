@@ -129,12 +129,13 @@ TEST(ServerInfo, MalformedBodiesAre400AndTheServerStaysUp) {
 
 TEST(ServerInfo, SlotsShowProcessingThenTheCachedPrefix) {
   SKIP_WITHOUT_SERVER_FIXTURE();
-  TestServer ts(server::ServerOptions{}, /*n_seq=*/2, kCtx);
+  constexpr int kLongCtx = 2048;  // room for a reply long enough to be seen while it runs
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/2, kLongCtx);
   json slots = get_json(ts, "/slots");
   ASSERT_EQ(slots.size(), 2u);
   for (const auto& s : slots) {
     EXPECT_EQ(s["state"], "idle");
-    EXPECT_EQ(s["n_ctx"], kCtx);
+    EXPECT_EQ(s["n_ctx"], kLongCtx);
     EXPECT_EQ(s["n_past"], 0);
     EXPECT_EQ(s["n_cached"], 0);
   }
@@ -146,7 +147,7 @@ TEST(ServerInfo, SlotsShowProcessingThenTheCachedPrefix) {
   req.method = "POST";
   req.path = "/v1/chat/completions";
   req.set_header("Content-Type", "application/json");
-  req.body = chat("Tell me a long story about a fox", 200, true).dump();
+  req.body = chat("Tell me a long story about a fox", 2000, true).dump();
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
     seen_processing = wait_until([&] {
       for (const auto& s : get_json(ts, "/slots"))
