@@ -12,7 +12,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/units.h"
-#include "experts/io_backend.h"
+#include "experts/disk_probe.h"
 #include "model/model_summary.h"
 
 namespace strata::cli {
@@ -30,57 +30,7 @@ struct BenchOptions {
   std::string tg_input = "random";
 };
 
-// Reads in flight for the disk probe. Under a --ram-budget the probe's buffers must fit beside the
-// full plan (e.g. in a memory cgroup sized to the budget): at most 1/64 of the budget in flight,
-// which still reaches the disk's deep-queue bandwidth at the budgets of interest (64 requests of
-// 4 MiB from a 16 GiB budget up).
-int probe_depth(const ModelOptions& mo, uint64_t req_bytes) {
-  const int depth = std::max(1, mo.queue_depth);
-  if (mo.ram_budget.empty()) return depth;
-  return static_cast<int>(std::clamp<uint64_t>(parse_bytes(mo.ram_budget) / 64 / req_bytes, 4, static_cast<uint64_t>(depth)));
-}
-
-// Reads `bytes` of the model's expert region in 4 MiB requests at the tier's queue depth.
-double measure_disk_bw(const ExpertStore& store, const ModelOptions& mo, uint64_t bytes) {
-  IoOptions io;
-  io.queue_depth = mo.queue_depth;
-  io.force_pread = mo.io == "pread";
-  auto backend = make_io_backend(store.files(), io, nullptr);
-  const uint64_t file_size = store.file_sizes()[0];
-  const uint64_t kReq = std::max<uint64_t>(kIoAlign, std::min<uint64_t>(4ull << 20, align_down(file_size, kIoAlign)));
-  const int n_buf = probe_depth(mo, kReq);
-  void* mem = nullptr;
-  if (posix_memalign(&mem, kIoAlign, kReq * static_cast<uint64_t>(n_buf)) != 0) return 0;
-  std::vector<ReadOp> ops(static_cast<size_t>(n_buf));
-  std::mt19937_64 rng(7);
-  const uint64_t n_req = std::max<uint64_t>(1, bytes / kReq);
-  uint64_t submitted = 0, done = 0, got = 0;
-  auto submit = [&](ReadOp& op) {
-    op = ReadOp{};
-    op.file = 0;
-    op.offset = align_down(rng() % std::max<uint64_t>(1, file_size - kReq), kIoAlign);
-    op.len = static_cast<uint32_t>(kReq);
-    op.min_len = 1;
-    op.dst = static_cast<uint8_t*>(mem) + (&op - ops.data()) * kReq;
-    backend->submit(&op);
-    ++submitted;
-  };
-  const double t0 = clock_s();
-  for (auto& op : ops)
-    if (submitted < n_req) submit(op);
-  ReadOp* out[64];
-  while (done < submitted) {
-    const int k = backend->reap(out, 64, true);
-    for (int i = 0; i < k; ++i) {
-      ++done;
-      if (out[i]->result > 0) got += static_cast<uint64_t>(out[i]->result);
-      if (submitted < n_req) submit(*out[i]);
-    }
-  }
-  const double dt = clock_s() - t0;
-  free(mem);
-  return dt > 0 ? static_cast<double>(got) / dt : 0;
-}
+int probe_depth(const ModelOptions& mo) { return disk_probe_depth(mo.ram_budget.empty() ? 0 : parse_bytes(mo.ram_budget), mo.queue_depth); }
 
 struct Phase {
   const char* name;
@@ -143,7 +93,7 @@ int bench(const BenchOptions& o) {
     ExpertCacheCounters c1 = cache ? cache->counters() : ExpertCacheCounters{};
     phases.push_back({"tg", o.n_gen, dt, diff(c1, c0)});
   }
-  const double disk = cache && o.disk_probe > 0 ? measure_disk_bw(eng.tier().store(), o.model, o.disk_probe) : 0;
+  const double disk = cache && o.disk_probe > 0 ? measure_read_bandwidth(eng.tier().store(), o.model.io == "pread", probe_depth(o.model), o.disk_probe) : 0;
   nlohmann::json j;
   j["model"] = o.model.path;
   j["threads"] = eng.options().n_threads;
@@ -169,7 +119,7 @@ int bench(const BenchOptions& o) {
                {"read_bw", static_cast<double>(p.delta.bytes_read) / p.seconds}, {"io_wait_s", p.delta.wait_s}, {"limit_fraction", frac}};
   }
   if (disk > 0)
-    fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), probe_depth(o.model, 4ull << 20),
+    fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), probe_depth(o.model),
                disk / 1e9, format_bytes(process_peak_rss()));
   else
     fmt::print("disk: not measured ({}); peak RSS {}\n", cache ? "--disk-probe 0" : "experts resident", format_bytes(process_peak_rss()));

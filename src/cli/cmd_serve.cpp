@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "server/http_server.h"
 
 namespace strata::cli {
@@ -18,6 +19,7 @@ struct ServeOptions {
   server::ServerOptions server;
   int parallel = 4;
   std::string template_file, template_kwargs;
+  std::string disk_probe = "256M";
 };
 
 std::atomic<bool> g_term{false};
@@ -35,6 +37,7 @@ int serve(ServeOptions& o) {
     STRATA_CHECK(o.server.chat_template_kwargs.is_object(), "--chat-template-kwargs must be a JSON object, got: {}", o.template_kwargs);
   }
   STRATA_CHECK(o.server.max_body >= 64, "--max-body must be at least 64 bytes (got {})", o.server.max_body);
+  o.server.disk_probe = parse_bytes(o.disk_probe);
   server::HttpServer srv(o.server);
   const int port = srv.bind();
   srv.start();
@@ -46,6 +49,7 @@ int serve(ServeOptions& o) {
   std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
                loaded.engine->options().n_ctx, o.server.max_queue, o.server.api_key.empty() ? "" : ", API key required");
   std::fprintf(stderr, "%s\n", tier_summary(*loaded.engine, 0, 0).c_str());
+  if (o.server.webui) std::fprintf(stderr, "strata serve: web page at http://%s:%d/\n", o.server.host.c_str(), port);
   while (!interrupted() && !g_term.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "strata serve: shutting down\n");
   srv.stop();
@@ -56,7 +60,7 @@ int serve(ServeOptions& o) {
 
 Command add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
-  auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics)");
+  auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics), llama-server's /props /slots /tokenize /detokenize, /stats and a web page at /");
   add_model_options(sub, o->model);
   sub->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", o->server.port, "Port (0: any free port)")->capture_default_str();
@@ -76,6 +80,10 @@ Command add_serve(CLI::App& app) {
                   "JSON object of template variables for every request (a request's chat_template_kwargs override them), e.g. '{\"enable_thinking\": false}'");
   sub->add_option("--reasoning-budget", o->server.reasoning_budget,
                   "Tokens a reply may spend inside <think> before the server closes the block (-1: unlimited, 0: none; requests may set reasoning_budget)")
+      ->capture_default_str();
+  sub->add_flag("--no-webui{false}", o->server.webui, "No web page at / (404)");
+  sub->add_option("--disk-probe", o->disk_probe,
+                  "Bytes of random reads that measure the disk at start when experts stream (the ceiling /stats compares reads against; 0: skip)")
       ->capture_default_str();
   add_sampling_options(sub, o->server.sampling);
   return {sub, [o]() { return serve(*o); }};

@@ -13,6 +13,8 @@
 #include "server/api_host.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/server_info.h"
+#include "server/webui.h"
 
 namespace strata::server {
 
@@ -38,7 +40,10 @@ struct HttpServer::Impl final : ApiHost {
   std::atomic<bool> ready{false};
   Engine* eng = nullptr;
   const tok::Tokenizer* tok = nullptr;
+  std::unique_ptr<TierMonitor> monitor;  // outlives the scheduler that feeds it
+  bool monitor_closed = false;
   std::unique_ptr<Scheduler> sched;
+  ServedModel served;  // what server_info's routes read
   std::string id;  // the served model's name
   std::string path;
   ChatFormat chat_format;
@@ -133,6 +138,9 @@ struct HttpServer::Impl final : ApiHost {
     add_anthropic_routes(*this);
     add_responses_routes(*this);
     add_ollama_routes(*this);
+    add_info_routes(server, [this](httplib::Server::Handler h) { return guarded(std::move(h)); },
+                    [this]() -> const ServedModel* { return ready.load(std::memory_order_acquire) ? &served : nullptr; });
+    if (opt.webui) add_webui_routes(server);
 
     // Statuses httplib sets itself (404 no route, 413 body too large, 400 bad request line...)
     // still answer with an error object.
@@ -218,6 +226,8 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
     if (tok.is_eog(t)) eog.push_back(t);
   }
   so.vocab = std::make_shared<grammar::VocabIndex>(std::move(bytes), std::move(eog));
+  m.monitor = start_monitor(eng, m.opt.disk_probe);
+  so.on_step = [mon = m.monitor.get()](int tokens, int generated, double t0, double t1) { mon->on_step(tokens, generated, t0, t1); };
   m.sched = std::make_unique<Scheduler>(eng, tok, so);
   m.path = model_path;
   m.core_ctx.tok = &tok;
@@ -227,12 +237,19 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   m.core_ctx.think_close = &m.think_close;
   m.core_ctx.reasoning = m.opt.reasoning_format == "deepseek";
   m.core_ctx.reasoning_budget = m.opt.reasoning_budget;
+  m.served = ServedModel{&eng, &tok, m.sched.get(), m.monitor.get(), m.id, model_path, m.chat_format.model_template,
+                         chat_format_name(m.chat_format), m.opt.sampling, m.opt.webui};
   m.ready.store(true, std::memory_order_release);
 }
 
 void HttpServer::stop() {
   Impl& m = *impl_;
   if (m.sched) m.sched->stop();  // waiting handlers get their final events first
+  if (m.monitor && !m.monitor_closed) {
+    m.monitor->close();  // ends /stats/stream responses
+    m.eng->model().set_routing_observer(nullptr);
+    m.monitor_closed = true;  // a second stop() may come after the engine is gone
+  }
   m.server.stop();
   if (m.thread.joinable()) m.thread.join();
 }

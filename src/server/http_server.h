@@ -9,7 +9,8 @@
 //   ...
 //   srv.stop();
 //
-// Endpoints: see src/server/README.md. Every failure is that API's error object with its HTTP status.
+// Endpoints: see src/server/README.md (the wire formats in api_*.cpp; /props, /slots, /tokenize, /detokenize,
+// /stats in server_info.h; the web page at / in webui.h). Every failure is that API's error object with its HTTP status.
 #include <nlohmann/json.hpp>
 
 #include <memory>
@@ -38,6 +39,8 @@ struct ServerOptions {
   nlohmann::ordered_json chat_template_kwargs;  // null or an object: template variables under the request's
   int reasoning_budget = -1;            // tokens inside <think> before "</think>" is forced; -1 unlimited
   SamplerParams sampling;               // defaults for fields a request leaves out
+  bool webui = true;                    // the web page at / (server/webui.h)
+  uint64_t disk_probe = 0;              // bytes read at attach to measure the disk for /stats (streaming experts; 0: not measured)
 };
 
 class HttpServer {

@@ -139,6 +139,7 @@ Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOpti
   }
   local_.slots = n_slots();
   local_.streaming_experts = eng_.tier().cache() != nullptr;
+  update_slot_info();
   stats_ = local_;
   thread_ = std::thread([this] { loop(); });
 }
@@ -203,10 +204,8 @@ void Scheduler::loop() {
       for (auto& s : slots_)
         if (s->req) finish(*s, Finish::Error, e.what());
     }
-    int busy = 0;
-    for (const auto& s : slots_) busy += s->req ? 1 : 0;
+    update_slot_info();
     std::lock_guard<std::mutex> lk(mu_);
-    local_.busy = busy;
     local_.queued = static_cast<int>(waiting_.size());
     stats_ = local_;
   }
@@ -390,7 +389,26 @@ void Scheduler::step() {
   int tokens = 0;
   for (const SeqInput& in : inputs_) tokens += in.n;
   const int generated = sample_outputs();
-  update_stats(t0, now_s(), tokens, generated);
+  const double t1 = now_s();
+  update_stats(t0, t1, tokens, generated);
+  if (opt_.on_step) opt_.on_step(tokens, generated, t0, t1);
+}
+
+// Engine thread: what /slots shows, and the busy count.
+void Scheduler::update_slot_info() {
+  local_.slot_info.resize(slots_.size());
+  local_.busy = 0;
+  for (const auto& sp : slots_) {
+    const Slot& s = *sp;
+    SlotInfo& in = local_.slot_info[static_cast<size_t>(s.id)];
+    in.busy = s.req != nullptr;
+    in.n_past = eng_.seq_length(s.id);
+    in.n_cached = in.busy ? s.n_reused : eng_.reusable_rows(s.id);
+    in.n_prompt = in.busy ? static_cast<int>(s.req->params.prompt.size()) : 0;
+    in.n_prompt_done = in.busy ? s.n_prompt_done : 0;
+    in.n_decoded = in.busy ? s.n_gen : 0;
+    local_.busy += in.busy ? 1 : 0;
+  }
 }
 
 // Samples every sequence whose logits came out of the pass (rows in input order); returns how many.

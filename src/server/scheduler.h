@@ -113,6 +113,18 @@ struct SchedulerOptions {
   int step_tokens = 256;   // tokens per forward call (decode tokens first, then prompt chunks)
   int max_queue = 64;      // waiting requests beyond the slots
   std::shared_ptr<const grammar::VocabIndex> vocab;  // token bytes for grammar masks (needed by requests with a grammar)
+  // Called on the engine thread after every pass: tokens in it, tokens sampled, its start and end (now_s()).
+  std::function<void(int tokens, int generated, double t0, double t1)> on_step;
+};
+
+// One slot as /slots shows it (copied by the engine thread after every step).
+struct SlotInfo {
+  bool busy = false;
+  int n_past = 0;         // rows the slot's KV cache holds
+  int n_cached = 0;       // busy: prompt rows kept from the previous request; idle: rows a later prompt could reuse
+  int n_prompt = 0;       // busy: prompt tokens of the request
+  int n_prompt_done = 0;  // busy: of those, evaluated (or kept)
+  int n_decoded = 0;      // busy: tokens generated so far
 };
 
 // Figures for /metrics, copied by the engine thread after every step.
@@ -127,6 +139,7 @@ struct SchedulerStats {
   bool streaming_experts = false;
   uint64_t expert_hits = 0, expert_misses = 0, expert_bytes_read = 0;
   double expert_wait_s = 0;
+  std::vector<SlotInfo> slot_info;  // [slots]
 };
 
 class Scheduler {
@@ -152,6 +165,7 @@ class Scheduler {
   void plan_pass();
   int sample_outputs();
   void update_stats(double t0, double t1, int tokens, int generated);
+  void update_slot_info();
   void finish(Slot& s, Finish f, const std::string& error = {});
   void emit(Slot& s, const std::string& text);
   int32_t next_token(Slot& s, const float* logits);
