@@ -17,7 +17,12 @@ SpecCostModel::SpecCostModel(int k_max, double margin) : k_max_(k_max), margin_(
   seen_.assign(static_cast<size_t>(k_max), 0.0);
 }
 
-double SpecCostModel::acceptance(int i) const { return (acc_[i] + 0.5) / (seen_[i] + 1.0); }
+// Decayed counts with half a pseudo-observation of 1/2 at the first position, of the previous
+// position's estimate at the others (a position rarely verified takes the one before it).
+double SpecCostModel::acceptance(int i) const {
+  constexpr double kPrior = 0.5;  // weight of the pseudo-observation
+  return (acc_[i] + kPrior * (i == 0 ? 0.5 : acceptance(i - 1))) / (seen_[i] + kPrior);
+}
 
 double SpecCostModel::expected_tokens(int k) const {
   double e = 1, run = 1;

@@ -2,7 +2,8 @@
 // The cost model of speculative decoding: before each pass, how many drafts (k, 0 = a plain pass)
 // maximize the expected tokens per second. Every figure is measured online from the passes run:
 //   expected tokens(k) = 1 + sum_{i<k} prod_{j<=i} a_j, a_j the acceptance at draft position j
-//                        given the drafts before it were accepted (decayed counts, prior 1/2);
+//                        given the drafts before it were accepted (decayed counts, half a
+//                        pseudo-count: 1/2 at position 0, a_{j-1} after);
 //   seconds(k) = k * draft time per drafted token
 //              + compute(k+1 rows)          (c0 + c1 * k: c0 the plain passes' compute time, c1 the
 //                                             extra time per draft row of passes with drafts)

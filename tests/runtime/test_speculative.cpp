@@ -96,7 +96,7 @@ class WrongDraft final : public DraftSource {
 
 // With the cost model on and drafts that never land, greedy output is still plain decoding's and
 // after the warm-up the passes are plain ones: only a handful of passes verify drafts (two
-// in the warm-up, probes after 8 and 16 plain passes). Streaming through a 6-expert cache with
+// in the warm-up, probes after 8 and 16 plain passes, a few while the acceptance estimate falls). Streaming through a 6-expert cache with
 // rejected-only experts demoted, so that path is checked against plain output too.
 TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
@@ -121,7 +121,12 @@ TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   WrongDraft draft(never);
   SpeculativeDecoder sd(eng, 0, s, &draft, so);
   std::vector<int32_t> out{sd.begin(prompt, logits.data())};
-  while (static_cast<int>(out.size()) < kGen) sd.step(out);
+  int late = 0;  // passes with drafts in the second half
+  for (int pass = 0; static_cast<int>(out.size()) < kGen; ++pass) {
+    const int64_t plain_before = sd.stats().k_hist[0];
+    sd.step(out);
+    late += pass >= kGen / 2 && sd.stats().k_hist[0] == plain_before;
+  }
   out.resize(kGen);
   EXPECT_EQ(out, ref);
   const SpecStats& st = sd.stats();
@@ -129,8 +134,11 @@ TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   EXPECT_EQ(st.passes, kGen - 1);  // one token per pass
   const int64_t with_drafts = st.passes - st.k_hist[0];
   EXPECT_GE(with_drafts, 2);  // the warm-up measured two passes with drafts
-  EXPECT_LE(with_drafts, 6) << "k histogram: " << st.k_hist[0] << " " << st.k_hist[1] << " " << st.k_hist[2] << " " << st.k_hist[3] << " "
-                            << st.k_hist[4];
+  // Warm-up (2), probes (after 8 and 16 plain passes), and a few while the acceptance estimate
+  // falls, fewer the dearer a draft row is: not timed here, so the bound is loose.
+  EXPECT_LE(with_drafts, 12) << "k histogram: " << st.k_hist[0] << " " << st.k_hist[1] << " " << st.k_hist[2] << " " << st.k_hist[3] << " "
+                             << st.k_hist[4];
+  EXPECT_LE(late, 2);  // at most a probe
   EXPECT_GT(st.demoted, 0);  // the drafts' rows routed to experts no kept row needed
 }
 
