@@ -181,7 +181,7 @@ std::string spec_report(const SpecStats& s, const std::string& kind) {
     r += fmt::format(" | experts per pass: {:.1f} unique of {:.1f} routed ((k+1) x top-k x layers)", s.expert_union / passes, s.expert_slots / passes);
   std::string hist;
   for (size_t k = 0; k < s.k_hist.size(); ++k) hist += fmt::format("{}k={}: {}", k ? ", " : "", k, s.k_hist[k]);
-  r += fmt::format(" | passes by k: {}", hist);
+  r += fmt::format(" | passes by k: {} (cost model: plain pass {:.2f} ms, +{:.2f} ms per draft row)", hist, s.cost_plain_s * 1e3, s.cost_row_s * 1e3);
   if (s.demoted) r += fmt::format(" | {} experts read only for rejected drafts kept at low priority", s.demoted);
   r += fmt::format(" | read {} per generated token | time: draft {:.3f} s, I/O wait {:.3f} s, compute {:.3f} s]",
                    format_bytes(s.accepted + s.passes ? s.bytes_read / static_cast<uint64_t>(s.accepted + s.passes) : 0), s.draft_s, s.io_wait_s,
@@ -193,7 +193,7 @@ nlohmann::json spec_json(const SpecStats& s) {
   return {{"passes", s.passes},         {"proposed", s.proposed},         {"accepted", s.accepted},         {"emitted", s.emitted},
           {"proposed_at", s.proposed_at}, {"accepted_at", s.accepted_at}, {"expert_union", s.expert_union}, {"expert_slots", s.expert_slots},
           {"bytes_read", s.bytes_read}, {"draft_s", s.draft_s},           {"verify_s", s.verify_s},         {"io_wait_s", s.io_wait_s},
-          {"k_hist", s.k_hist},         {"demoted", s.demoted}};
+          {"k_hist", s.k_hist},         {"demoted", s.demoted},           {"cost_plain_s", s.cost_plain_s}, {"cost_row_s", s.cost_row_s}};
 }
 
 // Samples from the prompt's last logits, then one token per pass until -n, end of generation,

@@ -189,6 +189,8 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   }
   pass.compute_s = std::max(0.0, t2 - t1 - pass.io_wait_s);
   cost_.observe(pass);
+  stats_.cost_plain_s = cost_.pass_seconds(0);
+  stats_.cost_row_s = cost_.pass_seconds(1) - stats_.cost_plain_s;
   stats_.passes++;
   stats_.k_hist[k]++;
   stats_.proposed += k;

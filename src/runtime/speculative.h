@@ -39,6 +39,7 @@ struct SpecStats {
   uint64_t bytes_read = 0;    // expert bytes read during verification passes
   std::vector<int64_t> k_hist;  // [k_max + 1] passes that verified k drafts
   int64_t demoted = 0;        // experts read only for rejected rows, put at the cache's low priority
+  double cost_plain_s = 0, cost_row_s = 0;  // the cost model's latest estimates: a plain pass, each draft row more
 };
 
 // The speculative-sampling choice at one draft position: x was drafted with draft distribution q
