@@ -39,7 +39,11 @@ struct RunOptions {
   SamplerParams sampling;
   // Speculative decoding
   std::string draft, draft_model;  // --draft lookup|model, -md FILE
-  SpecOptions spec;
+  SpecOptions spec = [] {
+    SpecOptions so;
+    so.adaptive = true;  // the cost model chooses k per pass unless --draft-fixed
+    return so;
+  }();
 };
 
 std::vector<int32_t> read_token_file(const std::string& path) {
@@ -177,6 +181,10 @@ std::string spec_report(const SpecStats& s, const std::string& kind) {
                               kind, s.passes, s.proposed, s.accepted, s.proposed ? 100.0 * s.accepted / s.proposed : 0.0, (s.accepted + s.passes) / passes, by_pos);
   if (s.expert_slots)
     r += fmt::format(" | experts per pass: {:.1f} unique of {:.1f} routed ((k+1) x top-k x layers)", s.expert_union / passes, s.expert_slots / passes);
+  std::string hist;
+  for (size_t k = 0; k < s.k_hist.size(); ++k) hist += fmt::format("{}k={}: {}", k ? ", " : "", k, s.k_hist[k]);
+  r += fmt::format(" | passes by k: {} (cost model: plain pass {:.2f} ms, +{:.2f} ms per draft row)", hist, s.cost_plain_s * 1e3, s.cost_row_s * 1e3);
+  if (s.demoted) r += fmt::format(" | {} experts read only for rejected drafts kept at low priority", s.demoted);
   r += fmt::format(" | read {} per generated token | time: draft {:.3f} s, I/O wait {:.3f} s, compute {:.3f} s]",
                    format_bytes(s.accepted + s.passes ? s.bytes_read / static_cast<uint64_t>(s.accepted + s.passes) : 0), s.draft_s, s.io_wait_s,
                    std::max(0.0, s.verify_s - s.io_wait_s));
@@ -186,7 +194,8 @@ std::string spec_report(const SpecStats& s, const std::string& kind) {
 nlohmann::json spec_json(const SpecStats& s) {
   return {{"passes", s.passes},         {"proposed", s.proposed},         {"accepted", s.accepted},         {"emitted", s.emitted},
           {"proposed_at", s.proposed_at}, {"accepted_at", s.accepted_at}, {"expert_union", s.expert_union}, {"expert_slots", s.expert_slots},
-          {"bytes_read", s.bytes_read}, {"draft_s", s.draft_s},           {"verify_s", s.verify_s},         {"io_wait_s", s.io_wait_s}};
+          {"bytes_read", s.bytes_read}, {"draft_s", s.draft_s},           {"verify_s", s.verify_s},         {"io_wait_s", s.io_wait_s},
+          {"k_hist", s.k_hist},         {"demoted", s.demoted},           {"cost_plain_s", s.cost_plain_s}, {"cost_row_s", s.cost_row_s}};
 }
 
 // Samples from the prompt's last logits, then one token per pass until -n, end of generation,
@@ -339,6 +348,9 @@ Command add_run(CLI::App& app) {
   sub->add_option("--model-draft", o->draft_model, "-md FILE: draft model GGUF (same vocabulary as the model; implies --draft model)");
   sub->add_option("--draft-max", o->spec.k_max, "Speculative decoding: most drafted tokens per pass")->capture_default_str();
   sub->add_option("--draft-min", o->spec.k_min, "Speculative decoding: fewer drafts than this make a plain pass")->capture_default_str();
+  sub->add_flag("--draft-fixed", [o](int64_t) { o->spec.adaptive = false; },
+                "Speculative decoding: verify every draft (up to --draft-max) instead of letting the cost model choose k per pass "
+                "(0..--draft-max, from measured compute time, bytes read, read bandwidth and acceptance)");
   return {sub, [o]() { return run(*o); }};
 }
 

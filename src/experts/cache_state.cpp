@@ -20,6 +20,7 @@ ExpertCacheState::ExpertCacheState(CacheShape shape, CacheBudget budget, std::un
   resident_.assign(shape_.size(), 0);
   needed_.assign(shape_.size(), 0);
   pins_.assign(shape_.size(), 0);
+  low_.assign(shape_.size(), 0);
   predicted_at_.assign(shape_.size(), 0);
   routed_at_.assign(static_cast<size_t>(shape_.n_layer), 0);
   policy_->reset(shape_, budget_);
@@ -69,6 +70,7 @@ void ExpertCacheState::unpin(ExpertKey k) {
 
 bool ExpertCacheState::access(ExpertKey k, Admission* adm) {
   if (resident(k)) {
+    low_[shape_.index(k)] = 0;
     policy_->on_access(k, now_);
     stats_.record(k, true, 0);
     if (adm) *adm = {};
@@ -111,7 +113,8 @@ Admission ExpertCacheState::admit(ExpertKey k, bool predicted) {
     if (cap - used + freeable < need) return out;
     if (!predicted && !policy_->should_admit(k, candidates_, now_)) return out;
     while (pool_used(k.layer) + need > cap) {
-      const ExpertKey v = policy_->choose_victim(candidates_, now_);
+      auto low = std::find_if(candidates_.begin(), candidates_.end(), [&](ExpertKey c) { return low_[shape_.index(c)] != 0; });
+      const ExpertKey v = low != candidates_.end() ? *low : policy_->choose_victim(candidates_, now_);
       auto it = std::find(candidates_.begin(), candidates_.end(), v);
       STRATA_CHECK(it != candidates_.end(), "policy {} chose ({}, {}), not a candidate", policy_->name(), v.layer, v.expert);
       candidates_.erase(it);
@@ -163,9 +166,14 @@ bool ExpertCacheState::prefetch_predicted(ExpertKey k, Admission* adm) {
   return loaded;
 }
 
+void ExpertCacheState::demote(ExpertKey k) {
+  if (resident(k)) low_[shape_.index(k)] = 1;
+}
+
 void ExpertCacheState::evict(ExpertKey k) {
   const size_t i = shape_.index(k);
   resident_[i] = 0;
+  low_[i] = 0;
   --n_resident_;
   used_total_ -= shape_.bytes(k);
   pool_used_[budget_.pool(k.layer)] -= shape_.bytes(k);
@@ -175,6 +183,7 @@ void ExpertCacheState::evict(ExpertKey k) {
 void ExpertCacheState::clear(bool keep_learned) {
   std::fill(resident_.begin(), resident_.end(), 0);
   std::fill(pins_.begin(), pins_.end(), 0);
+  std::fill(low_.begin(), low_.end(), 0);
   std::fill(pool_used_.begin(), pool_used_.end(), 0);
   std::fill(predicted_at_.begin(), predicted_at_.end(), 0);
   std::fill(routed_at_.begin(), routed_at_.end(), 0);

@@ -68,6 +68,12 @@ class ExpertCacheState {
   void hint_predicted(int layer, std::span<const int32_t> experts);
   bool awaited(ExpertKey k) const { return awaited(shape_.index(k)); }
 
+  // Low insertion priority: resident k becomes the first victim of the next eviction from its pool,
+  // before whatever the policy would choose, until it is used again (a hit) or evicted.
+  // (Speculative decoding: experts read only for drafts that were rejected.)
+  void demote(ExpertKey k);
+  bool demoted(ExpertKey k) const { return low_[shape_.index(k)] != 0; }
+
   // Empties the cache (cold start for a new run). keep_learned: policy keeps its statistics.
   void clear(bool keep_learned);
 
@@ -92,6 +98,7 @@ class ExpertCacheState {
   std::vector<uint8_t> resident_;  // [n_layer * n_expert]
   std::vector<uint8_t> needed_;    // [n_layer * n_expert]
   std::vector<int32_t> pins_;      // [n_layer * n_expert]
+  std::vector<uint8_t> low_;       // [n_layer * n_expert] demoted: evicted first
   std::vector<ExpertKey> needed_list_;
   std::vector<uint64_t> predicted_at_;  // [n_layer * n_expert] token + 1 of the latest lookahead prediction (0: never)
   std::vector<uint64_t> routed_at_;     // [n_layer] token + 1 of the layer's latest set_needed (0: never)

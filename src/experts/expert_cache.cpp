@@ -217,7 +217,10 @@ void ExpertCache::submit_reads(int layer, int e, Entry& en, uint8_t* mem) {
     c_.bytes_read += r.aligned_len;
     prof_[layer].bytes_read += r.aligned_len;
   }
-  if (!en.transient) state_->pin(en.key);  // a slot being filled is never a victim
+  if (!en.transient) {
+    state_->pin(en.key);  // a slot being filled is never a victim
+    en.filled_at = now_;
+  }
   for (int p = 0; p < kExpertParts; ++p) io_->submit(&en.ops[p]);
 }
 
@@ -344,6 +347,17 @@ void ExpertCache::prefetch(int layer, const int32_t* experts, int n) {
     c_.prefetch_issued++;
     submit_reads(layer, k.expert, en, slot_mem(en.slot));
   }
+}
+
+int ExpertCache::demote_fresh(std::span<const ExpertKey> keys) {
+  int n = 0;
+  for (const ExpertKey& k : keys) {
+    const Entry& en = entries_[idx(k.layer, k.expert)];
+    if (!state_->resident(k) || en.transient || en.filled_at != now_) continue;
+    state_->demote(k);
+    ++n;
+  }
+  return n;
 }
 
 void ExpertCache::fail_read(int layer, int e, const Entry& en) const {

@@ -10,6 +10,7 @@
 // misses as they land. Experts the policy does not admit are read into transient buffers.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ class ExpertCache final : public ExpertProvider {
   void warm(std::vector<ExpertKey> order);
   bool warm_pending() const { return warm_pos_ < warm_order_.size(); }
 
+  // Of `keys`, the experts this batch (the latest begin_batch) read into cache slots go to the
+  // low-priority end: evicted first (ExpertCacheState::demote). Returns how many.
+  int demote_fresh(std::span<const ExpertKey> keys);
+  bool demoted(ExpertKey k) const { return state_->demoted(k); }
+
   const ExpertCacheCounters& counters() const { return c_; }
   const std::vector<LayerProf>& layer_prof() const { return prof_; }
   void reset_layer_prof();
@@ -91,6 +97,7 @@ class ExpertCache final : public ExpertProvider {
     bool warmed = false;     // read by the warm start, not yet used
     bool demanded = false;   // requested by the current layer
     int ops_left = 0;
+    uint64_t filled_at = 0;  // batch clock of its latest read into a slot
     int64_t error = 0;       // -errno of the first failed read
     int failed_part = -1;    // which part (gate/up/down) that read was for
     ReadOp ops[kExpertParts];

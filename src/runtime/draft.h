@@ -31,6 +31,9 @@ class DraftSource {
  public:
   virtual ~DraftSource() = default;
   virtual const char* name() const = 0;
+  // Whether drafting costs time worth deciding on before drafting (a model: yes; a lookup: no,
+  // it drafts first and the cost model chooses among what it found).
+  virtual bool costly() const { return true; }
   // Proposes up to k_max tokens to follow `history` (the prompt and every token chosen so far, its
   // last token included). A source keeps whatever state it needs and re-syncs it here with the
   // history it is given (accepted and rejected tokens of the last proposal show in it).
@@ -43,6 +46,7 @@ class LookupDraft final : public DraftSource {
  public:
   explicit LookupDraft(int n_max = 3, int n_min = 1);
   const char* name() const override { return "lookup"; }
+  bool costly() const override { return false; }
   void propose(std::span<const int32_t> history, int k_max, Draft& out) override;
 
  private:

@@ -7,23 +7,25 @@
 
 namespace strata {
 
-// Counts the unique (layer, expert) pairs a pass routes to, and passes every call on.
+// Counts the unique (layer, expert) pairs a pass routes to and which rows routed to each (a bit
+// per row), and passes every call on.
 class SpeculativeDecoder::ExpertCounter final : public RoutingObserver {
  public:
   explicit ExpertCounter(const ModelConfig& cfg) {
     for (const auto& l : cfg.layers) n_expert_ = std::max(n_expert_, l.n_expert);
-    seen_.assign(static_cast<size_t>(cfg.n_layer) * static_cast<size_t>(std::max(1, n_expert_)), 0);
+    rows_.assign(static_cast<size_t>(cfg.n_layer) * static_cast<size_t>(std::max(1, n_expert_)), 0);
   }
   void begin(RoutingObserver* next) {
     next_ = next;
-    std::fill(seen_.begin(), seen_.end(), uint8_t{0});
-    unique = slots = 0;
+    for (const ExpertKey& k : touched) rows_[index(k)] = 0;
+    touched.clear();
+    slots = 0;
   }
   void on_route(int layer, int token, const int32_t* ids, int k) override {
     for (int j = 0; j < k; ++j) {
-      uint8_t& s = seen_[static_cast<size_t>(layer) * n_expert_ + ids[j]];
-      unique += s == 0;
-      s = 1;
+      uint64_t& r = rows_[index({layer, ids[j]})];
+      if (r == 0) touched.push_back({layer, ids[j]});
+      r |= uint64_t{1} << std::min(token, 63);
     }
     slots += k;
     if (next_) next_->on_route(layer, token, ids, k);
@@ -31,11 +33,14 @@ class SpeculativeDecoder::ExpertCounter final : public RoutingObserver {
   void on_predict(int layer, const int32_t* ids, int n) override {
     if (next_) next_->on_predict(layer, ids, n);
   }
-  int64_t unique = 0, slots = 0;
+  uint64_t rows(ExpertKey k) const { return rows_[index(k)]; }
+  std::vector<ExpertKey> touched;  // unique pairs of this pass, in first-routed order
+  int64_t slots = 0;
 
  private:
+  size_t index(ExpertKey k) const { return static_cast<size_t>(k.layer) * static_cast<size_t>(n_expert_) + static_cast<size_t>(k.expert); }
   int n_expert_ = 0;
-  std::vector<uint8_t> seen_;  // [n_layer, n_expert] routed to in this pass
+  std::vector<uint64_t> rows_;  // [n_layer, n_expert] rows (bit i: row i) routed to it in this pass
   RoutingObserver* next_ = nullptr;
 };
 
@@ -54,16 +59,18 @@ int32_t spec_accept(Sampler& s, const float* p, const float* q, int32_t x, float
 }
 
 SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, DraftSource* draft, const SpecOptions& opt)
-    : eng_(eng), seq_(seq), sampler_(sampler), draft_(draft), opt_(opt) {
+    : eng_(eng), seq_(seq), sampler_(sampler), draft_(draft), opt_(opt), cost_(std::max(0, opt.k_max)) {
   STRATA_CHECK(opt.k_max >= 0 && opt.k_min >= 0, "speculative decoding: draft sizes must be >= 0 (got --draft-max {}, --draft-min {})", opt.k_max,
                opt.k_min);
   STRATA_CHECK(!draft || eng.model().rewindable(),
                "speculative decoding needs to cut rejected drafts back, which architecture {} cannot (its per-sequence state is more than KV rows)",
                eng.config().arch);
+  STRATA_CHECK(opt.k_max < 64, "--draft-max {}: at most 63 drafts per pass", opt.k_max);
   STRATA_CHECK(opt.k_max + 1 <= eng.options().n_batch, "--draft-max {} does not fit the batch size {}", opt.k_max, eng.options().n_batch);
   const size_t nv = static_cast<size_t>(eng.config().n_vocab);
   stats_.proposed_at.assign(static_cast<size_t>(opt.k_max), 0);
   stats_.accepted_at.assign(static_cast<size_t>(opt.k_max), 0);
+  stats_.k_hist.assign(static_cast<size_t>(opt.k_max) + 1, 0);
   logits_.reserve(nv * static_cast<size_t>(opt.k_max + 1));
   p_.resize(nv);
   r_.resize(nv);
@@ -113,19 +120,24 @@ int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) 
   return m;
 }
 
-void SpeculativeDecoder::step(std::vector<int32_t>& out) {
-  STRATA_CHECK(room() >= 0, "speculative decoding: the context ({} positions) is full", eng_.options().n_ctx);
-  const double t0 = now_s();
+// Drafts for the next pass and how many of them to verify (0: a plain pass). A cheap source
+// (lookup) drafts first and the cost model picks among what it found; a costly one (a model)
+// drafts only as many as the cost model asks for.
+int SpeculativeDecoder::draft_tokens(int k_room) {
   d_.clear();
-  const int k_room = std::min(opt_.k_max, room());
-  if (draft_ && k_room > 0) draft_->propose(hist_, k_room, d_);
-  int k = std::min(static_cast<int>(d_.tokens.size()), k_room);
-  if (k < std::max(1, opt_.k_min)) k = 0;
-  const double t1 = now_s();
+  if (!draft_ || k_room <= 0) return 0;
+  int want = k_room;
+  if (opt_.adaptive && draft_->costly()) want = cost_.choose(k_room);
+  if (want > 0) draft_->propose(hist_, want, d_);
+  int k = std::min(static_cast<int>(d_.tokens.size()), want);
+  if (opt_.adaptive && !draft_->costly()) k = cost_.choose(k);
+  return k < std::max(1, opt_.k_min) ? 0 : k;
+}
+
+// The pending token and k drafts through one decode-order pass, every row's logits in logits_.
+void SpeculativeDecoder::verify(int k) {
   batch_.assign(1, hist_.back());
   batch_.insert(batch_.end(), d_.tokens.begin(), d_.tokens.begin() + k);
-  ExpertCache* cache = eng_.tier().cache();
-  const ExpertCacheCounters before = cache ? cache->counters() : ExpertCacheCounters{};
   RoutingObserver* const prev = eng_.model().routing_observer();
   counter_->begin(prev);
   eng_.model().set_routing_observer(counter_.get());
@@ -137,24 +149,58 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
     throw;
   }
   eng_.model().set_routing_observer(prev);
+}
+
+// Experts that only rejected rows (kept_rows and after) routed to, and that this pass read, go
+// to the low-priority end of the cache.
+void SpeculativeDecoder::demote_rejected(int kept_rows) {
+  ExpertCache* cache = eng_.tier().cache();
+  if (!cache || !opt_.demote_rejected) return;
+  const uint64_t kept = kept_rows >= 64 ? ~uint64_t{0} : (uint64_t{1} << kept_rows) - 1;
+  rejected_.clear();
+  for (const ExpertKey& key : counter_->touched)
+    if ((counter_->rows(key) & kept) == 0) rejected_.push_back(key);
+  if (!rejected_.empty()) stats_.demoted += cache->demote_fresh(rejected_);
+}
+
+void SpeculativeDecoder::step(std::vector<int32_t>& out) {
+  STRATA_CHECK(room() >= 0, "speculative decoding: the context ({} positions) is full", eng_.options().n_ctx);
+  const double t0 = now_s();
+  const int k = draft_tokens(std::min(opt_.k_max, room()));
+  const double t1 = now_s();
+  ExpertCache* cache = eng_.tier().cache();
+  const ExpertCacheCounters before = cache ? cache->counters() : ExpertCacheCounters{};
+  verify(k);
   const double t2 = now_s();
   int32_t next = -1;
-  const int m = choose(k, out, next);
+  const int m = std::min(choose(k, out, next), k);
   for (int i = m + 1; i < k; ++i) stats_.proposed_at[i]++;
+  if (m < k) demote_rejected(m + 1);  // rows 0..m hold the pending token and the accepted drafts
   eng_.truncate(seq_, static_cast<int>(hist_.size()));  // rows of the pending token and the accepted drafts
   hist_.push_back(next);
   out.push_back(next);
-  stats_.passes++;
-  stats_.proposed += k;
-  stats_.accepted += std::min(m, k);
-  stats_.emitted += std::min(m, k) + 1;
-  stats_.expert_union += counter_->unique;
-  stats_.expert_slots += counter_->slots;
+  SpecPass pass;
+  pass.k = k;
+  pass.accepted = m;
+  pass.draft_s = t1 - t0;
   if (cache) {
-    stats_.bytes_read += cache->counters().bytes_read - before.bytes_read;
-    stats_.io_wait_s += cache->counters().wait_s - before.wait_s;
+    pass.bytes_read = cache->counters().bytes_read - before.bytes_read;
+    pass.io_wait_s = cache->counters().wait_s - before.wait_s;
   }
-  stats_.draft_s += t1 - t0;
+  pass.compute_s = std::max(0.0, t2 - t1 - pass.io_wait_s);
+  cost_.observe(pass);
+  stats_.cost_plain_s = cost_.pass_seconds(0);
+  stats_.cost_row_s = cost_.pass_seconds(1) - stats_.cost_plain_s;
+  stats_.passes++;
+  stats_.k_hist[k]++;
+  stats_.proposed += k;
+  stats_.accepted += m;
+  stats_.emitted += m + 1;
+  stats_.expert_union += static_cast<int64_t>(counter_->touched.size());
+  stats_.expert_slots += counter_->slots;
+  stats_.bytes_read += pass.bytes_read;
+  stats_.io_wait_s += pass.io_wait_s;
+  stats_.draft_s += pass.draft_s;
   stats_.verify_s += t2 - t1;
 }
 

@@ -10,15 +10,23 @@
 #include <memory>
 #include <vector>
 
+#include "experts/cache_policy.h"
 #include "runtime/draft.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "runtime/spec_cost.h"
 
 namespace strata {
 
 struct SpecOptions {
   int k_max = 4;  // drafts per pass at most
   int k_min = 1;  // fewer drafts than this: a plain decoding pass (k = 0)
+  // true: SpecCostModel chooses k per pass (0..k_max, 0 = plain) from measured costs and
+  // acceptance; false: every pass verifies all the drafts it gets (up to k_max).
+  bool adaptive = false;
+  // Experts read by a pass only for rows that were rejected enter the cache at low priority
+  // (evicted first).
+  bool demote_rejected = true;
 };
 
 struct SpecStats {
@@ -29,6 +37,9 @@ struct SpecStats {
   int64_t expert_slots = 0;   // routed (token, layer, slot) triples, summed: (k+1) * top-k * MoE layers per pass
   double draft_s = 0, verify_s = 0, io_wait_s = 0;
   uint64_t bytes_read = 0;    // expert bytes read during verification passes
+  std::vector<int64_t> k_hist;  // [k_max + 1] passes that verified k drafts
+  int64_t demoted = 0;        // experts read only for rejected rows, put at the cache's low priority
+  double cost_plain_s = 0, cost_row_s = 0;  // the cost model's latest estimates: a plain pass, each draft row more
 };
 
 // The speculative-sampling choice at one draft position: x was drafted with draft distribution q
@@ -51,11 +62,15 @@ class SpeculativeDecoder {
   // The prompt and every chosen token (the last one pending).
   const std::vector<int32_t>& history() const { return hist_; }
   const SpecStats& stats() const { return stats_; }
+  const SpecCostModel& cost_model() const { return cost_; }
 
  private:
   class ExpertCounter;
   int room() const;
   int choose(int k, std::vector<int32_t>& out, int32_t& next);
+  int draft_tokens(int k_room);
+  void verify(int k);
+  void demote_rejected(int kept_rows);
 
   Engine& eng_;
   int seq_;
@@ -67,6 +82,8 @@ class SpeculativeDecoder {
   Draft d_;
   std::vector<float> logits_, p_, r_;  // [k+1, n_vocab], [n_vocab], [n_vocab]
   std::unique_ptr<ExpertCounter> counter_;
+  SpecCostModel cost_;
+  std::vector<ExpertKey> rejected_;
 };
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <numeric>
 
 #include "../model/golden_util.h"
 #include "cli_util.h"
@@ -120,10 +121,18 @@ TEST(RunCli, SpeculativeLookupKeepsGreedyOutputAndReports) {
   const std::string common = "run -m " + model() + " --tokens-file " + tf + " -n 48 --temp 0 --ignore-eos -c 256 --cache-type-k f32 --cache-type-v f32 --json";
   auto plain = run_cmd(common);
   ASSERT_EQ(plain.code, 0) << plain.err;
-  auto spec = run_cmd(common + " --draft lookup --draft-max 4");
+  auto spec = run_cmd(common + " --draft lookup --draft-max 4 --draft-fixed");
   ASSERT_EQ(spec.code, 0) << spec.err;
+  auto chosen = run_cmd(common + " --draft lookup --draft-max 4");  // the cost model chooses k per pass
+  ASSERT_EQ(chosen.code, 0) << chosen.err;
   const auto a = nlohmann::json::parse(last_line(plain.out)), b = nlohmann::json::parse(last_line(spec.out));
+  const auto c = nlohmann::json::parse(last_line(chosen.out));
   EXPECT_EQ(b["tokens"], a["tokens"]);
+  EXPECT_EQ(c["tokens"], a["tokens"]);
+  const auto hist = c["speculative"]["k_hist"].get<std::vector<int>>();
+  ASSERT_EQ(hist.size(), 5u);
+  EXPECT_EQ(std::accumulate(hist.begin(), hist.end(), 0), c["speculative"]["passes"].get<int>());
+  EXPECT_GE(hist[0], 2);  // the cost model's warm-up has two plain passes
   EXPECT_FALSE(a.contains("speculative"));
   const auto& s = b["speculative"];
   EXPECT_GT(s["passes"].get<int>(), 0);
@@ -134,7 +143,7 @@ TEST(RunCli, SpeculativeLookupKeepsGreedyOutputAndReports) {
   EXPECT_GT(s["expert_union"].get<int>(), 0);
   EXPECT_GE(s["expert_slots"].get<int>(), s["expert_union"].get<int>());
   for (const char* want : {"[speculative (lookup):", "drafts proposed", "tokens per pass", "acceptance by position:", "experts per pass:",
-                           "per generated token", "time: draft"})
+                           "per generated token", "time: draft", "passes by k: k=0:"})
     EXPECT_NE(spec.err.find(want), std::string::npos) << "missing '" << want << "' in:\n" << spec.err;
   std::remove(tf.c_str());
 }

@@ -172,6 +172,43 @@ TEST(CacheState, PinnedExpertsAreNeverEvicted) {
   EXPECT_THROW(c.unpin({0, 1}), Error);
 }
 
+// A demoted expert (speculative decoding: read only for rejected drafts) is the first victim,
+// whatever the policy would choose, until it is used again.
+TEST(CacheState, DemotedExpertsAreEvictedFirst) {
+  ExpertCacheState c(CacheShape::unit(1, 6), {3, false}, make_lru());
+  for (int e = 0; e < 3; ++e) {
+    c.begin_token(1 + e);
+    c.access({0, e});
+  }
+  c.demote({0, 2});  // the most recently used: LRU alone would evict expert 0
+  c.demote({0, 5});  // not resident: nothing to demote
+  EXPECT_TRUE(c.demoted({0, 2}));
+  EXPECT_FALSE(c.demoted({0, 5}));
+  c.begin_token(4);
+  Admission adm;
+  EXPECT_FALSE(c.access({0, 3}, &adm));
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{0, 2}));
+  EXPECT_FALSE(c.demoted({0, 2}));
+  // A hit takes the mark away: LRU order again.
+  c.demote({0, 3});
+  c.begin_token(5);
+  EXPECT_TRUE(c.access({0, 3}));
+  EXPECT_FALSE(c.demoted({0, 3}));
+  c.begin_token(6);
+  EXPECT_FALSE(c.access({0, 4}, &adm));
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{0, 0}));
+  // Needed experts stay even when demoted.
+  c.demote({0, 4});
+  const int32_t need[] = {4};
+  c.set_needed(0, need);
+  c.begin_token(7);
+  EXPECT_FALSE(c.access({0, 5}, &adm));
+  ASSERT_EQ(adm.evicted.size(), 1u);
+  EXPECT_EQ(adm.evicted[0], (ExpertKey{0, 1}));
+}
+
 // admit-2: free space is always filled; once full, an expert is kept only on its second use
 // within the window.
 // An expert read ahead because the next layers' routers chose it skips the admission rule

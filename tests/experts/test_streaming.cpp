@@ -289,6 +289,40 @@ TEST(ExpertStreaming, PrefetchWindowIsReturnedWhenDemandTakesOverARead) {
   cache.on_abort();
 }
 
+// demote_fresh marks only experts the current batch read into slots; a demoted expert is the
+// next victim (LRU would have taken the older one).
+TEST(ExpertStreaming, DemoteFreshMarksOnlyThisBatchsReads) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (demote test)");
+  auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
+  ExpertStore store(expert_layout(model->gguf(), model->config(), model->weights()));
+  int layer = 0;
+  while (!store.is_moe(layer)) ++layer;
+  ExpertCacheOptions o;
+  o.cache_bytes = 64ull << 20;
+  o.max_experts = 2;
+  o.policy = "lru";
+  ExpertCache cache(store, make_pread_backend(store.files(), IoOptions{}, false), o);
+  auto use = [&](int32_t e) {
+    cache.begin_batch(1);
+    cache.request(layer, &e, 1);
+    cache.acquire(layer, e);
+    cache.release(layer, e);
+  };
+  use(0);
+  use(1);
+  const std::vector<ExpertKey> keys = {{layer, 0}, {layer, 1}};
+  EXPECT_EQ(cache.demote_fresh(keys), 1);  // expert 0 was read by an earlier batch
+  EXPECT_FALSE(cache.demoted({layer, 0}));
+  EXPECT_TRUE(cache.demoted({layer, 1}));
+  use(2);  // evicts the demoted 1, not the least recently used 0
+  const uint64_t hits = cache.counters().hits;
+  use(0);
+  EXPECT_EQ(cache.counters().hits, hits + 1);
+  use(1);
+  EXPECT_EQ(cache.counters().hits, hits + 1);
+  cache.on_abort();
+}
+
 // --trace-experts with the router lookahead on: every MoE layer but the last is followed by the
 // prediction it made for the next MoE layer (a decode token's prediction has top-k experts),
 // and replaying those predictions in cachesim reads ahead what the engine read ahead.

@@ -4,7 +4,9 @@
 // Rows of a decode-order pass are bit for bit lone-token decoding's. Vocabulary checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,7 +78,69 @@ std::vector<int32_t> spec_greedy(Engine& eng, const std::vector<int32_t>& prompt
   return out;
 }
 
+// Proposes k copies of a token greedy decoding never emits here: every draft is rejected.
+class WrongDraft final : public DraftSource {
+ public:
+  explicit WrongDraft(int32_t t) : t_(t) {}
+  const char* name() const override { return "wrong"; }
+  void propose(std::span<const int32_t>, int k_max, Draft& out) override {
+    out.clear();
+    out.tokens.assign(static_cast<size_t>(k_max), t_);
+  }
+
+ private:
+  int32_t t_;
+};
+
 }  // namespace
+
+// With the cost model on and drafts that never land, greedy output is still plain decoding's and
+// after the warm-up the passes are plain ones: only a handful of passes verify drafts (two
+// in the warm-up, probes after 8 and 16 plain passes, a few while the acceptance estimate falls). Streaming through a 6-expert cache with
+// rejected-only experts demoted, so that path is checked against plain output too.
+TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
+  const std::string set = "qwen3moe-q8_0";
+  auto plain_eng = make_engine(set);
+  const auto prompt = repeating_prompt(set);
+  const auto ref = plain_greedy(*plain_eng, prompt);
+  int32_t never = 0;
+  while (std::find(ref.begin(), ref.end(), never) != ref.end()) ++never;
+  EngineOptions eo = plain_eng->options();
+  eo.tier.cache_experts = 6;
+  Engine eng(Model::load(model_path(set)), eo);
+  ASSERT_NE(eng.tier().cache(), nullptr);
+  SamplerParams sp;
+  sp.temp = 0;
+  Sampler s(sp, eng.config().n_vocab);
+  std::vector<float> logits;
+  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
+  SpecOptions so;
+  so.k_max = 4;
+  so.adaptive = true;
+  WrongDraft draft(never);
+  SpeculativeDecoder sd(eng, 0, s, &draft, so);
+  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
+  int late = 0;  // passes with drafts in the second half
+  for (int pass = 0; static_cast<int>(out.size()) < kGen; ++pass) {
+    const int64_t plain_before = sd.stats().k_hist[0];
+    sd.step(out);
+    late += pass >= kGen / 2 && sd.stats().k_hist[0] == plain_before;
+  }
+  out.resize(kGen);
+  EXPECT_EQ(out, ref);
+  const SpecStats& st = sd.stats();
+  EXPECT_EQ(st.accepted, 0);
+  EXPECT_EQ(st.passes, kGen - 1);  // one token per pass
+  const int64_t with_drafts = st.passes - st.k_hist[0];
+  EXPECT_GE(with_drafts, 2);  // the warm-up measured two passes with drafts
+  // Warm-up (2), probes (after 8 and 16 plain passes), and a few while the acceptance estimate
+  // falls, fewer the dearer a draft row is: not timed here, so the bound is loose.
+  EXPECT_LE(with_drafts, 12) << "k histogram: " << st.k_hist[0] << " " << st.k_hist[1] << " " << st.k_hist[2] << " " << st.k_hist[3] << " "
+                             << st.k_hist[4];
+  EXPECT_LE(late, 2);  // at most a probe
+  EXPECT_GT(st.demoted, 0);  // the drafts' rows routed to experts no kept row needed
+}
 
 // Every row of a decode-order pass gives the logits lone-token decoding gives, bit for bit.
 TEST(Speculative, DecodeOrderRowsEqualLoneTokens) {

@@ -1,0 +1,94 @@
+#include "runtime/spec_cost.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace strata {
+
+namespace {
+// The mean of the first observations, then an exponentially weighted one.
+void ewma(double& v, double x, int64_t n_before, double alpha) { v += std::max(alpha, 1.0 / static_cast<double>(n_before + 1)) * (x - v); }
+}  // namespace
+
+SpecCostModel::SpecCostModel(int k_max, double margin) : k_max_(k_max), margin_(margin) {
+  STRATA_CHECK(k_max >= 0, "speculative cost model: k_max {} < 0", k_max);
+  acc_.assign(static_cast<size_t>(k_max), 0.0);
+  seen_.assign(static_cast<size_t>(k_max), 0.0);
+}
+
+// Decayed counts with half a pseudo-observation of 1/2 at the first position, of the previous
+// position's estimate at the others (a position rarely verified takes the one before it).
+double SpecCostModel::acceptance(int i) const {
+  constexpr double kPrior = 0.5;  // weight of the pseudo-observation
+  return (acc_[i] + kPrior * (i == 0 ? 0.5 : acceptance(i - 1))) / (seen_[i] + kPrior);
+}
+
+double SpecCostModel::expected_tokens(int k) const {
+  double e = 1, run = 1;
+  for (int i = 0; i < k; ++i) e += run *= acceptance(i);
+  return e;
+}
+
+// Per draft row: (mean of the passes with drafts - plain pass) / mean drafts, with today's plain figures.
+double SpecCostModel::per_row(double multi, double plain) const { return km_ > 0 ? std::max(0.0, (multi - plain) / km_) : 0.0; }
+
+double SpecCostModel::pass_seconds(int k) const {
+  const double c1 = per_row(cm_, c0_), b1 = per_row(bm_, b0_);
+  const double bytes = b0_ + b1 * k;
+  const double s_per_byte = bytes_ > 0 ? wait_ / bytes_ : 0.0;
+  return k * draft_tok_s_ + c0_ + c1 * k + bytes * s_per_byte;
+}
+
+int SpecCostModel::choose(int k_avail) {
+  k_avail = std::clamp(k_avail, 0, k_max_);
+  if (k_avail == 0) return 0;
+  if (!fitted()) return n_plain_ <= n_multi_ ? 0 : k_avail;  // warm-up: plain, drafts, plain, drafts
+  int best = 0;
+  double best_rate = expected_tokens(0) / std::max(1e-12, pass_seconds(0));
+  const double bar = best_rate * (1 + margin_);
+  for (int k = 1; k <= k_avail; ++k) {
+    const double rate = expected_tokens(k) / std::max(1e-12, pass_seconds(k));
+    if (rate > bar && rate > best_rate) best = k, best_rate = rate;
+  }
+  if (best > 0) {
+    plain_streak_ = 0;
+    return best;
+  }
+  if (++plain_streak_ < probe_gap_) return 0;
+  plain_streak_ = 0;
+  probing_ = true;
+  return k_avail;
+}
+
+void SpecCostModel::observe(const SpecPass& p) {
+  STRATA_CHECK(p.k >= 0 && p.k <= k_max_ && p.accepted >= 0 && p.accepted <= p.k, "speculative cost model: pass of {} drafts, {} accepted (k_max {})",
+               p.k, p.accepted, k_max_);
+  for (int i = 0; i < p.k && i <= p.accepted; ++i) {
+    acc_[i] = acc_[i] * kDecay + (i < p.accepted ? 1.0 : 0.0);
+    seen_[i] = seen_[i] * kDecay + 1.0;
+  }
+  if (probing_ && p.k > 0) probe_gap_ = p.accepted > 0 ? kProbeGap : std::min(probe_gap_ * 2, 1024);
+  probing_ = false;
+  if (p.k == 0) {
+    ewma(c0_, p.compute_s, n_plain_, kAlpha);
+    ewma(b0_, static_cast<double>(p.bytes_read), n_plain_, kAlpha);
+    ++n_plain_;
+  } else {
+    ewma(cm_, p.compute_s, n_multi_, kAlpha);
+    ewma(bm_, static_cast<double>(p.bytes_read), n_multi_, kAlpha);
+    ewma(km_, p.k, n_multi_, kAlpha);
+    ++n_multi_;
+  }
+  if (p.k > 0) {
+    ewma(draft_tok_s_, p.draft_s / p.k, n_draft_, kAlpha);
+    ++n_draft_;
+  }
+  if (p.bytes_read > 0) {
+    ewma(wait_, p.io_wait_s, n_io_, kAlpha);
+    ewma(bytes_, static_cast<double>(p.bytes_read), n_io_, kAlpha);
+    ++n_io_;
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,62 @@
+#pragma once
+// The cost model of speculative decoding: before each pass, how many drafts (k, 0 = a plain pass)
+// maximize the expected tokens per second. Every figure is measured online from the passes run:
+//   expected tokens(k) = 1 + sum_{i<k} prod_{j<=i} a_j, a_j the acceptance at draft position j
+//                        given the drafts before it were accepted (decayed counts, half a
+//                        pseudo-count: 1/2 at position 0, a_{j-1} after);
+//   seconds(k) = k * draft time per drafted token
+//              + compute(k+1 rows)          (c0 + c1 * k: c0 the plain passes' compute time, c1 the
+//                                             extra time per draft row of passes with drafts)
+//              + bytes(k+1 rows) / bandwidth (bytes read per pass b0 + b1 * k, fitted likewise:
+//                                             the cache as it is now, the routing of the recent
+//                                             passes; bandwidth = bytes read / time blocked on
+//                                             reads, over recent passes).
+// Figures are running means (exponentially weighted after the first 8 passes). A k > 0 is chosen
+// only when its rate beats a plain pass's by more than `margin`. Warm-up: plain, every draft,
+// plain, every draft (so no single noisy pass sets a fit); while it keeps
+// choosing 0 it still probes with every draft after 8, 16, 32, ... plain passes (the gap resets
+// when a probe gets a draft accepted), so it notices when drafts start to land.
+#include <cstdint>
+#include <vector>
+
+namespace strata {
+
+struct SpecPass {
+  int k = 0;                // drafts verified (rows = k + 1)
+  int accepted = 0;         // drafts accepted (0..k)
+  double draft_s = 0;       // time spent drafting them
+  double compute_s = 0;     // the verify pass minus its I/O wait
+  double io_wait_s = 0;     // blocked on expert reads
+  uint64_t bytes_read = 0;  // expert bytes read by the pass
+};
+
+class SpecCostModel {
+ public:
+  explicit SpecCostModel(int k_max, double margin = 0.02);
+  // k for the next pass, in 0..k_avail (k_avail <= k_max: drafts that can be had now).
+  int choose(int k_avail);
+  void observe(const SpecPass& p);
+
+  double expected_tokens(int k) const;  // per pass of k drafts
+  double pass_seconds(int k) const;     // estimated
+  double acceptance(int i) const;       // a_i
+  bool fitted() const { return n_plain_ >= 2 && n_multi_ >= 2; }
+
+ private:
+  static constexpr double kDecay = 0.96;  // per observation: counts halve over ~17 observations
+  static constexpr double kAlpha = 0.125; // EWMA weight of a new pass in the cost fits
+  static constexpr int kProbeGap = 8;
+  int k_max_;
+  double margin_;
+  std::vector<double> acc_, seen_;  // [k_max] decayed accepted / reached counts per position
+  double per_row(double multi, double plain) const;
+  double c0_ = 0, b0_ = 0;             // plain passes: compute seconds, bytes read
+  double cm_ = 0, bm_ = 0, km_ = 0;    // passes with drafts: compute seconds, bytes read, drafts
+  double wait_ = 0, bytes_ = 0;               // EWMA per pass with reads: seconds blocked, bytes read
+  double draft_tok_s_ = 0;                    // EWMA draft seconds per drafted token
+  int64_t n_plain_ = 0, n_multi_ = 0, n_draft_ = 0, n_io_ = 0;
+  int plain_streak_ = 0, probe_gap_ = kProbeGap;
+  bool probing_ = false;
+};
+
+}  // namespace strata

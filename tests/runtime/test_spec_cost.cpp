@@ -1,0 +1,115 @@
+// The speculative cost model chooses k from the figures it is given: hand-computed cases (compute
+// per row, bytes per row against the read bandwidth, acceptance by position), k = 0 when drafts
+// are never accepted (then only rare probes), and its warm-up order.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "runtime/spec_cost.h"
+
+using namespace strata;
+
+namespace {
+
+SpecPass pass(int k, int accepted, double compute_s, uint64_t bytes = 0, double wait_s = 0) {
+  SpecPass p;
+  p.k = k;
+  p.accepted = accepted;
+  p.compute_s = compute_s;
+  p.bytes_read = bytes;
+  p.io_wait_s = wait_s;
+  return p;
+}
+
+}  // namespace
+
+TEST(SpecCost, WarmUpAlternatesPlainPassesAndPassesWithEveryDraft) {
+  SpecCostModel m(4);
+  EXPECT_EQ(m.choose(0), 0);  // nothing drafted
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_FALSE(m.fitted());
+    EXPECT_EQ(m.choose(3), 0);
+    m.observe(pass(0, 0, 1.0));
+    EXPECT_EQ(m.choose(3), 3);
+    m.observe(pass(3, 3, 1.3));
+  }
+  EXPECT_TRUE(m.fitted());
+  EXPECT_NEAR(m.pass_seconds(0), 1.0, 1e-9);
+  EXPECT_NEAR(m.pass_seconds(2), 1.2, 1e-9);  // 0.1 s per draft row
+  EXPECT_THROW(m.observe(pass(5, 0, 1.0)), Error);
+}
+
+// Rows cost 0.1 of a plain pass and every draft lands: verify all of them.
+TEST(SpecCost, CheapRowsAndGoodDraftsTakeEveryDraft) {
+  SpecCostModel m(4);
+  m.observe(pass(0, 0, 1.0));
+  m.observe(pass(0, 0, 1.0));
+  for (int i = 0; i < 20; ++i) m.observe(pass(4, 4, 1.4));
+  EXPECT_GT(m.acceptance(3), 0.9);
+  EXPECT_EQ(m.choose(4), 4);
+  EXPECT_EQ(m.choose(2), 2);  // never more than the drafts at hand
+}
+
+// Rows cost half a plain pass, the first draft always lands and the second never:
+// k=1 gives 2 tokens in 1.5 s (1.33/s), k=2 about 2 in 2 s, plain 1/s.
+TEST(SpecCost, ChoosesTheKWithTheBestRate) {
+  SpecCostModel m(4);
+  m.observe(pass(0, 0, 1.0));
+  m.observe(pass(0, 0, 1.0));
+  for (int i = 0; i < 30; ++i) m.observe(pass(2, 1, 2.0));
+  EXPECT_GT(m.acceptance(0), 0.95);
+  EXPECT_LT(m.acceptance(1), 0.1);
+  EXPECT_EQ(m.choose(4), 1);
+}
+
+// Streaming: compute is cheap (1 ms per row) but each draft row reads 4 MB more at 10 MB/s;
+// half the first drafts land. Plain: 1 token per 0.11 s; k=1: 1.5 tokens per 0.51 s -> plain.
+// When the cache holds what the drafts need (no extra bytes), the same acceptance pays.
+TEST(SpecCost, BytesToReadTurnSpeculationOff) {
+  for (const bool cached : {false, true}) {
+    SpecCostModel m(4);
+    m.observe(pass(0, 0, 0.010, 1000000, 0.1));
+    m.observe(pass(0, 0, 0.010, 1000000, 0.1));
+    for (int i = 0; i < 40; ++i) {
+      const uint64_t bytes = cached ? 1000000 : 5000000;
+      m.observe(pass(1, i % 2, 0.011, bytes, bytes / 1e7));
+    }
+    EXPECT_NEAR(m.acceptance(0), 0.5, 0.1);
+    if (cached)
+      EXPECT_EQ(m.choose(1), 1);
+    else
+      EXPECT_EQ(m.choose(1), 0);
+  }
+}
+
+// Drafts that are never accepted: after the warm-up every pass is plain except probes after
+// 8, 16, 32, ... plain passes.
+TEST(SpecCost, NeverAcceptedDraftsGivePlainPasses) {
+  SpecCostModel m(4);
+  int with_drafts = 0, late = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const int k = m.choose(4);
+    with_drafts += k > 0;
+    late += k > 0 && i >= 100;
+    m.observe(pass(k, 0, 1.0 + 0.3 * k));
+  }
+  EXPECT_LE(with_drafts, 10);  // 2 in the warm-up, probes after 8, 16, 32, ... plain passes
+  EXPECT_LE(late, 4);         // probes at gaps of 128, 256, 512 (and 1024) plain passes
+  EXPECT_LT(m.acceptance(0), 0.1);
+}
+
+// A probe that lands brings speculation back.
+TEST(SpecCost, ProbesNoticeWhenDraftsStartToLand) {
+  SpecCostModel m(4);
+  int i = 0;
+  for (; i < 200; ++i) {
+    const int k = m.choose(4);
+    m.observe(pass(k, 0, 1.0 + 0.3 * k));
+  }
+  int with_drafts = 0;
+  for (int j = 0; j < 300; ++j) {
+    const int k = m.choose(4);
+    with_drafts += k > 0;
+    m.observe(pass(k, k, 1.0 + 0.3 * k));
+  }
+  EXPECT_GT(with_drafts, 150);
+}
