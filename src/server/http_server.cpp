@@ -34,19 +34,6 @@ std::string endpoint_label(const std::string& path) {
 
 bool ends_with(std::string_view s, std::string_view t) { return s.size() >= t.size() && s.substr(s.size() - t.size()) == t; }
 
-std::vector<toolcall::ToolSpec> tool_specs(const Json& tools) {
-  std::vector<toolcall::ToolSpec> out;
-  for (const auto& t : tools) {
-    const Json& f = t["function"];
-    toolcall::ToolSpec s;
-    s.name = f["name"].get<std::string>();
-    if (f.contains("description") && f["description"].is_string()) s.description = f["description"].get<std::string>();
-    if (f.contains("parameters") && f["parameters"].is_object()) s.parameters = json::parse(f["parameters"].dump());
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 // Puts `text` at the start of the system message (a new one when the conversation has none).
 void add_system_text(std::vector<ChatMsg>& messages, const std::string& text) {
   if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
@@ -114,6 +101,7 @@ struct HttpServer::Impl {
   std::string model_id;
   ChatFormat chat_format;
   std::vector<int32_t> think_close;  // forced when a reasoning budget is spent
+  std::vector<int32_t> think_open;   // <think>: may open the output before a grammar
   toolcall::Format tool_format = toolcall::Format::Generic;  // from the template
   std::vector<std::string> names;  // accepted "model" values
   int64_t created = unix_time();
@@ -257,6 +245,10 @@ struct HttpServer::Impl {
     gp.reasoning_budget = cr.reasoning_budget.value_or(opt.reasoning_budget);
     gp.start_in_think = jb.start_in_think;
     gp.think_close = think_close;
+    // A template with a reasoning block the prompt did not open: the model may open it before a
+    // forced tool call or a response_format.
+    if (jb.reasoning && !jb.start_in_think && gp.reasoning_budget != 0 && chat_format.model_template.find("<think>") != std::string::npos)
+      gp.think_open = think_open;
   }
 
   void prepare_prompt(const Json& j, GenParams& gp) {
@@ -492,6 +484,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   m.chat_format.options.extra_context = m.opt.chat_template_kwargs;
   m.tool_format = toolcall::detect_format(m.chat_format.model_template);
   m.think_close = tok.encode("</think>\n\n", /*add_special=*/false, /*parse_special=*/true);
+  m.think_open = tok.encode("<think>", /*add_special=*/false, /*parse_special=*/true);
   const std::string general = eng.config().name;
   const std::filesystem::path p(model_path);
   m.model_id = !m.opt.alias.empty() ? m.opt.alias : !general.empty() ? general : p.stem().string();
