@@ -17,6 +17,7 @@
 // expanding repetitions, repetition counts up to kMaxRepeat.
 #include <nlohmann/json_fwd.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -69,6 +70,18 @@ class VocabIndex {
   struct Trie;
   const Trie& trie() const { return *trie_; }
 
+  // The tokens whose bytes are whole UTF-8 code points all inside `ranges` (sorted, disjoint,
+  // inclusive; EOG and empty tokens never), as a bitmap, and every other non-empty non-EOG token.
+  // Computed once per class and kept (a few classes, thread-safe): the matcher answers a state that
+  // loops on a class (inside a JSON string: any char but " \ and controls) with the bitmap plus a
+  // walk of the others only.
+  struct ClassTokens {
+    std::vector<uint64_t> inside;  // [ceil(n_vocab / 64)]
+    size_t n_inside = 0;
+    std::vector<int32_t> others;
+  };
+  std::shared_ptr<const ClassTokens> class_tokens(const std::vector<std::array<uint32_t, 2>>& ranges) const;
+
  private:
   std::unique_ptr<Trie> trie_;
 };
@@ -96,6 +109,9 @@ class Matcher {
 
   // The tokens apply() allows, ascending (EOG included when allowed). For tests and tools.
   std::vector<int32_t> allowed_tokens() const;
+  // Off: every mask is computed by the plain vocabulary walk (no class bitmaps, no shared masks).
+  // For tests comparing the fast paths with it; results are the same either way.
+  void set_fast_masks(bool on);
 
   struct Impl;
 

@@ -5,7 +5,10 @@
 // has a Class element on top of every stack (or is the empty stack: the grammar may end). A state
 // is (stack set, partial UTF-8 code point); its 256 byte transitions are computed on first use
 // and cached, so the mask walk over the vocabulary trie costs one table load per trie node, and a
-// rejected byte skips the node's whole subtree.
+// rejected byte skips the node's whole subtree. A state that enters or loops on a wide class (in a
+// JSON string every char but a quote, a backslash or a control leads to the same loop state) is
+// answered by the vocabulary's bitmap of the tokens wholly inside the class plus a walk of the other
+// tokens only (VocabIndex::class_tokens).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -26,6 +29,8 @@ constexpr size_t kSoftNodes = 1u << 20;
 constexpr size_t kHardNodes = 8u << 20;
 constexpr size_t kMaxExpandSteps = 1u << 20;
 constexpr size_t kCachedMasks = 16;
+constexpr uint64_t kWideClass = 0x10000;  // a class this wide (code points) takes the bitmap path
+constexpr int32_t kNoLoop = -2;
 constexpr uint32_t kMinForLen[5] = {0, 0, 0x80, 0x800, 0x10000};
 
 struct VecHash {
@@ -50,6 +55,7 @@ struct Matcher::Impl {
     uint8_t need;      // continuation bytes still to come (0: on a code point boundary)
     uint8_t len;       // length of the sequence being read
     bool can_end, must_end;
+    int32_t loop = kUnknown;  // need == 0: index into `loops`, or kNoLoop (not a wide loop class)
   };
 
   std::shared_ptr<const Grammar> g;
@@ -77,6 +83,8 @@ struct Matcher::Impl {
   };
   std::vector<Mask> masks;         // at most kCachedMasks
   uint64_t uses = 0;
+  std::vector<std::shared_ptr<const VocabIndex::ClassTokens>> loops;
+  bool fast = true;
 
   void reset_caches() {
     nodes.assign(1, Node{0, 0, 0});
@@ -88,6 +96,8 @@ struct Matcher::Impl {
     state_ids.clear();
     next.clear();
     masks.clear();
+    loops.clear();
+    parts.clear();
   }
 
   int32_t node(uint32_t pos, int32_t parent) {
@@ -169,7 +179,7 @@ struct Matcher::Impl {
       if (states.size() >= kHardStates) throw GrammarError(fmt::format("grammar too complex: more than {} matcher states", kHardStates));
       const std::vector<int32_t>& s = sets[set];
       const bool has_end = s.front() == 0;  // sorted: the empty stack (0) comes first
-      states.push_back(State{set, partial, need, len, need == 0 && has_end, need == 0 && has_end && s.size() == 1});
+      states.push_back(State{set, partial, need, len, need == 0 && has_end, need == 0 && has_end && s.size() == 1, kUnknown});
       next.resize(next.size() + 256, kUnknown);
     }
     return it->second;
@@ -194,7 +204,7 @@ struct Matcher::Impl {
     uint8_t need, len;
     if (st.need == 0) {
       if (b < 0x80) {
-        const int32_t set = advance(st.set, b);
+        const int32_t set = advance_cp(st.set, b);
         return set < 0 ? kDead : state(set, 0, 0, 0);
       }
       len = (b >= 0xC2 && b <= 0xDF) ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b >= 0xF0 && b <= 0xF4) ? 4 : 0;
@@ -209,7 +219,7 @@ struct Matcher::Impl {
     }
     if (need == 0) {
       if (v < kMinForLen[len] || v > kMaxCodePoint || (v >= 0xD800 && v <= 0xDFFF)) return kDead;
-      const int32_t set = advance(st.set, v);
+      const int32_t set = advance_cp(st.set, v);
       return set < 0 ? kDead : state(set, 0, 0, 0);
     }
     const uint32_t shift = 6u * need;
@@ -249,6 +259,7 @@ struct Matcher::Impl {
 
   void init() {
     reset_caches();
+    next.reserve(2 * kSoftStates * 256);  // address space only: pages are touched as states appear, never copied
     out.clear();
     ++gen;
     for (uint32_t alt : g->rule_alts[g->root]) queue(node(alt, 0));
@@ -256,6 +267,123 @@ struct Matcher::Impl {
     const int32_t set = finish_set();
     if (set < 0) throw GrammarError("grammar matches nothing (every parse stack of the root rule is too deep)");
     cur = state(set, 0, 0, 0);
+  }
+
+  using Ranges = std::vector<std::array<uint32_t, 2>>;
+
+  // The code point space cut at every range end of the top classes of a set: within a piece every
+  // code point leads to the same set (one advance() per piece, then a binary search per code point).
+  struct Partition {
+    std::vector<uint32_t> lo;  // piece i is [lo[i], lo[i + 1]); the last entry is kMaxCodePoint + 1
+    std::vector<int32_t> to;   // the set piece i leads to, or kDead
+  };
+  std::vector<Partition> parts;  // [sets]; empty `lo`: not computed yet
+
+  const Partition& partition(int32_t set) {
+    if (static_cast<size_t>(set) < parts.size() && !parts[static_cast<size_t>(set)].lo.empty()) return parts[static_cast<size_t>(set)];
+    Partition p;
+    p.lo = {0, 0xD800, 0xE000, kMaxCodePoint + 1};
+    for (int32_t n : sets[set]) {
+      if (n == 0) continue;
+      for (const auto& r : g->classes[g->elems[nodes[n].pos].arg].ranges) p.lo.insert(p.lo.end(), {r[0], r[1] + 1});
+    }
+    std::sort(p.lo.begin(), p.lo.end());
+    p.lo.erase(std::unique(p.lo.begin(), p.lo.end()), p.lo.end());
+    while (p.lo.back() > kMaxCodePoint + 1) p.lo.pop_back();
+    for (size_t i = 0; i + 1 < p.lo.size(); ++i) p.to.push_back(p.lo[i] == 0xD800 ? kDead : advance(set, p.lo[i]));
+    if (parts.size() < sets.size()) parts.resize(sets.size());  // advance() may have added sets
+    return parts[static_cast<size_t>(set)] = std::move(p);
+  }
+
+  // advance() through the set's partition.
+  int32_t advance_cp(int32_t set, uint32_t cp) {
+    const Partition& p = partition(set);
+    const size_t i = static_cast<size_t>(std::upper_bound(p.lo.begin(), p.lo.end(), cp) - p.lo.begin()) - 1;
+    return p.to[i];
+  }
+
+
+  // The code points that lead from `set` to `to`.
+  Ranges to_ranges(int32_t set, int32_t to) {
+    const Partition& p = partition(set);
+    Ranges rs;
+    for (size_t i = 0; i < p.to.size(); ++i) {
+      if (p.to[i] != to) continue;
+      if (!rs.empty() && rs.back()[1] + 1 == p.lo[i]) rs.back()[1] = p.lo[i + 1] - 1;
+      else rs.push_back({p.lo[i], p.lo[i + 1] - 1});
+    }
+    return rs;
+  }
+
+  static uint64_t width(const Ranges& rs) {
+    uint64_t w = 0;
+    for (const auto& r : rs) w += r[1] - r[0] + 1;
+    return w;
+  }
+
+  static Ranges intersect(const Ranges& a, const Ranges& b) {
+    Ranges r;
+    for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+      const uint32_t lo = std::max(a[i][0], b[j][0]), hi = std::min(a[i][1], b[j][1]);
+      if (lo <= hi) r.push_back({lo, hi});
+      (a[i][1] < b[j][1]) ? ++i : ++j;
+    }
+    return r;
+  }
+
+  // A wide class C such that every code point of C leads from `set` to one set T and from T back
+  // to T (inside a JSON string T is the string's loop; `set` is T itself or the state right after
+  // the opening quote): a token wholly inside C is then allowed. Empty when there is none.
+  Ranges wide_class(int32_t set) {
+    std::vector<int32_t> targets = partition(set).to;
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+    Ranges best;
+    for (int32_t t : targets) {
+      if (t < 0) continue;
+      const Ranges into = to_ranges(set, t);
+      if (width(into) < kWideClass) continue;
+      const Ranges c = t == set ? into : intersect(into, to_ranges(t, t));
+      if (width(c) >= kWideClass && width(c) > width(best)) best = c;
+    }
+    return best;
+  }
+
+  // The vocabulary's tokens for the wide class of state `s` (see wide_class), or null.
+  const VocabIndex::ClassTokens* loop_tokens(int32_t s) {
+    if (states[static_cast<size_t>(s)].loop == kUnknown) {
+      states[static_cast<size_t>(s)].loop = kNoLoop;
+      const State st = states[static_cast<size_t>(s)];
+      if (st.need == 0) {
+        const Ranges c = wide_class(st.set);
+        if (!c.empty()) {
+          loops.push_back(vocab->class_tokens(c));
+          states[static_cast<size_t>(s)].loop = static_cast<int32_t>(loops.size() - 1);
+        }
+      }
+    }
+    const int32_t l = states[static_cast<size_t>(s)].loop;
+    return l >= 0 ? loops[static_cast<size_t>(l)].get() : nullptr;
+  }
+
+  // The bitmap of the tokens inside the loop class, plus each other token the state allows.
+  size_t collect_loop(const VocabIndex::ClassTokens& ct, std::vector<uint64_t>& bits) {
+    bits = ct.inside;
+    size_t count = ct.n_inside;
+    const VocabIndex::Trie& t = vocab->trie();
+    for (int32_t tok : ct.others) {
+      int32_t s = cur;
+      for (char c : t.bytes[static_cast<size_t>(tok)]) {
+        const auto b = static_cast<uint8_t>(c);
+        const int32_t x = next[static_cast<size_t>(s) * 256 + b];
+        s = x != kUnknown ? x : step(s, b);
+        if (s < 0) break;
+      }
+      if (s < 0) continue;
+      bits[static_cast<size_t>(tok) >> 6] |= uint64_t{1} << (tok & 63);
+      ++count;
+    }
+    return count;
   }
 
   // Sets the bit of every token allowed next (EOG apart) in `bits`; returns their count.
@@ -310,8 +438,13 @@ struct Matcher::Impl {
     }
     slot->state = cur;
     slot->last_use = uses;
-    slot->bits.assign((static_cast<size_t>(vocab->n_vocab()) + 63) / 64, 0);
-    slot->count = collect(slot->bits);
+    const VocabIndex::ClassTokens* ct = fast ? loop_tokens(cur) : nullptr;
+    if (ct) {
+      slot->count = collect_loop(*ct, slot->bits);
+    } else {
+      slot->bits.assign((static_cast<size_t>(vocab->n_vocab()) + 63) / 64, 0);
+      slot->count = collect(slot->bits);
+    }
     if (states[static_cast<size_t>(cur)].can_end) {
       for (int32_t e : vocab->trie().eog) slot->bits[static_cast<size_t>(e) >> 6] |= uint64_t{1} << (e & 63);
       slot->count += vocab->trie().eog.size();
@@ -362,6 +495,11 @@ std::vector<int32_t> Matcher::allowed_tokens() const {
   for (size_t w = 0; w < mask.bits.size(); ++w)
     for (uint64_t bits = mask.bits[w]; bits; bits &= bits - 1) r.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
   return r;
+}
+
+void Matcher::set_fast_masks(bool on) {
+  impl_->fast = on;
+  impl_->masks.clear();
 }
 
 bool Matcher::accept_bytes(std::string_view bytes) {

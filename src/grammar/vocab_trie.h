@@ -3,6 +3,7 @@
 // so a walk skips a rejected subtree with one jump. Tokens that decode to no bytes (control
 // tokens) are not in it; EOG tokens are listed apart.
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct VocabIndex::Trie {
   std::vector<Node> nodes;  // [n_nodes + 1]
   std::vector<int32_t> toks;
   uint32_t max_depth = 0;
+  // VocabIndex::class_tokens' cache (most recent last).
+  std::mutex class_mu;
+  std::vector<std::pair<std::vector<std::array<uint32_t, 2>>, std::shared_ptr<const ClassTokens>>> classes;
 };
 
 }  // namespace strata::grammar

@@ -51,6 +51,19 @@ std::string response_format_gbnf(const Json& rf) {
 
 }  // namespace
 
+std::vector<toolcall::ToolSpec> tool_specs(const Json& tools) {
+  std::vector<toolcall::ToolSpec> out;
+  for (const auto& t : tools) {
+    const Json& f = t["function"];
+    toolcall::ToolSpec s;
+    s.name = f["name"].get<std::string>();
+    if (f.contains("description") && f["description"].is_string()) s.description = f["description"].get<std::string>();
+    if (f.contains("parameters") && f["parameters"].is_object()) s.parameters = nlohmann::json::parse(f["parameters"].dump());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 GrammarText tool_grammar(const ToolConstraint& tc) {
   using Mode = ToolChoice::Mode;
   GrammarText g;

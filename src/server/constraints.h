@@ -14,6 +14,9 @@
 
 namespace strata::server {
 
+// The validated `tools` of a chat request (ChatRequest::tools) as the tool-call layer's specs.
+std::vector<toolcall::ToolSpec> tool_specs(const Json& tools);
+
 // What the tools of a chat request ask for (null tools: none).
 struct ToolConstraint {
   toolcall::Format format = toolcall::Format::Generic;

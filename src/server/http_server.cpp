@@ -49,6 +49,7 @@ struct HttpServer::Impl final : ApiHost {
   ChatFormat chat_format;
   CoreContext core_ctx;
   std::vector<int32_t> think_close;  // forced when a reasoning budget is spent
+  std::vector<int32_t> think_open;   // <think>: may open the output before a grammar
   toolcall::Format tool_format = toolcall::Format::Generic;  // from the template
   std::vector<std::string> names;  // accepted "model" values
   int64_t created_at = unix_time();
@@ -208,6 +209,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   m.chat_format.options.extra_context = m.opt.chat_template_kwargs;
   m.tool_format = toolcall::detect_format(m.chat_format.model_template);
   m.think_close = tok.encode("</think>\n\n", /*add_special=*/false, /*parse_special=*/true);
+  m.think_open = tok.encode("<think>", /*add_special=*/false, /*parse_special=*/true);
   const std::string general = eng.config().name;
   const std::filesystem::path p(model_path);
   m.id = !m.opt.alias.empty() ? m.opt.alias : !general.empty() ? general : p.stem().string();
@@ -235,6 +237,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   m.core_ctx.chat_format = &m.chat_format;
   m.core_ctx.tool_format = m.tool_format;
   m.core_ctx.think_close = &m.think_close;
+  m.core_ctx.think_open = &m.think_open;
   m.core_ctx.reasoning = m.opt.reasoning_format == "deepseek";
   m.core_ctx.reasoning_budget = m.opt.reasoning_budget;
   m.served = ServedModel{&eng, &tok, m.sched.get(), m.monitor.get(), m.id, model_path, m.chat_format.model_template,

@@ -13,19 +13,6 @@ namespace {
 
 bool ends_with(std::string_view s, std::string_view t) { return s.size() >= t.size() && s.substr(s.size() - t.size()) == t; }
 
-std::vector<toolcall::ToolSpec> tool_specs(const Json& tools) {
-  std::vector<toolcall::ToolSpec> out;
-  for (const auto& t : tools) {
-    const Json& f = t["function"];
-    toolcall::ToolSpec s;
-    s.name = f["name"].get<std::string>();
-    if (f.contains("description") && f["description"].is_string()) s.description = f["description"].get<std::string>();
-    if (f.contains("parameters") && f["parameters"].is_object()) s.parameters = json::parse(f["parameters"].dump());
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 // Puts `text` at the start of the system message (a new one when the conversation has none).
 void add_system_text(std::vector<ChatMsg>& messages, const std::string& text) {
   if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
@@ -72,6 +59,11 @@ void prepare_chat(const CoreContext& ctx, const Json& j, Job& jb, GenParams& gp,
   gp.reasoning_budget = cr.reasoning_budget.value_or(ctx.reasoning_budget);
   gp.start_in_think = jb.start_in_think;
   gp.think_close = *ctx.think_close;
+  // A template with a reasoning block the prompt did not open: the model may open it before a
+  // forced tool call or a response_format.
+  if (jb.reasoning && !jb.start_in_think && gp.reasoning_budget != 0 && ctx.think_open &&
+      ctx.chat_format->model_template.find("<think>") != std::string::npos)
+    gp.think_open = *ctx.think_open;
 }
 
 void prepare_prompt(const CoreContext& ctx, const Json& j, GenParams& gp) {

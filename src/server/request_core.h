@@ -26,6 +26,7 @@ struct CoreContext {
   const ChatFormat* chat_format = nullptr;
   toolcall::Format tool_format = toolcall::Format::Generic;
   const std::vector<int32_t>* think_close = nullptr;  // forced when a reasoning budget is spent
+  const std::vector<int32_t>* think_open = nullptr;   // <think>: may open the output before a grammar
   bool reasoning = true;                              // --reasoning-format deepseek
   int reasoning_budget = -1;                          // the server's default
 };

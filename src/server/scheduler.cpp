@@ -127,6 +127,7 @@ struct Scheduler::Slot {
   TokenLogprobs probs;
   std::unique_ptr<grammar::Matcher> matcher;  // GenParams::grammar's state
   std::vector<float> masked;        // [n_vocab] logits with the grammar mask
+  std::vector<float> edited;        // [n_vocab] logits changed by GenParams::edit_logits
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
@@ -309,7 +310,18 @@ int32_t Scheduler::next_token(Slot& s, const float* lg) {
   if (s.forced.empty() && s.matcher && !s.think.in_think()) {
     std::copy(lg, lg + s.masked.size(), s.masked.begin());
     s.matcher->apply(s.masked.data());
+    // The first token may open a reasoning block instead (the grammar waits for its close).
+    // (An open of several tokens only when its first token is not the grammar's own, e.g. not the
+    // "<" of "<tool_call>".)
+    const bool may_think = s.n_gen == 0 && !p.think_open.empty() && p.think_open[0] >= 0 &&
+                           static_cast<size_t>(p.think_open[0]) < s.masked.size() &&
+                           (p.think_open.size() == 1 || std::isinf(s.masked[static_cast<size_t>(p.think_open[0])]));
+    if (may_think) s.masked[static_cast<size_t>(p.think_open[0])] = lg[p.think_open[0]];
     const int32_t t = s.sampler->sample(s.masked.data(), s.history);
+    if (may_think && t == p.think_open[0]) {
+      s.forced.assign(p.think_open.begin() + 1, p.think_open.end());  // the rest of the open, if several tokens
+      return t;
+    }
     STRATA_CHECK(s.matcher->accept(t), "the grammar rejected token {} that its own mask allowed", t);
     return t;
   }
@@ -425,6 +437,11 @@ int Scheduler::sample_outputs() {
     try {
       const GenParams& p = s.req->params;
       if (p.on_logits) p.on_logits(lg, nv);
+      if (p.edit_logits) {
+        s.edited.assign(lg, lg + nv);
+        p.edit_logits(s.edited.data(), nv);
+        lg = s.edited.data();
+      }
       const int32_t t = next_token(s, lg);
       s.history.push_back(t);
       s.n_gen++;

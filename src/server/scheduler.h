@@ -66,12 +66,19 @@ struct GenParams {
   int reasoning_budget = -1;
   bool start_in_think = false;
   std::vector<int32_t> think_close;
+  // With a grammar: the first token of the reasoning block's open (<think>) is also allowed as the
+  // first token (the rest of the open is then forced), so the model may think before the constrained
+  // output; inside the block the grammar is suspended, after its close it starts from its beginning.
+  // Empty: the grammar applies at once.
+  std::vector<int32_t> think_open;
   std::shared_ptr<EventSignal> signal;  // notified on every event (may be null)
   // The output follows this grammar (the mask is applied to the logits before sampling) from the
   // first token outside a <think> block; forced tokens are not checked. Null: free output.
   std::shared_ptr<const grammar::Grammar> grammar;
   // Tests: called on the engine thread with each logits row this request samples from.
   std::function<void(const float* logits, int n_vocab)> on_logits;
+  // Tests: may change each logits row before the grammar mask and sampling (e.g. favour a token).
+  std::function<void(float* logits, int n_vocab)> edit_logits;
 };
 
 // What the engine thread hands to the HTTP side, in order.
