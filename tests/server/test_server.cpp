@@ -615,6 +615,63 @@ TEST_F(Server, GreedyTextSameAloneOrConcurrent) {
   }
 }
 
+// One streamed request through wire format k % 4 (OpenAI chat, Anthropic Messages, OpenAI
+// Responses, Ollama chat); the completion tokens it reports, or -1 when the stream is not whole.
+static long stream_through(httplib::Client& cl, int k, const std::string& user, int max_tokens) {
+  const json msgs = json::array({json{{"role", "user"}, {"content", user}}});
+  auto last_json_line = [](const std::string& body, const std::string& prefix) {
+    json out;
+    for (size_t at = 0; at < body.size();) {
+      size_t nl = body.find('\n', at);
+      if (nl == std::string::npos) nl = body.size();
+      const std::string line = body.substr(at, nl - at);
+      if (line.rfind(prefix, 0) == 0) out = json::parse(line.substr(prefix.size()), nullptr, false);
+      at = nl + 1;
+    }
+    return out;
+  };
+  switch (k % 4) {
+    case 0: {
+      json req{{"model", "tiny-qwen3moe-seed11"}, {"messages", msgs}, {"max_tokens", max_tokens}, {"temperature", 0.8}, {"stream", true}};
+      req["stream_options"] = {{"include_usage", true}};
+      auto r = cl.Post("/v1/chat/completions", req.dump(), "application/json");
+      if (!r || r->status != 200) return -1;
+      const Sse s = parse_sse(r->body);
+      if (!s.done || !s.well_framed || s.chunks.empty() || !s.chunks.back().contains("usage")) return -1;
+      return s.chunks.back()["usage"]["completion_tokens"].get<long>();
+    }
+    case 1: {
+      json req{{"model", "tiny-qwen3moe-seed11"}, {"messages", msgs}, {"max_tokens", max_tokens}, {"temperature", 0.8}, {"stream", true}};
+      auto r = cl.Post("/v1/messages", req.dump(), "application/json");
+      if (!r || r->status != 200 || r->body.find("event: message_stop") == std::string::npos) return -1;
+      long n = -1;  // the output tokens of the message_delta event
+      for (size_t at = r->body.find("\"type\":\"message_delta\""); at != std::string::npos; at = std::string::npos) {
+        const size_t b = r->body.rfind("data: ", at), e = r->body.find('\n', at);
+        const json d = json::parse(r->body.substr(b + 6, e - b - 6), nullptr, false);
+        if (d.is_object()) n = d["usage"]["output_tokens"].get<long>();
+      }
+      return n;
+    }
+    case 2: {
+      json req{{"model", "tiny-qwen3moe-seed11"}, {"input", user}, {"max_output_tokens", max_tokens}, {"temperature", 0.8}, {"stream", true}};
+      auto r = cl.Post("/v1/responses", req.dump(), "application/json");
+      if (!r || r->status != 200) return -1;
+      const json fin = last_json_line(r->body, "data: ");
+      if (!fin.is_object() || (fin["type"] != "response.completed" && fin["type"] != "response.incomplete")) return -1;
+      return fin["response"]["usage"]["output_tokens"].get<long>();
+    }
+    default: {
+      json req{{"model", "tiny-qwen3moe-seed11"}, {"messages", msgs}, {"options", {{"num_predict", max_tokens}, {"temperature", 0.8}}}};
+      auto r = cl.Post("/api/chat", req.dump(), "application/json");
+      if (!r || r->status != 200) return -1;
+      const json fin = last_json_line(r->body, "");
+      if (!fin.is_object() || fin["done"] != true) return -1;
+      return fin["eval_count"].get<long>();
+    }
+  }
+}
+
+// 16 clients stream 20 requests each, through the four wire formats in turn.
 TEST_F(Server, LoadTest16StreamingClients) {
   const int clients = 16, per_client = 20;
   // Warm up (scratch buffers, thread pool) before the RSS baseline.
@@ -628,20 +685,12 @@ TEST_F(Server, LoadTest16StreamingClients) {
     th.emplace_back([&, c] {
       auto cl = main_->client();
       for (int k = 0; k < per_client; ++k) {
-        json req = chat_req("client " + std::to_string(c) + " request " + std::to_string(k), 8 + (c + k) % 9, true);
-        req["temperature"] = 0.8;
-        req["stream_options"] = {{"include_usage", true}};
-        auto r = cl->Post("/v1/chat/completions", req.dump(), "application/json");
-        if (!r || r->status != 200) {
+        const long n = stream_through(*cl, c + k, "client " + std::to_string(c) + " request " + std::to_string(k), 8 + (c + k) % 9);
+        if (n <= 0) {
           failed++;
           continue;
         }
-        const Sse s = parse_sse(r->body);
-        if (!s.done || !s.well_framed || s.chunks.empty() || !s.chunks.back().contains("usage")) {
-          failed++;
-          continue;
-        }
-        tokens += s.chunks.back()["usage"]["completion_tokens"].get<int>();
+        tokens += n;
         ok++;
       }
     });
