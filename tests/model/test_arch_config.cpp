@@ -83,7 +83,7 @@ TEST(ArchConfig, MinimaxM2NeedsSigmoidGatingAndOneExpertWidth) {
 
 TEST(ArchConfig, Glm4MoeNextnBlockBoundButNotInTheTrunk) {
   const std::string path = fixtures_dir() + "/glm4moe-q8_0/model.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "!!! fixture glm4moe-q8_0 absent: NextN binding check SKIPPED !!!";
+  if (!std::filesystem::exists(path)) STRATA_MISSING_FIXTURE(path);
   auto m = Model::load(path);
   const ModelConfig& cfg = m->config();
   EXPECT_EQ(cfg.n_layer, 3);  // block_count 4 = 3 trunk blocks + 1 NextN block

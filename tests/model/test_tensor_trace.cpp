@@ -96,7 +96,7 @@ class TensorTrace : public ::testing::TestWithParam<std::string> {};
 // (a) Every point, once per layer, with its shape; result_* once; wants() filters.
 TEST_P(TensorTrace, EveryNamedPointFiresWithItsShape) {
   const std::string set = GetParam();
-  if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << fixtures_dir();
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE("no fixtures at " + fixtures_dir());
   auto eng = open_engine(set);
   const ModelConfig& cfg = eng->config();
   const auto tokens = prompt_of(set, 9);
@@ -146,7 +146,7 @@ TEST_P(TensorTrace, EveryNamedPointFiresWithItsShape) {
 // (b) The points agree with each other bit for bit, and observing changes no logit.
 TEST_P(TensorTrace, PointsAreConsistent) {
   const std::string set = GetParam();
-  if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << fixtures_dir();
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE("no fixtures at " + fixtures_dir());
   auto eng = open_engine(set);
   const ModelConfig& cfg = eng->config();
   const ModelWeights& w = eng->model().weights();
@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, TensorTrace, ::testing::ValuesIn(kArchSets), [](
 constexpr double kUlpTol = 1e-5;  // |strata - llama.cpp| <= kUlpTol * max(1, |llama.cpp|)
 
 TEST(TensorTraceReference, MatchesLlamaCppIntermediateTensors) {
-  if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << fixtures_dir();
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE("no fixtures at " + fixtures_dir());
   const std::string ref_dir = std::string(STRATA_TEST_DATA_DIR) + "/tensor_trace";
   std::ifstream sets(ref_dir + "/sets.txt");
   ASSERT_TRUE(sets.good()) << ref_dir << "/sets.txt";
@@ -295,7 +295,7 @@ TEST(TensorTraceReference, MatchesLlamaCppIntermediateTensors) {
 
 // strata run --dump-tensors / --dump-filter: one file per matching tensor per pass, index.csv.
 TEST(TensorTraceCli, DumpTensorsWritesFilteredFilesAndIndex) {
-  if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << fixtures_dir();
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE("no fixtures at " + fixtures_dir());
   const std::string set = "mixtral-q8_0";
   const std::string dir = ::testing::TempDir() + "/strata-dump-tensors";
   std::filesystem::remove_all(dir);
