@@ -33,11 +33,15 @@ double SpecCostModel::expected_tokens(int k) const {
 // Per draft row: (mean of the passes with drafts - plain pass) / mean drafts, with today's plain figures.
 double SpecCostModel::per_row(double multi, double plain) const { return km_ > 0 ? std::max(0.0, (multi - plain) / km_) : 0.0; }
 
+// A draft row is never free: it costs at least 1/kMinRowShare of a plain pass (its attention, norms
+// and dense products). Without the floor a per-row fit that noise puts near 0 (a slow plain pass)
+// makes even a draft accepted 1% of the time look worth verifying, forever.
 double SpecCostModel::pass_seconds(int k) const {
-  const double c1 = per_row(cm_, c0_), b1 = per_row(bm_, b0_);
-  const double bytes = b0_ + b1 * k;
+  constexpr double kMinRowShare = 16;
   const double s_per_byte = bytes_ > 0 ? wait_ / bytes_ : 0.0;
-  return k * draft_tok_s_ + c0_ + c1 * k + bytes * s_per_byte;
+  const double plain = c0_ + b0_ * s_per_byte;
+  const double row = std::max(per_row(cm_, c0_) + per_row(bm_, b0_) * s_per_byte, plain / kMinRowShare);
+  return k * draft_tok_s_ + plain + k * row;
 }
 
 int SpecCostModel::choose(int k_avail) {

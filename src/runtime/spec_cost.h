@@ -11,6 +11,7 @@
 //                                             the cache as it is now, the routing of the recent
 //                                             passes; bandwidth = bytes read / time blocked on
 //                                             reads, over recent passes).
+// Each draft row (compute + bytes) costs at least 1/16 of a plain pass.
 // Figures are running means (exponentially weighted after the first 8 passes). A k > 0 is chosen
 // only when its rate beats a plain pass's by more than `margin`. Warm-up: plain, every draft,
 // plain, every draft (so no single noisy pass sets a fit); while it keeps
