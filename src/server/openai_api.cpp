@@ -34,7 +34,7 @@ Json parse_body(const std::string& body) {
   Json j;
   try {
     j = Json::parse(body);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, or a number out of range (406)
     throw bad_request(fmt::format("the request body is not valid JSON: {}", e.what()), "", "invalid_json");
   }
   if (!j.is_object()) throw bad_request("the request body must be a JSON object", "", "invalid_json");
