@@ -226,11 +226,7 @@ class AnthropicStream : public WireStream {
 void messages(ApiHost& host, const httplib::Request& req, httplib::Response& res) {
   host.require_ready();
   const Json j = parse_body(req.body);
-  const Json chat = to_chat(j);
-  const CommonParams common = parse_common(chat, host.options().sampling, true);
-  host.check_model(common.model);
-  auto run = start_request(host.core(), chat, true, common, "msg_", "toolu_");
-  run->job.model = common.model.empty() ? host.model_id() : common.model;
+  auto [common, run] = start_chat(host, to_chat(j), "msg_", "toolu_");
   if (common.stream) return stream_run(res, run, client_of(req), std::make_shared<AnthropicStream>(), "text/event-stream");
   const auto results = collect(*run, [c = client_of(req)] { return c.gone(); });
   if (!results) throw ApiError(499, "the client closed the connection", "invalid_request_error");

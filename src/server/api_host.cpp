@@ -23,6 +23,15 @@ ErrorShape shape_of_path(const std::string& path) {
   return ErrorShape::OpenAI;
 }
 
+StartedChat start_chat(ApiHost& host, const Json& chat, const char* id_prefix, const char* call_prefix) {
+  StartedChat s;
+  s.common = parse_common(chat, host.options().sampling, /*chat=*/true);
+  host.check_model(s.common.model);
+  s.run = start_request(host.core(), chat, /*chat=*/true, s.common, id_prefix, call_prefix);
+  s.run->job.model = s.common.model.empty() ? host.model_id() : s.common.model;
+  return s;
+}
+
 std::string sse(const std::string& event, const json& data) {
   std::string s;
   if (!event.empty()) s = "event: " + event + "\n";

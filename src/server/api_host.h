@@ -58,6 +58,14 @@ void stream_run(httplib::Response& res, std::shared_ptr<CoreRun> run, const Clie
 // The client of a request (to notice it hanging up).
 inline ClientSocket client_of(const httplib::Request& req) { return ClientSocket(req.remote_addr, req.remote_port, req.local_port); }
 
+// Starts a chat request already converted to the core's (OpenAI chat) shape: its common fields,
+// the model check, the run (named after the requested model, or the served one).
+struct StartedChat {
+  CommonParams common;
+  std::shared_ptr<CoreRun> run;
+};
+StartedChat start_chat(ApiHost& host, const Json& chat, const char* id_prefix, const char* call_prefix);
+
 // "event: NAME\ndata: JSON\n\n" (name empty: no event line).
 std::string sse(const std::string& event, const nlohmann::json& data);
 
