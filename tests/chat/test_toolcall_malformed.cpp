@@ -10,64 +10,64 @@
 namespace strata::toolcall_test {
 namespace {
 
-Parsed expect(std::string content, std::string reasoning, std::vector<ToolCall> calls) {
+Parsed expect_parsed(std::string content, std::string reasoning, std::vector<ToolCall> calls) {
   return Parsed{std::move(content), std::move(reasoning), std::move(calls)};
 }
 
 TEST(ToolCallMalformed, JsonCutOffAtFinishKeepsTheRawArguments) {
   expect_all_splits(Format::Hermes, opts(), "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Par",
-                    expect("", "", {call(0, "get_weather", R"({"location": "Par)")}));
+                    expect_parsed("", "", {call(0, "get_weather", R"({"location": "Par)")}));
   expect_all_splits(Format::KimiK2, opts(),
                     "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{\"query\": [1,",
-                    expect("", "", {call(0, "search", R"({"query": [1,)")}));
+                    expect_parsed("", "", {call(0, "search", R"({"query": [1,)")}));
 }
 
 TEST(ToolCallMalformed, ArgumentsThatDoNotParseAreKeptRaw) {
   expect_all_splits(Format::Hermes, opts(), "<tool_call>{\"name\": \"search\", \"arguments\": {bad json}}</tool_call>",
-                    expect("", "", {call(0, "search", "{bad json}")}));
+                    expect_parsed("", "", {call(0, "search", "{bad json}")}));
   expect_all_splits(Format::DeepSeekV31, opts(),
                     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{\"query\": 1} trailing junk<｜tool▁call▁end｜>"
                     "<｜tool▁calls▁end｜>after",
-                    expect("after", "", {call(0, "search", R"({"query": 1})")}));
+                    expect_parsed("after", "", {call(0, "search", R"({"query": 1})")}));
 }
 
 TEST(ToolCallMalformed, ArgumentsValueThatIsNotJsonGivesEmptyArguments) {
   expect_all_splits(Format::Llama3, opts(), "{\"name\": \"search\", \"parameters\": `x` {\"q\": 1}} after",
-                    expect("after", "", {call(0, "search", "")}));
+                    expect_parsed("after", "", {call(0, "search", "")}));
 }
 
 TEST(ToolCallMalformed, UnknownFunctionIsKeptAsWritten) {
   expect_all_splits(Format::Hermes, opts(), "<tool_call>{\"name\": \"launch_rocket\", \"arguments\": {\"when\": 1}}</tool_call>",
-                    expect("", "", {call(0, "launch_rocket", R"({"when": 1})")}));
+                    expect_parsed("", "", {call(0, "launch_rocket", R"({"when": 1})")}));
   // Unknown function in a key/value family: values are JSON when they parse, strings otherwise.
   expect_all_splits(Format::Glm45, opts(), "<tool_call>mystery<arg_key>n</arg_key><arg_value>12</arg_value>"
                     "<arg_key>s</arg_key><arg_value>hi there</arg_value></tool_call>",
-                    expect("", "", {call(0, "mystery", R"({"n": 12, "s": "hi there"})")}));
+                    expect_parsed("", "", {call(0, "mystery", R"({"n": 12, "s": "hi there"})")}));
 }
 
 TEST(ToolCallMalformed, HeaderLongerThanTheStreamingLimitIsTakenWhole) {
   const std::string name(5000, 'n');
   expect_all_splits(Format::Hermes, opts(), "<tool_call>{\"name\": \"" + name + "\", \"arguments\": {\"a\": [1, 2]}}</tool_call>",
-                    expect("", "", {call(0, name, R"({"a":[1,2]})")}));
+                    expect_parsed("", "", {call(0, name, R"({"a":[1,2]})")}));
 }
 
 TEST(ToolCallMalformed, MarkerWithoutACallIsContent) {
   expect_all_splits(Format::Hermes, opts(), "See <tool_call>hello</tool_call> here",
-                    expect("See <tool_call>hello</tool_call> here", "", {}));
-  expect_all_splits(Format::Hermes, opts(), "<tool_call>\n{\"na", expect("<tool_call>\n{\"na", "", {}));
-  expect_all_splits(Format::Qwen3Coder, opts(), "a <tool_call> b", expect("a <tool_call> b", "", {}));
-  expect_all_splits(Format::MinimaxM2, opts(), "x<minimax:tool_call>y", expect("x<minimax:tool_call>y", "", {}));
-  expect_all_splits(Format::Generic, opts(), R"({"other": 1} and more)", expect(R"({"other": 1} and more)", "", {}));
+                    expect_parsed("See <tool_call>hello</tool_call> here", "", {}));
+  expect_all_splits(Format::Hermes, opts(), "<tool_call>\n{\"na", expect_parsed("<tool_call>\n{\"na", "", {}));
+  expect_all_splits(Format::Qwen3Coder, opts(), "a <tool_call> b", expect_parsed("a <tool_call> b", "", {}));
+  expect_all_splits(Format::MinimaxM2, opts(), "x<minimax:tool_call>y", expect_parsed("x<minimax:tool_call>y", "", {}));
+  expect_all_splits(Format::Generic, opts(), R"({"other": 1} and more)", expect_parsed(R"({"other": 1} and more)", "", {}));
 }
 
 TEST(ToolCallMalformed, KeyValueCallCutOffIsClosed) {
   expect_all_splits(Format::Qwen3Coder, opts(),
                     "<tool_call>\n<function=search>\n<parameter=query>\nabc\n</parameter>\n<parameter=limit>\nfive\n</parameter>\n"
                     "<parameter=query>\nunfinished",
-                    expect("", "", {call(0, "search", R"({"query": "abc", "limit": "five", "query": "unfinished"})")}));
+                    expect_parsed("", "", {call(0, "search", R"({"query": "abc", "limit": "five", "query": "unfinished"})")}));
   expect_all_splits(Format::MinimaxM2, opts(),
                     "<minimax:tool_call>\n<invoke name=\"search\"><parameter name=\"limit\">7",
-                    expect("", "", {call(0, "search", R"({"limit": 7})")}));
+                    expect_parsed("", "", {call(0, "search", R"({"limit": 7})")}));
 }
 
 // Raw string values are JSON-escaped whole: control characters as \u00XX, a code point split
@@ -78,10 +78,10 @@ TEST(ToolCallMalformed, RawValuesWithControlAndInvalidBytesGiveValidJson) {
   expect_all_splits(Format::MinimaxM2, opts(),
                     "<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"query\">" + value +
                         "</parameter>\n</invoke>\n</minimax:tool_call>",
-                    expect("", "", {call(0, "search", args)}));
+                    expect_parsed("", "", {call(0, "search", args)}));
   expect_all_splits(Format::Qwen3Coder, opts(),
                     "<tool_call>\n<function=search>\n<parameter=query>\n" + value + "\n</parameter>\n</function>\n</tool_call>",
-                    expect("", "", {call(0, "search", args)}));
+                    expect_parsed("", "", {call(0, "search", args)}));
   ASSERT_TRUE(nlohmann::json::parse(args, nullptr, false).is_object());
 }
 
@@ -90,17 +90,17 @@ TEST(ToolCallMalformed, KeyValueJsonValueHoldingTheClosingTag) {
   expect_all_splits(Format::Qwen3Coder, opts(),
                     "<tool_call>\n<function=search>\n<parameter=query>\na\n</parameter>\n<parameter=filters>\n"
                     "{\"q\": \"x</parameter>\\\"</parameter>\"}\n</parameter>\n</function>\n</tool_call>",
-                    expect("", "", {call(0, "search", R"({"query": "a", "filters": {"q":"x</parameter>\"</parameter>"}})")}));
+                    expect_parsed("", "", {call(0, "search", R"({"query": "a", "filters": {"q":"x</parameter>\"</parameter>"}})")}));
   expect_all_splits(Format::MinimaxM2, opts(),
                     "<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"filters\">[\"</parameter>\"]</parameter>\n"
                     "<parameter name=\"limit\">\"7</parameter>\n</invoke>\n</minimax:tool_call>",
-                    expect("", "", {call(0, "search", R"({"filters": ["</parameter>"], "limit": "\"7"})")}));
+                    expect_parsed("", "", {call(0, "search", R"({"filters": ["</parameter>"], "limit": "\"7"})")}));
 }
 
 TEST(ToolCallMalformed, HarmonyOtherRecipientsAreContent) {
   expect_all_splits(Format::Harmony, opts(),
                     "<|channel|>commentary to=browser.search <|constrain|>json<|message|>{\"q\": 1}<|call|>",
-                    expect("{\"q\": 1}", "", {}));
+                    expect_parsed("{\"q\": 1}", "", {}));
 }
 
 TEST(ToolCallMalformed, DeepNestingAndGarbageNeverCrash) {

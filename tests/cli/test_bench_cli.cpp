@@ -8,14 +8,14 @@
 using namespace strata::test;
 
 namespace {
-std::string model() { return fixtures_dir() + "/qwen3moe-q4_k_m/model.gguf"; }
+std::string bench_model() { return fixtures_dir() + "/qwen3moe-q4_k_m/model.gguf"; }
 }  // namespace
 
 TEST(BenchCli, JsonFiguresWithStreaming) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (bench CLI test)");
   for (const char* input : {"random", "greedy"}) {
     SCOPED_TRACE(input);
-    auto r = run_cmd("bench -m " + model() + " -t 2 -c 64 -p 16 -n 8 --cache-experts 6 --disk-probe 4194304 --json --tg-input " +
+    auto r = run_cmd("bench -m " + bench_model() + " -t 2 -c 64 -p 16 -n 8 --cache-experts 6 --disk-probe 4194304 --json --tg-input " +
                      std::string(input));
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = nlohmann::json::parse(last_line(r.out));
@@ -36,7 +36,7 @@ TEST(BenchCli, JsonFiguresWithStreaming) {
 
 TEST(BenchCli, RejectsUnknownTgInput) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (bench CLI test)");
-  auto r = run_cmd("bench -m " + model() + " -p 4 -n 2 --tg-input sampled");
+  auto r = run_cmd("bench -m " + bench_model() + " -p 4 -n 2 --tg-input sampled");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("tg-input"), std::string::npos) << r.err;
 }

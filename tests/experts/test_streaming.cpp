@@ -27,7 +27,7 @@ using namespace strata::test;
 
 namespace {
 
-std::unique_ptr<Engine> engine(const std::string& path, const TierOptions& tier) {
+std::unique_ptr<Engine> stream_engine(const std::string& path, const TierOptions& tier) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_threads = 2;
@@ -68,7 +68,7 @@ TEST(ExpertStreaming, BitIdenticalToResidentForEveryFixture) {
   for (const auto& set : model_sets()) {
     const std::string path = fixtures_dir() + "/" + set + "/model.gguf";
     if (model_unsupported(set)) continue;  // asserted by GoldenSuite
-    auto resident = engine(path, TierOptions{});
+    auto resident = stream_engine(path, TierOptions{});
     const auto& layers = resident->config().layers;
     if (std::none_of(layers.begin(), layers.end(), [](const LayerConfig& l) { return l.n_expert > 0; })) {
       // a dense model (a draft): no expert tier to stream
@@ -82,7 +82,7 @@ TEST(ExpertStreaming, BitIdenticalToResidentForEveryFixture) {
       t.cache_experts = 1;  // every layer evicts on every token
       t.force_pread = pread;
       t.lookahead = pread ? 0 : 2;
-      auto streamed = engine(path, t);
+      auto streamed = stream_engine(path, t);
       ASSERT_NE(streamed->tier().cache(), nullptr) << set;
       const auto got = trace_logits(*streamed, prompt);
       ASSERT_EQ(got.size(), ref.size());
@@ -107,7 +107,7 @@ TEST(ExpertStreaming, SizeClassesForMixedQuantLayers) {
     TierOptions t;
     t.cache_experts = 6;
     if (model_unsupported(set)) continue;  // asserted by GoldenSuite
-    auto streamed = engine(path, t);
+    auto streamed = stream_engine(path, t);
     const ExpertCache* cache = streamed->tier().cache();
     if (!cache || cache->n_size_classes() < 2) continue;
     const int nc = cache->n_size_classes();
@@ -124,7 +124,7 @@ TEST(ExpertStreaming, SizeClassesForMixedQuantLayers) {
     EXPECT_EQ(slots, 6) << set;
     EXPECT_EQ(cache->n_slots(), 6) << set;
     EXPECT_LT(slot_bytes, 6 * cache->slot_bytes()) << set << ": smaller classes must not take the largest size";
-    auto resident = engine(path, TierOptions{});
+    auto resident = stream_engine(path, TierOptions{});
     const auto& layers = resident->config().layers;
     if (std::none_of(layers.begin(), layers.end(), [](const LayerConfig& l) { return l.n_expert > 0; })) {
       // a dense model (a draft): no expert tier to stream
@@ -147,12 +147,12 @@ TEST(ExpertStreaming, RetriesAbsorbTransientFaults) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (fault test)");
   const std::string set = "qwen3moe-q4_k_m", path = fixtures_dir() + "/" + set + "/model.gguf";
   const auto prompt = golden_prompt(set, "p0");
-  const auto ref = trace_logits(*engine(path, TierOptions{}), prompt);
+  const auto ref = trace_logits(*stream_engine(path, TierOptions{}), prompt);
   TierOptions t;
   t.cache_experts = 2;
   t.faults.eio_every = 3;     // every third syscall fails: retries must hide it
   t.faults.short_every = 5;   // and every fifth returns half the bytes
-  auto eng = engine(path, t);
+  auto eng = stream_engine(path, t);
   const auto got = trace_logits(*eng, prompt);
   EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0);
 }
@@ -161,11 +161,11 @@ TEST(ExpertStreaming, PersistentFaultFailsCleanlyThenRecovers) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (fault test)");
   const std::string set = "qwen3moe-q4_k_m", path = fixtures_dir() + "/" + set + "/model.gguf";
   const auto prompt = golden_prompt(set, "p0");
-  const auto ref = trace_logits(*engine(path, TierOptions{}), prompt);
+  const auto ref = trace_logits(*stream_engine(path, TierOptions{}), prompt);
   TierOptions t;
   t.cache_experts = 2;
   t.faults.fail_first = 40;  // the device fails for a while
-  auto eng = engine(path, t);
+  auto eng = stream_engine(path, t);
   std::vector<float> lg;
   try {
     eng->eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, true, lg);
@@ -331,7 +331,7 @@ TEST(ExpertStreaming, TraceRecordsLookaheadPredictions) {
   TierOptions tier;
   tier.cache_experts = 4;
   tier.lookahead = 1;
-  auto eng = engine(fixtures_dir() + "/qwen3moe-q8_0/model.gguf", tier);
+  auto eng = stream_engine(fixtures_dir() + "/qwen3moe-q8_0/model.gguf", tier);
   const ModelConfig& cfg = eng->config();
   std::vector<int> moe;
   int ne = 0, k = 0;

@@ -48,7 +48,7 @@ std::shared_ptr<const grammar::Grammar> compile(toolcall::Format f, bool paralle
 }
 
 // A vocabulary of the 256 single bytes and one EOG token.
-std::shared_ptr<const grammar::VocabIndex> byte_vocab() {
+std::shared_ptr<const grammar::VocabIndex> call_byte_vocab() {
   std::vector<std::string> bytes(257);
   for (int i = 0; i < 256; ++i) bytes[static_cast<size_t>(i)] = std::string(1, static_cast<char>(i));
   return std::make_shared<grammar::VocabIndex>(std::move(bytes), std::vector<int32_t>{256});
@@ -123,7 +123,7 @@ const toolcall::Format kFormats[] = {toolcall::Format::Generic,     toolcall::Fo
 }  // namespace
 
 TEST(CallGrammars, ForcedOutputParsesBackIntoValidCalls) {
-  const auto vocab = byte_vocab();
+  const auto vocab = call_byte_vocab();
   std::mt19937 rng(7);
   for (toolcall::Format f : kFormats) {
     for (bool parallel : {false, true}) {

@@ -34,7 +34,7 @@ std::string schema_error(const json& schema) {
   return "(no error)";
 }
 
-size_t code_points(const std::string& s) {
+size_t schema_code_points(const std::string& s) {
   size_t n = 0;
   for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return n;
@@ -99,7 +99,7 @@ bool valid(const json& v, const json& s, const json& root, std::string& why) {
   }
   if (v.is_string()) {
     const std::string str = v;
-    if (code_points(str) < s.value("minLength", size_t{0}) || code_points(str) > s.value("maxLength", SIZE_MAX)) return why = "length", false;
+    if (schema_code_points(str) < s.value("minLength", size_t{0}) || schema_code_points(str) > s.value("maxLength", SIZE_MAX)) return why = "length", false;
     const std::string f = s.value("format", "");
     static const std::regex date(R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))"), time(R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"),
         uuid(R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})");

@@ -85,7 +85,7 @@ size_t d_offset(GgmlType t) {
   }
 }
 
-uint32_t bits(float f) {
+uint32_t grid_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
@@ -109,12 +109,12 @@ void decode_and_dot(GgmlType t, const std::vector<uint8_t>& blk, std::vector<flo
     if (!k) continue;
     const auto ti = static_cast<uint32_t>(t);
     const float got = k->vec_dot[ti](QK_K, blk.data(), act.data());
-    EXPECT_TRUE(bits(got) == bits(dot) || (std::isnan(got) && std::isnan(dot))) << k->name << ": " << got << " vs " << dot;
+    EXPECT_TRUE(grid_bits(got) == grid_bits(dot) || (std::isnan(got) && std::isnan(dot))) << k->name << ": " << got << " vs " << dot;
     if (!k->vec_dot_xn[ti]) continue;
     float yx[3] = {-1, -1, -1};
     k->vec_dot_xn[ti](QK_K, blk.data(), act.data(), ab, 3, yx, 1);
     for (float v : yx)
-      EXPECT_TRUE(bits(v) == bits(dot) || (std::isnan(v) && std::isnan(dot))) << k->name << " (multi-token): " << v << " vs " << dot;
+      EXPECT_TRUE(grid_bits(v) == grid_bits(dot) || (std::isnan(v) && std::isnan(dot))) << k->name << " (multi-token): " << v << " vs " << dot;
   }
 }
 

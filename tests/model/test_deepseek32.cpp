@@ -73,7 +73,7 @@ TEST(Deepseek32, IndexerKeyShorterThanRopeFails) {
 
 std::string set_path(const char* set) { return fixtures_dir() + "/" + set + "/model.gguf"; }
 
-std::unique_ptr<Engine> make_engine(const std::string& path, int n_seq, int n_batch, GgmlType kv = GgmlType::F32) {
+std::unique_ptr<Engine> ds32_engine(const std::string& path, int n_seq, int n_batch, GgmlType kv = GgmlType::F32) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_seq = n_seq;
@@ -83,7 +83,7 @@ std::unique_ptr<Engine> make_engine(const std::string& path, int n_seq, int n_ba
   return std::make_unique<Engine>(Model::load(path), eo);
 }
 
-std::vector<int32_t> golden_prompt(const char* set, const char* p) {
+std::vector<int32_t> ds32_golden_prompt(const char* set, const char* p) {
   return read_json(fixtures_dir() + "/" + set + "/golden/" + p + ".json")["prompt_tokens"].get<std::vector<int32_t>>();
 }
 
@@ -105,7 +105,7 @@ TEST(Deepseek32, IndexerKeysCountInTheKvCache) {
   const std::string path = set_path("deepseek32-q8_0");
   if (!std::filesystem::exists(path)) STRATA_MISSING_FIXTURE(path);
   for (GgmlType t : {GgmlType::F32, GgmlType::Q8_0}) {
-    auto eng = make_engine(path, 2, 16, t);
+    auto eng = ds32_engine(path, 2, 16, t);
     const ModelConfig& cfg = eng->config();
     const LayerConfig& l = cfg.layers[0];
     const uint64_t cells = static_cast<uint64_t>(eng->kv().n_ctx()) * eng->kv().n_seq() * cfg.n_layer;
@@ -120,14 +120,14 @@ TEST(Deepseek32, IndexerKeysCountInTheKvCache) {
 TEST(Deepseek32, BatchedSequencesMatchSeparateRuns) {
   const std::string path = set_path("deepseek32-q8_0");
   if (!std::filesystem::exists(path)) STRATA_MISSING_FIXTURE(path);
-  const auto a = golden_prompt("deepseek32-q8_0", "p1"), b = golden_prompt("deepseek32-q8_0", "p2");
-  auto both = make_engine(path, 2, 256);
+  const auto a = ds32_golden_prompt("deepseek32-q8_0", "p1"), b = ds32_golden_prompt("deepseek32-q8_0", "p2");
+  auto both = ds32_engine(path, 2, 256);
   const SeqInput in[2] = {{0, a.data(), static_cast<int>(a.size()), Logits::All}, {1, b.data(), static_cast<int>(b.size()), Logits::All}};
   std::vector<float> got;
   both->forward(in, got);
   std::vector<float> ra, rb;
-  make_engine(path, 1, 256)->eval(0, a.data(), static_cast<int>(a.size()), 0, true, ra);
-  make_engine(path, 1, 256)->eval(0, b.data(), static_cast<int>(b.size()), 0, true, rb);
+  ds32_engine(path, 1, 256)->eval(0, a.data(), static_cast<int>(a.size()), 0, true, ra);
+  ds32_engine(path, 1, 256)->eval(0, b.data(), static_cast<int>(b.size()), 0, true, rb);
   ASSERT_EQ(got.size(), ra.size() + rb.size());
   EXPECT_TRUE(std::equal(ra.begin(), ra.end(), got.begin())) << "sequence 0";
   EXPECT_TRUE(std::equal(rb.begin(), rb.end(), got.begin() + static_cast<std::ptrdiff_t>(ra.size()))) << "sequence 1";
@@ -138,9 +138,9 @@ TEST(Deepseek32, RewindAndPrefixReuseMatchAFreshRun) {
   const std::string path = set_path("deepseek32-q8_0");
   if (!std::filesystem::exists(path)) STRATA_MISSING_FIXTURE(path);
   ASSERT_TRUE(Model::load(path)->rewindable());
-  const auto p = golden_prompt("deepseek32-q8_0", "p3");  // 150 tokens, far beyond top_k
+  const auto p = ds32_golden_prompt("deepseek32-q8_0", "p3");  // 150 tokens, far beyond top_k
   ASSERT_GT(p.size(), 100u);
-  auto eng = make_engine(path, 1, 8);
+  auto eng = ds32_engine(path, 1, 8);
   std::vector<float> lg;
   eng->eval(0, p.data(), 90, 0, false, lg);
   for (int pos = 90; pos < 94; ++pos) eng->eval(0, &p[static_cast<size_t>(pos)], 1, pos, false, lg);  // decoded rows: not reusable
@@ -152,7 +152,7 @@ TEST(Deepseek32, RewindAndPrefixReuseMatchAFreshRun) {
   ASSERT_EQ(kept, 60);
   std::vector<float> got, ref;
   eng->eval(0, q.data() + kept, static_cast<int>(q.size()) - kept, kept, true, got);
-  auto fresh = make_engine(path, 1, 8);
+  auto fresh = ds32_engine(path, 1, 8);
   fresh->eval(0, q.data(), static_cast<int>(q.size()), 0, true, ref);
   const size_t nv = static_cast<size_t>(eng->config().n_vocab);
   ASSERT_EQ(got.size(), (q.size() - kept) * nv);
@@ -183,14 +183,14 @@ namespace {
 TEST(Deepseek32, F16AndQ8CachesBeforeAndAfterTheTopK) {
   const std::string path = set_path("deepseek32-q8_0");
   if (!std::filesystem::exists(path)) STRATA_MISSING_FIXTURE(path);
-  const auto p = golden_prompt("deepseek32-q8_0", "p2");
+  const auto p = ds32_golden_prompt("deepseek32-q8_0", "p2");
   std::vector<float> ref;
-  make_engine(path, 1, 256)->eval(0, p.data(), static_cast<int>(p.size()), 0, true, ref);
+  ds32_engine(path, 1, 256)->eval(0, p.data(), static_cast<int>(p.size()), 0, true, ref);
   const int top = Model::load(path)->config().layers[0].idx_top_k;
   const size_t nv = ref.size() / p.size();
   for (GgmlType kv : {GgmlType::F16, GgmlType::Q8_0}) {
     std::vector<float> got;
-    make_engine(path, 1, 256, kv)->eval(0, p.data(), static_cast<int>(p.size()), 0, true, got);
+    ds32_engine(path, 1, 256, kv)->eval(0, p.data(), static_cast<int>(p.size()), 0, true, got);
     ASSERT_EQ(got.size(), ref.size());
     std::vector<double> later;
     for (size_t pos = 0; pos < p.size(); ++pos) {

@@ -22,7 +22,7 @@ namespace {
 
 // Metadata of a 2-layer deepseek4 up to the per-layer loop of load_config (no tensors: a bad
 // value must be reported before any tensor is bound).
-std::string write_meta_only(const std::string& name, const std::vector<int32_t>& ratios, int gating) {
+std::string ds4_write_meta_only(const std::string& name, const std::vector<int32_t>& ratios, int gating) {
   GgufWriter w;
   w.set_string("general.architecture", "deepseek4");
   w.set_u32("deepseek4.vocab_size", 64);
@@ -53,7 +53,7 @@ std::string write_meta_only(const std::string& name, const std::vector<int32_t>&
   return path;
 }
 
-std::string load_error(const std::string& path) {
+std::string ds4_load_error(const std::string& path) {
   try {
     Model::load(path);
   } catch (const Error& e) {
@@ -63,8 +63,8 @@ std::string load_error(const std::string& path) {
 }
 
 TEST(Deepseek4, UnknownCompressRatioFails) {
-  const std::string path = write_meta_only("strata_ds4_ratio.gguf", {0, 64}, 4);
-  const std::string err = load_error(path);
+  const std::string path = ds4_write_meta_only("strata_ds4_ratio.gguf", {0, 64}, 4);
+  const std::string err = ds4_load_error(path);
   std::filesystem::remove(path);
   EXPECT_NE(err.find("compress_ratios"), std::string::npos) << err;
   EXPECT_NE(err.find("64"), std::string::npos) << err;
@@ -72,13 +72,13 @@ TEST(Deepseek4, UnknownCompressRatioFails) {
 }
 
 TEST(Deepseek4, UnknownGatingFails) {
-  const std::string path = write_meta_only("strata_ds4_gating.gguf", {0, 4}, 9);
-  const std::string err = load_error(path);
+  const std::string path = ds4_write_meta_only("strata_ds4_gating.gguf", {0, 4}, 9);
+  const std::string err = ds4_load_error(path);
   std::filesystem::remove(path);
   EXPECT_NE(err.find("expert_gating_func 9"), std::string::npos) << err;
 }
 
-std::unique_ptr<Engine> make_engine(const std::string& path, int n_batch) {
+std::unique_ptr<Engine> ds4_engine(const std::string& path, int n_batch) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_threads = 2;
@@ -94,11 +94,11 @@ TEST(Deepseek4, ChunkedPrefillMatchesOneBatch) {
   const auto j = read_json(dir + "/golden/p3.json");
   const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
   std::vector<float> ref;
-  auto whole = make_engine(dir + "/model.gguf", 256);
+  auto whole = ds4_engine(dir + "/model.gguf", 256);
   whole->eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, true, ref);
   const int nv = whole->config().n_vocab;
   for (int chunk : {1, 7}) {
-    auto eng = make_engine(dir + "/model.gguf", chunk);
+    auto eng = ds4_engine(dir + "/model.gguf", chunk);
     std::vector<float> got;
     eng->eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, true, got);
     ASSERT_EQ(got.size(), ref.size());

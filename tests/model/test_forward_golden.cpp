@@ -26,7 +26,7 @@ using namespace strata::test;
 
 namespace {
 
-std::unique_ptr<Engine> make_engine(const std::string& path, int n_batch = 256) {
+std::unique_ptr<Engine> golden_engine(const std::string& path, int n_batch = 256) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_threads = 2;
@@ -160,10 +160,10 @@ class GoldenSuite : public ::testing::TestWithParam<std::string> {};
 TEST_P(GoldenSuite, MatchesLlamaCpp) {
   const std::string set = GetParam(), path = fixtures_dir() + "/" + set + "/model.gguf";
   if (const UnsupportedSet* u = unsupported_set(set); u && u->model_error) {
-    expect_still_unsupported(*u, "model", u->model_error, [&] { make_engine(path); });
+    expect_still_unsupported(*u, "model", u->model_error, [&] { golden_engine(path); });
     return;
   }
-  auto eng = make_engine(path);  // any other set must load
+  auto eng = golden_engine(path);  // any other set must load
   const int64_t ft = eng->model().gguf().get_int("general.file_type").value_or(-1);
   const auto crit = criterion_of(ft);
   ASSERT_TRUE(crit.has_value()) << set << ": general.file_type " << ft << " has no golden criterion (add one in criterion_of)";

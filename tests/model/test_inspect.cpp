@@ -61,7 +61,7 @@ std::string trim(std::string s) {
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
+std::vector<std::string> split_on(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   for (std::string x; std::getline(ss, x, sep);) out.push_back(x);
@@ -102,10 +102,10 @@ Readme parse_readme(const fs::path& dir) {
         state = kNone;
         continue;
       }
-      auto cells = split(line, '|');  // "", name, type, ne
+      auto cells = split_on(line, '|');  // "", name, type, ne
       if (cells.size() < 4) continue;
       ReadmeTensor t{trim(cells[1]), trim(cells[2]), {}, 0};
-      for (const auto& d : split(trim(cells[3]), 'x')) t.ne.push_back(std::stoull(d));
+      for (const auto& d : split_on(trim(cells[3]), 'x')) t.ne.push_back(std::stoull(d));
       auto it = kSizes.find(t.type);
       if (it == kSizes.end()) throw std::runtime_error(r.dir + ": type " + t.type + " missing from the test's size table");
       uint64_t n = 1;
@@ -131,7 +131,7 @@ std::optional<double> meta_float(const Readme& r, const std::string& key) {
 }
 
 // Values a correct `inspect` must report, from the README alone.
-struct Expected {
+struct InspectExpected {
   uint64_t dense = 0, routed = 0, touched = 0;
   int64_t routed_experts = 0;
   std::map<int, uint64_t> expert_bytes;  // per MoE layer: one expert
@@ -144,8 +144,8 @@ int layer_of(const std::string& name) {
   return std::stoi(name.substr(4));
 }
 
-Expected expected_of(const Readme& r, const std::string& arch) {
-  Expected e;
+InspectExpected expected_of(const Readme& r, const std::string& arch) {
+  InspectExpected e;
   const int64_t n_expert = meta_int(r, arch + ".expert_count").value_or(0);
   const int64_t top_k = meta_int(r, arch + ".expert_used_count").value_or(0);
   uint64_t embd = 0, embd_row = 0;
@@ -210,7 +210,7 @@ TEST(Inspect, EveryFixtureMatchesItsReadme) {
     ASSERT_FALSE(r.tensors.empty());
     ASSERT_TRUE(r.meta.count("general.architecture"));
     const std::string arch = readme_arch(r);
-    const Expected e = expected_of(r, arch);
+    const InspectExpected e = expected_of(r, arch);
 
     auto m = GgufModel::open((dir / "model.gguf").string());
     const ModelSummary s = ModelSummary::of(*m);
@@ -342,7 +342,7 @@ TEST(InspectBudget, OnAFixture) {
   ASSERT_FALSE(dir.empty()) << "no MoE fixture";
   const Readme r = parse_readme(dir);
   const std::string arch = readme_arch(r);
-  const Expected e = expected_of(r, arch);
+  const InspectExpected e = expected_of(r, arch);
   const ModelSummary s = ModelSummary::of(*GgufModel::open((dir / "model.gguf").string()));
   const uint64_t avg = e.routed / static_cast<uint64_t>(e.routed_experts);
   const BudgetFit b = BudgetFit::plan(s, e.dense + 3 * avg + avg / 2);
@@ -388,7 +388,7 @@ TEST(InspectCli, JsonMatchesReadme) {
     if (d.filename().string().rfind("deepseek2", 0) == 0) dir = d;
   const Readme r = parse_readme(dir);
   const std::string arch = readme_arch(r);
-  const Expected e = expected_of(r, arch);
+  const InspectExpected e = expected_of(r, arch);
   const uint64_t budget = e.dense + e.routed / 2;
   const RunResult res = run_strata("inspect '" + (dir / "model.gguf").string() + "' --json --ram-budget " + std::to_string(budget));
   ASSERT_EQ(res.exit_code, 0) << res.err;

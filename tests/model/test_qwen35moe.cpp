@@ -20,7 +20,7 @@ namespace {
 
 constexpr const char* kSet = "qwen35moe-q8_0";
 
-std::unique_ptr<Engine> engine(int n_seq, int n_batch = 64, int n_ctx = 256) {
+std::unique_ptr<Engine> q35_engine(int n_seq, int n_batch = 64, int n_ctx = 256) {
   EngineOptions eo;
   eo.n_ctx = n_ctx;
   eo.n_seq = n_seq;
@@ -32,7 +32,7 @@ std::unique_ptr<Engine> engine(int n_seq, int n_batch = 64, int n_ctx = 256) {
 
 bool have_set() { return std::filesystem::exists(fixtures_dir() + "/" + kSet + "/model.gguf"); }
 
-std::vector<int32_t> tokens(int n, int seed) {
+std::vector<int32_t> random_tokens(int n, int seed) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = 3 + (seed * 37 + i * 11) % 700;
   return t;
@@ -51,7 +51,7 @@ const DeltaNetState& state_of(Engine& eng) {
 // changes neither it nor the cache's bytes; the DeltaNet layers hold no KV rows.
 TEST(Qwen35Moe, LinearAttentionStateDoesNotGrowWithPosition) {
   if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kSet) + " (DeltaNet state size)");
-  auto eng = engine(2, 16);
+  auto eng = q35_engine(2, 16);
   const ModelConfig& cfg = eng->config();
   uint64_t want = 0;
   int n_delta = 0;
@@ -73,7 +73,7 @@ TEST(Qwen35Moe, LinearAttentionStateDoesNotGrowWithPosition) {
   EXPECT_GE(st.bytes(), 2 * want);  // both slots, allocated up front
   const uint64_t kv0 = eng->kv().bytes(), st0 = st.bytes();
   std::vector<float> lg;
-  const auto p = tokens(20, 1);
+  const auto p = random_tokens(20, 1);
   eng->eval(0, p.data(), 20, 0, false, lg);
   int32_t t = p.back();
   for (int pos = 20; pos < 220; ++pos) {
@@ -90,9 +90,9 @@ TEST(Qwen35Moe, LinearAttentionStateDoesNotGrowWithPosition) {
 // gives alone, and a slot that starts a new prompt at position 0 forgets its old state.
 TEST(Qwen35Moe, SlotsAreIndependentAndRestartClearsTheState) {
   if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kSet) + " (DeltaNet slots)");
-  auto eng = engine(2, 64);
-  auto solo = engine(1, 64);
-  const auto a = tokens(13, 2), b = tokens(9, 3), c = tokens(11, 4);
+  auto eng = q35_engine(2, 64);
+  auto solo = q35_engine(1, 64);
+  const auto a = random_tokens(13, 2), b = random_tokens(9, 3), c = random_tokens(11, 4);
   std::vector<float> ref_a, ref_b, both, lg;
   // Alone: a then one decode step; b then one decode step (in a fresh run each).
   solo->eval(0, a.data(), 13, 0, false, ref_a);
@@ -117,9 +117,9 @@ TEST(Qwen35Moe, SlotsAreIndependentAndRestartClearsTheState) {
 // naming the architecture.
 TEST(Qwen35Moe, RecurrentStateIsNeverRewound) {
   if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kSet) + " (no rewind)");
-  auto eng = engine(1, 64);
+  auto eng = q35_engine(1, 64);
   EXPECT_FALSE(eng->model().rewindable());
-  const auto p = tokens(12, 5);
+  const auto p = random_tokens(12, 5);
   std::vector<float> lg;
   eng->eval(0, p.data(), 12, 0, false, lg);
   EXPECT_EQ(eng->reusable_rows(0), 0);

@@ -27,7 +27,7 @@ namespace {
 std::string model_dir(const char* name = "strata-moe-tiny") { return std::string(STRATA_SOURCE_DIR) + "/../models/" + name; }
 
 // The peer's settings (llama_tensor_dump): one batch of up to 256, 2 threads, F32 K/V.
-std::unique_ptr<Engine> make_engine(const std::string& dir = model_dir()) {
+std::unique_ptr<Engine> trained_engine(const std::string& dir = model_dir()) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_threads = 2;
@@ -39,7 +39,7 @@ std::unique_ptr<Engine> make_engine(const std::string& dir = model_dir()) {
 // The model of `dir` against the golden files the peer wrote beside it (make_golden.py).
 void check_peer_golden(const std::string& dir) {
   ASSERT_TRUE(std::filesystem::exists(dir + "/model.gguf")) << "the trained model is committed at " << dir;
-  auto eng = make_engine(dir);
+  auto eng = trained_engine(dir);
   const int nv = eng->config().n_vocab;
   int prompts = 0, positions = 0, exact_positions = 0, agree = 0, counted = 0;
   double worst_cos = 1, worst_rel = 0;
@@ -115,7 +115,7 @@ TEST(TrainedModel, DraftMatchesPeerGolden) { check_peer_golden(model_dir("strata
 TEST(TrainedModel, MatchesPeerLive) {
   const std::string peer = std::string(STRATA_PEER_DIR) + "/llama_tensor_dump";
   ASSERT_TRUE(std::filesystem::exists(peer)) << "configured with STRATA_PEER_DIR but the peer is not installed: " << peer;
-  auto eng = make_engine();
+  auto eng = trained_engine();
   const int nv = eng->config().n_vocab;
   // 96 ids spread over the vocabulary: ordinary tokens, byte tokens and merges alike.
   std::vector<int32_t> seq;

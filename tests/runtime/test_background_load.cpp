@@ -18,22 +18,22 @@ using namespace strata::test;
 
 namespace {
 
-const std::string kSet = "qwen3moe-q4_k_m";
+const std::string kLoadSet = "qwen3moe-q4_k_m";
 
-std::unique_ptr<Engine> make_engine(const TierOptions& tier) {
+std::unique_ptr<Engine> load_engine(const TierOptions& tier) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_threads = 2;
   eo.n_batch = 64;
   eo.type_k = eo.type_v = GgmlType::F32;
   eo.tier = tier;
-  return std::make_unique<Engine>(Model::load(fixtures_dir() + "/" + kSet + "/model.gguf"), eo);
+  return std::make_unique<Engine>(Model::load(fixtures_dir() + "/" + kLoadSet + "/model.gguf"), eo);
 }
 
 // Prompt logits (all rows), then 6 greedy steps' logits; between_steps(s) runs before step s.
 template <typename F>
 std::vector<float> decode(Engine& eng, F&& between_steps) {
-  const auto prompt = read_json(fixtures_dir() + "/" + kSet + "/golden/p2.json")["prompt_tokens"].get<std::vector<int32_t>>();
+  const auto prompt = read_json(fixtures_dir() + "/" + kLoadSet + "/golden/p2.json")["prompt_tokens"].get<std::vector<int32_t>>();
   std::vector<float> all, lg;
   eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, true, lg);
   all = lg;
@@ -60,14 +60,14 @@ bool load_ended(Engine& eng) {
 
 TEST(BackgroundLoad, TokensDuringAndAfterTheLoadMatchAWaitedLoad) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (background load test)");
-  const auto ref = decode(*make_engine(TierOptions{}), [](int) {});
+  const auto ref = decode(*load_engine(TierOptions{}), [](int) {});
   std::atomic<bool> release{false};
   TierOptions t;
   t.load = LoadMode::AlwaysBackground;
   t.load_hooks.before_chunk = [&](uint64_t) {
     while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // held until the test lets go
   };
-  auto eng = make_engine(t);
+  auto eng = load_engine(t);
   ASSERT_TRUE(eng->tier().plan().loading);
   ASSERT_NE(eng->tier().cache(), nullptr);
   const auto got = decode(*eng, [&](int s) {
@@ -90,11 +90,11 @@ TEST(BackgroundLoad, TokensDuringAndAfterTheLoadMatchAWaitedLoad) {
 
 TEST(BackgroundLoad, ReadErrorIsReportedAndExpertsKeepStreaming) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (background load test)");
-  const auto ref = decode(*make_engine(TierOptions{}), [](int) {});
+  const auto ref = decode(*load_engine(TierOptions{}), [](int) {});
   TierOptions t;
   t.load = LoadMode::AlwaysBackground;
   t.load_hooks.fail_chunk = 0;
-  auto eng = make_engine(t);
+  auto eng = load_engine(t);
   ASSERT_TRUE(load_ended(*eng));
   const MemoryPlan& plan = eng->tier().plan();
   EXPECT_NE(plan.load_error.find("failed"), std::string::npos) << plan.load_error;

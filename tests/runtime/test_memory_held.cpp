@@ -20,7 +20,7 @@ namespace {
 // One set per architecture the engine runs.
 const char* const kSets[] = {"qwen3moe-q8_0", "deepseek2-q8_0", "mixtral-q8_0", "gpt-oss-q8_0", "deepseek4-q8_0", "deepseek32-q8_0", "qwen35moe-q8_0"};
 
-std::string fixture(const std::string& set) { return std::string(STRATA_FIXTURES_DIR) + "/" + set + "/model.gguf"; }
+std::string held_fixture(const std::string& set) { return std::string(STRATA_FIXTURES_DIR) + "/" + set + "/model.gguf"; }
 
 class MemoryHeld : public ::testing::TestWithParam<const char*> {};
 INSTANTIATE_TEST_SUITE_P(Archs, MemoryHeld, ::testing::ValuesIn(kSets), [](const auto& info) {
@@ -31,14 +31,14 @@ INSTANTIATE_TEST_SUITE_P(Archs, MemoryHeld, ::testing::ValuesIn(kSets), [](const
 });
 
 TEST_P(MemoryHeld, PassesAllocateNothingBeyondThePlan) {
-  ASSERT_TRUE(std::filesystem::exists(fixture(GetParam()))) << fixture(GetParam()) << " is absent";
+  ASSERT_TRUE(std::filesystem::exists(held_fixture(GetParam()))) << held_fixture(GetParam()) << " is absent";
   EngineOptions eo;
   eo.n_ctx = 160;
   eo.n_seq = 2;
   eo.n_threads = 2;
   eo.n_batch = 16;
   eo.tier.cache_experts = 4;  // streaming
-  Engine eng(Model::load(fixture(GetParam())), eo);
+  Engine eng(Model::load(held_fixture(GetParam())), eo);
   const MemoryPlan& plan = eng.tier().plan();
   EXPECT_EQ(eng.kv().bytes(), plan.kv);
   const uint64_t scratch0 = eng.model().scratch_bytes();
@@ -56,13 +56,13 @@ TEST_P(MemoryHeld, PassesAllocateNothingBeyondThePlan) {
 }
 
 nlohmann::json run_json(const std::string& set, const std::string& opts) {
-  const CmdResult r = run_cmd("run -m " + fixture(set) + " -p 'The quick brown fox jumps over the lazy dog' -n 12 --temp 0 -c 256 -t 2 --json " + opts);
+  const CmdResult r = run_cmd("run -m " + held_fixture(set) + " -p 'The quick brown fox jumps over the lazy dog' -n 12 --temp 0 -c 256 -t 2 --json " + opts);
   EXPECT_EQ(r.code, 0) << r.err;
   return nlohmann::json::parse(last_line(r.out), nullptr, false);
 }
 
 TEST_P(MemoryHeld, PeakRssStaysUnderABudgetBarelyAboveThePlan) {
-  ASSERT_TRUE(std::filesystem::exists(fixture(GetParam()))) << fixture(GetParam()) << " is absent";
+  ASSERT_TRUE(std::filesystem::exists(held_fixture(GetParam()))) << held_fixture(GetParam()) << " is absent";
   // The plan with the smallest cache (one expert slot plus the transient buffers)...
   const nlohmann::json a = run_json(GetParam(), "--cache-experts 1");
   ASSERT_TRUE(a.contains("memory")) << a.dump();

@@ -24,10 +24,10 @@ namespace {
 constexpr uint64_t kKv = 3ull << 20;  // any KV size: the plan takes it as given
 constexpr int kBatch = 64;
 
-std::string fixture(const char* set) { return fixtures_dir() + "/" + set + "/model.gguf"; }
+std::string plan_fixture(const char* set) { return fixtures_dir() + "/" + set + "/model.gguf"; }
 
 #define NEED_FIXTURE(set) \
-  if (!std::filesystem::exists(fixture(set))) STRATA_MISSING_FIXTURE(fixture(set))
+  if (!std::filesystem::exists(plan_fixture(set))) STRATA_MISSING_FIXTURE(plan_fixture(set))
 
 // A freshly loaded model and its tier (a tier changes the model's mapping and provider).
 struct Planned {
@@ -39,7 +39,7 @@ struct Planned {
 
 Planned plan_for(const char* set, uint64_t budget, int64_t cache_experts = 0, int n_batch = kBatch) {
   Planned p;
-  p.model = Model::load(fixture(set));
+  p.model = Model::load(plan_fixture(set));
   TierOptions o;
   o.ram_budget = budget;
   o.cache_experts = cache_experts;

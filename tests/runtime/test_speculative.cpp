@@ -26,15 +26,15 @@ namespace {
 
 constexpr int kGen = 48;
 
-std::string model_path(const std::string& set) { return fixtures_dir() + "/" + set + "/model.gguf"; }
+std::string spec_model_path(const std::string& set) { return fixtures_dir() + "/" + set + "/model.gguf"; }
 
-std::unique_ptr<Engine> make_engine(const std::string& set) {
+std::unique_ptr<Engine> spec_engine(const std::string& set) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_threads = 2;
   eo.n_batch = 64;
   eo.type_k = eo.type_v = GgmlType::F32;
-  return std::make_unique<Engine>(Model::load(model_path(set)), eo);
+  return std::make_unique<Engine>(Model::load(spec_model_path(set)), eo);
 }
 
 // The golden p0 prompt, then its first 24 tokens again: lookup finds the continuation.
@@ -101,14 +101,14 @@ class WrongDraft final : public DraftSource {
 TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
   const std::string set = "qwen3moe-q8_0";
-  auto plain_eng = make_engine(set);
+  auto plain_eng = spec_engine(set);
   const auto prompt = repeating_prompt(set);
   const auto ref = plain_greedy(*plain_eng, prompt);
   int32_t never = 0;
   while (std::find(ref.begin(), ref.end(), never) != ref.end()) ++never;
   EngineOptions eo = plain_eng->options();
   eo.tier.cache_experts = 6;
-  Engine eng(Model::load(model_path(set)), eo);
+  Engine eng(Model::load(spec_model_path(set)), eo);
   ASSERT_NE(eng.tier().cache(), nullptr);
   SamplerParams sp;
   sp.temp = 0;
@@ -146,7 +146,7 @@ TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
 TEST(Speculative, DecodeOrderRowsEqualLoneTokens) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
   for (const char* set : {"qwen3moe-f32", "mixtral-q8_0", "llama-dense-f32"}) {
-    auto eng = make_engine(set);
+    auto eng = spec_engine(set);
     const auto prompt = repeating_prompt(set);
     const int np = static_cast<int>(prompt.size());
     const std::vector<int32_t> next = {prompt[3], prompt[7], prompt[1], prompt[9]};
@@ -175,7 +175,7 @@ TEST(Speculative, LookupGreedyEqualsPlainOnEveryGoldenSet) {
   for (const std::string& set : model_sets()) {
     if (unsupported_set(set)) continue;
     ++sets;
-    auto eng = make_engine(set);
+    auto eng = spec_engine(set);
     const auto prompt = repeating_prompt(set);
     if (!eng->model().rewindable()) {
       LookupDraft d;
@@ -205,11 +205,11 @@ TEST(Speculative, DraftModelGreedyEqualsPlain) {
   const std::pair<const char*, const char*> pairs[] = {
       {"qwen3moe-q8_0", "qwen3-dense-q8_0"}, {"qwen3moe-q4_k_m", "qwen3-dense-q4_k_m"}, {"mixtral-q8_0", "llama-dense-q8_0"}, {"mixtral-f32", "llama-dense-f32"}};
   for (const auto& [target, dset] : pairs) {
-    auto eng = make_engine(target);
+    auto eng = spec_engine(target);
     const auto target_vocab = tok::Vocab::from_gguf(eng->model().gguf());
     SamplerParams sp;
     sp.temp = 0;
-    auto draft = load_model_draft(model_path(dset), model_path(target), *target_vocab, eng->options(), sp);
+    auto draft = load_model_draft(spec_model_path(dset), spec_model_path(target), *target_vocab, eng->options(), sp);
     const auto prompt = repeating_prompt(target);
     const auto want = plain_greedy(*eng, prompt);
     SpecStats st;
@@ -223,11 +223,11 @@ TEST(Speculative, DraftModelGreedyEqualsPlain) {
 // Sampling with a draft model runs and keeps the engine's rows in step with the history.
 TEST(Speculative, SampledDraftsKeepRowsInStep) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
-  auto eng = make_engine("qwen3moe-q8_0");
+  auto eng = spec_engine("qwen3moe-q8_0");
   const auto target_vocab = tok::Vocab::from_gguf(eng->model().gguf());
   SamplerParams sp;
   sp.temp = 0.8f;
-  auto draft = load_model_draft(model_path("qwen3-dense-q8_0"), model_path("qwen3moe-q8_0"), *target_vocab, eng->options(), sp);
+  auto draft = load_model_draft(spec_model_path("qwen3-dense-q8_0"), spec_model_path("qwen3moe-q8_0"), *target_vocab, eng->options(), sp);
   const auto prompt = repeating_prompt("qwen3moe-q8_0");
   std::vector<float> logits;
   eng->eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
@@ -267,10 +267,10 @@ TEST(Speculative, VocabularyMismatchNamesBothFilesAndTheToken) {
 // The 768-token fixture vocabularies share their token texts; kimi-k2's has 2265 tokens.
 TEST(Speculative, DraftModelOfAnotherVocabularyIsRefused) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
-  auto eng = make_engine("kimi-k2-q8_0");
+  auto eng = spec_engine("kimi-k2-q8_0");
   const auto vocab = tok::Vocab::from_gguf(eng->model().gguf());
   try {
-    load_model_draft(model_path("qwen3-dense-q8_0"), model_path("kimi-k2-q8_0"), *vocab, eng->options(), SamplerParams{});
+    load_model_draft(spec_model_path("qwen3-dense-q8_0"), spec_model_path("kimi-k2-q8_0"), *vocab, eng->options(), SamplerParams{});
     ADD_FAILURE() << "a draft of another vocabulary was accepted";
   } catch (const Error& e) {
     const std::string m = e.what();

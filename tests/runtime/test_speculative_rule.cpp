@@ -1,6 +1,6 @@
 // The speculative-sampling rule against distributions written down by hand: drafts drawn from a
 // draft distribution q (or a point mass, as lookup drafts are) and passed through spec_accept
-// must come out distributed as the target's p. Each case runs kN trials with fixed seeds and
+// must come out distributed as the target's p. Each case runs kRuleTrials trials with fixed seeds and
 // checks every token's frequency within 5 standard deviations of p (a correct rule fails one
 // check with probability < 6e-7; the seeds are fixed, so the test is deterministic).
 #include <gtest/gtest.h>
@@ -16,9 +16,9 @@ using namespace strata;
 
 namespace {
 
-constexpr int kN = 200000;
+constexpr int kRuleTrials = 200000;
 
-SamplerParams plain() {
+SamplerParams rule_params() {
   SamplerParams p;
   p.temp = 1.0f;
   p.top_k = 0;
@@ -28,16 +28,16 @@ SamplerParams plain() {
   return p;
 }
 
-// Runs the rule kN times; q == nullptr: the draft is always `fixed` (a point mass).
+// Runs the rule kRuleTrials times; q == nullptr: the draft is always `fixed` (a point mass).
 void expect_target(const std::vector<float>& p, const std::vector<float>* q, int32_t fixed, double want_accept) {
   const int nv = static_cast<int>(p.size());
-  Sampler s(plain(), nv);
+  Sampler s(rule_params(), nv);
   std::mt19937_64 draft_rng(99);
   std::discrete_distribution<int32_t> qd(q ? q->begin() : p.begin(), q ? q->end() : p.end());
   std::vector<float> residual(p.size());
   std::vector<int> count(p.size(), 0);
   int accepted_n = 0;
-  for (int i = 0; i < kN; ++i) {
+  for (int i = 0; i < kRuleTrials; ++i) {
     const int32_t x = q ? qd(draft_rng) : fixed;
     bool accepted = false;
     const int32_t t = spec_accept(s, p.data(), q ? q->data() : nullptr, x, residual.data(), accepted);
@@ -54,11 +54,11 @@ void expect_target(const std::vector<float>& p, const std::vector<float>* q, int
       EXPECT_EQ(count[t], 0) << "token " << t << " has p = 0 but came out";
       continue;
     }
-    const double f = double(count[t]) / kN, sigma = std::sqrt(p[t] * (1 - p[t]) / kN);
+    const double f = double(count[t]) / kRuleTrials, sigma = std::sqrt(p[t] * (1 - p[t]) / kRuleTrials);
     EXPECT_NEAR(f, p[t], 5 * sigma) << "token " << t << ": target p = " << p[t];
   }
   // Acceptance probability: sum over x of min(p(x), q(x)).
-  const double a = double(accepted_n) / kN, sa = std::sqrt(want_accept * (1 - want_accept) / kN);
+  const double a = double(accepted_n) / kRuleTrials, sa = std::sqrt(want_accept * (1 - want_accept) / kRuleTrials);
   EXPECT_NEAR(a, want_accept, 5 * sa + 1e-9);
 }
 
@@ -88,7 +88,7 @@ TEST(SpecSampling, DraftOutsideTheTargetSupportIsNeverKept) {
 
 // Sampler::probs is the distribution sample() draws from: top-k and temperature by hand.
 TEST(SpecSampling, SamplerProbsIsWhatSampleDraws) {
-  SamplerParams sp = plain();
+  SamplerParams sp = rule_params();
   sp.top_k = 2;
   sp.temp = 0.5f;
   const std::vector<float> logits = {std::log(1.0f), std::log(3.0f), std::log(2.0f), std::log(0.5f)};
@@ -101,12 +101,12 @@ TEST(SpecSampling, SamplerProbsIsWhatSampleDraws) {
   EXPECT_EQ(p[0], 0.0f);
   EXPECT_EQ(p[3], 0.0f);
   std::vector<int> count(4, 0);
-  for (int i = 0; i < kN; ++i) count[s.sample(logits.data(), {})]++;
+  for (int i = 0; i < kRuleTrials; ++i) count[s.sample(logits.data(), {})]++;
   for (int t = 0; t < 4; ++t) {
-    const double sigma = std::sqrt(p[t] * (1 - p[t]) / kN);
-    EXPECT_NEAR(double(count[t]) / kN, p[t], 5 * sigma + 1e-9) << t;
+    const double sigma = std::sqrt(p[t] * (1 - p[t]) / kRuleTrials);
+    EXPECT_NEAR(double(count[t]) / kRuleTrials, p[t], 5 * sigma + 1e-9) << t;
   }
-  SamplerParams g = plain();
+  SamplerParams g = rule_params();
   g.temp = 0;
   Sampler gs(g, 4);
   gs.probs(logits.data(), {}, p.data());

@@ -14,8 +14,8 @@
 namespace strata::test {
 namespace {
 
-constexpr int kCtx = 256;
-constexpr int kGen = 6;
+constexpr int kReuseCtx = 256;
+constexpr int kReuseGen = 6;
 
 struct Turn {
   std::vector<int32_t> prompt;
@@ -27,7 +27,7 @@ void run_turn(server::Scheduler& sched, Turn& t, int n_vocab) {
   server::GenParams p;
   p.prompt = t.prompt;
   p.sampling.temp = 0;
-  p.max_tokens = kGen;
+  p.max_tokens = kReuseGen;
   p.ignore_eos = true;
   p.on_logits = [&t, n_vocab](const float* l, int n) {
     t.logits.emplace_back(l, l + n);
@@ -82,15 +82,15 @@ void run_turns(Engine& eng, tok::Tokenizer& tok, std::vector<Turn>& turns, std::
 
 // Every turn's logits are bitwise those of a fresh one-slot engine.
 void expect_fresh_run_logits(const char* set, const std::vector<Turn>& turns) {
-  auto solo = load_fixture_engine(/*n_seq=*/1, kCtx, nullptr, set);
+  auto solo = load_fixture_engine(/*n_seq=*/1, kReuseCtx, nullptr, set);
   const int nv = solo->config().n_vocab;
   for (size_t i = 0; i < turns.size(); ++i) {
     const Turn& t = turns[i];
-    ASSERT_EQ(t.logits.size(), static_cast<size_t>(kGen)) << "turn " << i;
+    ASSERT_EQ(t.logits.size(), static_cast<size_t>(kReuseGen)) << "turn " << i;
     std::vector<float> logits;
     solo->eval(0, t.prompt.data(), static_cast<int>(t.prompt.size()), 0, false, logits);
     int pos = static_cast<int>(t.prompt.size());
-    for (int s = 0; s < kGen; ++s) {
+    for (int s = 0; s < kReuseGen; ++s) {
       ASSERT_EQ(0, std::memcmp(logits.data(), t.logits[s].data(), sizeof(float) * nv)) << set << " turn " << i << " step " << s;
       const int32_t tk = Sampler::argmax(logits.data(), nv);
       solo->eval(0, &tk, 1, pos++, false, logits);
@@ -102,7 +102,7 @@ TEST_P(PrefixReuse, LogitsEqualFreshRun) {
   const char* set = GetParam();
   if (!std::filesystem::exists(server_fixture(set))) STRATA_MISSING_FIXTURE(server_fixture(set) + " (prefix reuse test)");
   std::unique_ptr<tok::Tokenizer> tok;
-  auto eng = load_fixture_engine(/*n_seq=*/2, kCtx, &tok, set);
+  auto eng = load_fixture_engine(/*n_seq=*/2, kReuseCtx, &tok, set);
   std::vector<Turn> turns;
   std::vector<uint64_t> reused;
   run_turns(*eng, *tok, turns, reused);
@@ -121,7 +121,7 @@ TEST(PrefixReuseNonRewindable, Qwen35MoeReusesNothingAndMatchesFreshRuns) {
   const char* set = "qwen35moe-q8_0";
   if (!std::filesystem::exists(server_fixture(set))) STRATA_MISSING_FIXTURE(server_fixture(set) + " (non-rewindable prefix test)");
   std::unique_ptr<tok::Tokenizer> tok;
-  auto eng = load_fixture_engine(/*n_seq=*/2, kCtx, &tok, set);
+  auto eng = load_fixture_engine(/*n_seq=*/2, kReuseCtx, &tok, set);
   ASSERT_FALSE(eng->model().rewindable());
   std::vector<Turn> turns;
   std::vector<uint64_t> reused;

@@ -21,7 +21,7 @@ namespace strata::test {
 namespace {
 
 using nlohmann::json;
-constexpr int kCtx = 256;
+constexpr int kServerCtx = 256;
 
 class Server : public ::testing::Test {
  protected:
@@ -31,7 +31,7 @@ class Server : public ::testing::Test {
     so.max_body = 64 * 1024;
     so.max_queue = 32;
     so.strict_model = true;
-    main_ = new TestServer(so, /*n_seq=*/4, kCtx);
+    main_ = new TestServer(so, /*n_seq=*/4, kServerCtx);
   }
   static void TearDownTestSuite() {
     delete main_;
@@ -199,7 +199,7 @@ TEST_F(Server, CompletionsTokenArrayAndStream) {
 // usage.prompt_tokens_details.cached_tokens: the prompt tokens whose KV rows the slot kept from its
 // previous request, plain and in the include_usage chunk, on a one-slot server (so the slot is known).
 TEST_F(Server, CachedTokensInUsage) {
-  TestServer one(server::ServerOptions{}, /*n_seq=*/1, kCtx);
+  TestServer one(server::ServerOptions{}, /*n_seq=*/1, kServerCtx);
   auto c = one.client();
   int sum = 0;  // of every answer's cached_tokens
   // The usage of one request (plain, or the include_usage chunk when streaming).
@@ -331,7 +331,7 @@ TEST_F(Server, Errors) {
   expect_error(post("/v1/chat/completions", wrong.dump()), 400, "invalid_value");
   // Token ids outside the vocabulary, prompt longer than the context.
   expect_error(post("/v1/completions", json{{"prompt", json::array({1, 99999})}}.dump()), 400, "invalid_value");
-  expect_error(post("/v1/completions", json{{"prompt", std::vector<int>(kCtx, 5)}}.dump()), 400, "context_length_exceeded");
+  expect_error(post("/v1/completions", json{{"prompt", std::vector<int>(kServerCtx, 5)}}.dump()), 400, "context_length_exceeded");
   // Unknown model: 404; the served name and its aliases are accepted.
   wrong = chat_req("hi", 3);
   wrong["model"] = "gpt-17";
@@ -358,7 +358,7 @@ TEST_F(Server, ApiKeyAndQueueFull) {
   server::ServerOptions so;
   so.api_key = "sekret";
   so.max_queue = 1;
-  TestServer ts(so, /*n_seq=*/1, kCtx);
+  TestServer ts(so, /*n_seq=*/1, kServerCtx);
   auto c = ts.client();
   auto h = c->Get("/health");  // exempt
   ASSERT_TRUE(h);
@@ -391,7 +391,7 @@ TEST_F(Server, ApiKeyAndQueueFull) {
 TEST_F(Server, StreamingExpertsMetricsAndSameText) {
   TierOptions tier;
   tier.cache_experts = 5;
-  TestServer ts(server::ServerOptions{}, /*n_seq=*/3, kCtx, tier);
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/3, kServerCtx, tier);
   const std::vector<std::string> users = {"one", "two two", "three three three"};
   std::vector<std::thread> th;
   std::vector<std::string> got(users.size());
@@ -417,7 +417,7 @@ TEST_F(Server, EngineFailureFailsTheRequestNotTheServer) {
   TierOptions tier;
   tier.cache_experts = 2;
   tier.faults.fail_first = 40;  // expert reads fail for a while, then the device recovers
-  TestServer ts(server::ServerOptions{}, /*n_seq=*/2, kCtx, tier);
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/2, kServerCtx, tier);
   auto c = ts.client();
   const std::string body = json{{"prompt", "The quick brown fox"}, {"max_tokens", 4}, {"temperature", 0}}.dump();
   auto r = c->Post("/v1/completions", body, "application/json");
@@ -549,7 +549,7 @@ TEST_P(BatchedLogits, EqualSoloRun) {
   const char* set = GetParam();
   if (!std::filesystem::exists(server_fixture(set))) STRATA_MISSING_FIXTURE(server_fixture(set) + " (batching invariance test)");
   std::unique_ptr<tok::Tokenizer> tok;
-  auto eng = load_fixture_engine(/*n_seq=*/4, kCtx, &tok, set);
+  auto eng = load_fixture_engine(/*n_seq=*/4, kServerCtx, &tok, set);
   const std::vector<std::string> prompts = {"Hi", "The quick brown fox jumps over the lazy dog.",
                                             "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n",
                                             "Permission is hereby granted, free of charge, to any person obtaining a copy of this software"};
@@ -577,7 +577,7 @@ TEST_P(BatchedLogits, EqualSoloRun) {
     for (auto& r : reqs)
       while (!r->done()) r->wait(100);
   }
-  auto solo = load_fixture_engine(/*n_seq=*/1, kCtx, nullptr, set);
+  auto solo = load_fixture_engine(/*n_seq=*/1, kServerCtx, nullptr, set);
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(got[i].size(), static_cast<size_t>(n_gen));
     const auto prompt = tok->encode(prompts[i], true, true);

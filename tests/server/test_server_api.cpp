@@ -10,7 +10,7 @@ namespace strata::test {
 namespace {
 
 using nlohmann::json;
-constexpr int kCtx = 256;
+constexpr int kApiCtx = 256;
 
 // ChatML that opens <think> for the reply unless enable_thinking is false; it raises when
 // `forbid` is true (the server's default says true: requests must override it) or when
@@ -27,11 +27,11 @@ class ServerApi : public ::testing::Test {
     if (!have_server_fixture()) return;
     server::ServerOptions so;
     so.max_queue = 32;
-    plain_ = new TestServer(so, /*n_seq=*/4, kCtx);
+    plain_ = new TestServer(so, /*n_seq=*/4, kApiCtx);
     so.chat_template = kThinkTemplate;
     so.chat_template_kwargs = {{"forbid", true}};
     so.reasoning_budget = 4;
-    think_ = new TestServer(so, /*n_seq=*/2, kCtx);
+    think_ = new TestServer(so, /*n_seq=*/2, kApiCtx);
   }
   static void TearDownTestSuite() {
     delete plain_;
@@ -287,7 +287,7 @@ TEST_F(ServerApi, ContextErrorNamesBothLengthsAndModelsShowNCtx) {
   auto m = plain_->client()->Get("/v1/models");
   ASSERT_TRUE(m && m->status == 200);
   const json meta = json::parse(m->body)["data"][0]["meta"];
-  EXPECT_EQ(meta["n_ctx"], kCtx);
+  EXPECT_EQ(meta["n_ctx"], kApiCtx);
   EXPECT_EQ(meta["n_ctx_train"], 256);  // qwen3moe.context_length of the fixture
 }
 

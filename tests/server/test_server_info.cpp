@@ -12,9 +12,9 @@ namespace strata::test {
 namespace {
 
 using nlohmann::json;
-constexpr int kCtx = 256;
+constexpr int kInfoCtx = 256;
 
-json chat(const std::string& user, int max_tokens, bool stream = false) {
+json info_chat(const std::string& user, int max_tokens, bool stream = false) {
   return json{{"messages", json::array({json{{"role", "user"}, {"content", user}}})},
               {"max_tokens", max_tokens},
               {"temperature", 0},
@@ -39,7 +39,7 @@ json post_json(const TestServer& ts, const char* path, const std::string& body, 
 }
 
 // The OpenAI error object with a 400 and the field named.
-void expect_400(const TestServer& ts, const char* path, const std::string& body, const char* param) {
+void info_expect_400(const TestServer& ts, const char* path, const std::string& body, const char* param) {
   const json j = post_json(ts, path, body, 400);
   ASSERT_TRUE(j.contains("error")) << body;
   EXPECT_TRUE(j["error"]["message"].is_string()) << body;
@@ -54,9 +54,9 @@ TEST(ServerInfo, PropsDescribeTheServedModel) {
   server::ServerOptions so;
   so.alias = "my-alias";
   so.sampling.temp = 0.25f;
-  TestServer ts(so, /*n_seq=*/3, kCtx);
+  TestServer ts(so, /*n_seq=*/3, kInfoCtx);
   const json p = get_json(ts, "/props");
-  EXPECT_EQ(p["default_generation_settings"]["n_ctx"], kCtx);
+  EXPECT_EQ(p["default_generation_settings"]["n_ctx"], kInfoCtx);
   EXPECT_FLOAT_EQ(p["default_generation_settings"]["params"]["temperature"].get<float>(), 0.25f);
   EXPECT_EQ(p["total_slots"], 3);
   EXPECT_EQ(p["model_alias"], "my-alias");
@@ -74,7 +74,7 @@ TEST(ServerInfo, PropsDescribeTheServedModel) {
 
 TEST(ServerInfo, TokenizeDetokenizeRoundTrip) {
   SKIP_WITHOUT_SERVER_FIXTURE();
-  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, kCtx);
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, kInfoCtx);
   const std::string text = "Hello, w\xc3\xb6rld! \xe2\x82\xac 42 <|im_start|>user\nsp  aces\t\xf0\x9f\x8c\x8d";
   const json t = post_json(ts, "/tokenize", json{{"content", text}}.dump());
   const std::vector<int32_t> want = ts.tok->encode(text, /*add_special=*/false, /*parse_special=*/true);
@@ -106,20 +106,20 @@ TEST(ServerInfo, TokenizeDetokenizeRoundTrip) {
 
 TEST(ServerInfo, MalformedBodiesAre400AndTheServerStaysUp) {
   SKIP_WITHOUT_SERVER_FIXTURE();
-  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, kCtx);
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, kInfoCtx);
   const int n_vocab = ts.tok->n_vocab();
-  expect_400(ts, "/tokenize", "{", nullptr);
-  expect_400(ts, "/tokenize", "[1, 2]", nullptr);
-  expect_400(ts, "/tokenize", "{}", "content");
-  expect_400(ts, "/tokenize", R"({"content": 5})", "content");
-  expect_400(ts, "/tokenize", R"({"content": "a", "with_pieces": "yes"})", "with_pieces");
-  expect_400(ts, "/tokenize", "{\"content\": \"\xff\"}", nullptr);
-  expect_400(ts, "/detokenize", "{}", "tokens");
-  expect_400(ts, "/detokenize", R"({"tokens": "1 2"})", "tokens");
-  expect_400(ts, "/detokenize", R"({"tokens": [1, "a"]})", "tokens[1]");
-  expect_400(ts, "/detokenize", R"({"tokens": [1.5]})", "tokens[0]");
-  expect_400(ts, "/detokenize", R"({"tokens": [-1]})", "tokens[0]");
-  expect_400(ts, "/detokenize", json{{"tokens", {0, n_vocab}}}.dump(), "tokens[1]");
+  info_expect_400(ts, "/tokenize", "{", nullptr);
+  info_expect_400(ts, "/tokenize", "[1, 2]", nullptr);
+  info_expect_400(ts, "/tokenize", "{}", "content");
+  info_expect_400(ts, "/tokenize", R"({"content": 5})", "content");
+  info_expect_400(ts, "/tokenize", R"({"content": "a", "with_pieces": "yes"})", "with_pieces");
+  info_expect_400(ts, "/tokenize", "{\"content\": \"\xff\"}", nullptr);
+  info_expect_400(ts, "/detokenize", "{}", "tokens");
+  info_expect_400(ts, "/detokenize", R"({"tokens": "1 2"})", "tokens");
+  info_expect_400(ts, "/detokenize", R"({"tokens": [1, "a"]})", "tokens[1]");
+  info_expect_400(ts, "/detokenize", R"({"tokens": [1.5]})", "tokens[0]");
+  info_expect_400(ts, "/detokenize", R"({"tokens": [-1]})", "tokens[0]");
+  info_expect_400(ts, "/detokenize", json{{"tokens", {0, n_vocab}}}.dump(), "tokens[1]");
   auto s = ts.client()->Get("/stats/stream?interval_ms=abc");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->status, 400) << s->body;
@@ -147,7 +147,7 @@ TEST(ServerInfo, SlotsShowProcessingThenTheCachedPrefix) {
   req.method = "POST";
   req.path = "/v1/chat/completions";
   req.set_header("Content-Type", "application/json");
-  req.body = chat("Tell me a long story about a fox", 2000, true).dump();
+  req.body = info_chat("Tell me a long story about a fox", 2000, true).dump();
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
     seen_processing = wait_until([&] {
       for (const auto& s : get_json(ts, "/slots"))
@@ -169,14 +169,14 @@ TEST(ServerInfo, SlotsShowProcessingThenTheCachedPrefix) {
   }));
   // A finished request leaves its prompt's rows for reuse: the idle slot shows that prefix, and the
   // next request with the same prompt reports it as cached.
-  const json done = post_json(ts, "/v1/chat/completions", chat("Name three colours", 4).dump());
+  const json done = post_json(ts, "/v1/chat/completions", info_chat("Name three colours", 4).dump());
   const int prompt_tokens = done["usage"]["prompt_tokens"];
   ASSERT_TRUE(wait_until([&] {
     for (const auto& s : get_json(ts, "/slots"))
       if (s["n_cached"].get<int>() == prompt_tokens) return true;
     return false;
   })) << get_json(ts, "/slots").dump();
-  const json again = post_json(ts, "/v1/chat/completions", chat("Name three colours", 4).dump());
+  const json again = post_json(ts, "/v1/chat/completions", info_chat("Name three colours", 4).dump());
   EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), prompt_tokens - 2);
 }
 
@@ -193,7 +193,7 @@ TEST(ServerInfo, StatsCountTheStreamedExperts) {
   tier.cache_experts = 5;
   server::ServerOptions so;
   so.disk_probe = 1 << 20;
-  TestServer ts(so, /*n_seq=*/2, kCtx, tier);
+  TestServer ts(so, /*n_seq=*/2, kInfoCtx, tier);
   const json s0 = get_json(ts, "/stats");
   EXPECT_EQ(s0["mode"], "streaming");
   EXPECT_TRUE(s0["recent"].is_null());
@@ -205,7 +205,7 @@ TEST(ServerInfo, StatsCountTheStreamedExperts) {
   ASSERT_EQ(s0["heat"]["cells"].size(), static_cast<size_t>(n_layer));
   for (int v : heat_per_layer(s0["heat"])) EXPECT_EQ(v, 0);
 
-  auto r = ts.client()->Post("/v1/chat/completions", chat("The quick brown fox", 12, true).dump(), "application/json");
+  auto r = ts.client()->Post("/v1/chat/completions", info_chat("The quick brown fox", 12, true).dump(), "application/json");
   ASSERT_TRUE(r);
   const Sse sse = parse_sse(r->body);
   ASSERT_TRUE(sse.done) << r->body;
@@ -253,8 +253,8 @@ TEST(ServerInfo, StatsCountTheStreamedExperts) {
 
 TEST(ServerInfo, ResidentModelsShowRoutingHeat) {
   SKIP_WITHOUT_SERVER_FIXTURE();
-  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, kCtx);
-  post_json(ts, "/v1/chat/completions", chat("hello there", 6).dump());
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, kInfoCtx);
+  post_json(ts, "/v1/chat/completions", info_chat("hello there", 6).dump());
   ASSERT_TRUE(wait_until([&] { return get_json(ts, "/stats")["totals"]["generated"] == 6; }));
   const json s = get_json(ts, "/stats");
   EXPECT_EQ(s["mode"], "resident");
@@ -267,7 +267,7 @@ TEST(ServerInfo, ResidentModelsShowRoutingHeat) {
 
 TEST(ServerInfo, StatsStreamSendsSnapshots) {
   SKIP_WITHOUT_SERVER_FIXTURE();
-  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, kCtx);
+  TestServer ts(server::ServerOptions{}, /*n_seq=*/1, kInfoCtx);
   std::string buf;
   std::vector<json> events;
   auto r = ts.client()->Get("/stats/stream?interval_ms=50", [&](const char* data, size_t n) {
@@ -297,7 +297,7 @@ TEST(ServerInfo, WebPageIsEmbeddedAndCanBeTurnedOff) {
   server::ServerOptions so;
   so.api_key = "k";
   {
-    TestServer ts(so, /*n_seq=*/1, kCtx);
+    TestServer ts(so, /*n_seq=*/1, kInfoCtx);
     auto c = ts.client();
     auto page = c->Get("/");  // static: no key needed
     ASSERT_TRUE(page);
@@ -322,7 +322,7 @@ TEST(ServerInfo, WebPageIsEmbeddedAndCanBeTurnedOff) {
     EXPECT_EQ(keyed->status, 200);
   }
   so.webui = false;
-  TestServer off(so, /*n_seq=*/1, kCtx);
+  TestServer off(so, /*n_seq=*/1, kInfoCtx);
   auto page = off.client()->Get("/");
   ASSERT_TRUE(page);
   EXPECT_EQ(page->status, 404);

@@ -17,7 +17,7 @@ const json kAlarm = json::parse(R"({"type": "function", "function": {"name": "se
 
 // The subset of JSON Schema these tests use: type object/integer/boolean/string/array, enum,
 // required, additionalProperties false, items, maxItems.
-bool valid(const json& v, const json& s) {
+bool tools_valid(const json& v, const json& s) {
   if (s.contains("enum")) {
     bool in = false;
     for (const auto& e : s["enum"]) in = in || e == v;
@@ -33,7 +33,7 @@ bool valid(const json& v, const json& s) {
         if (s.value("additionalProperties", true) == false) return false;
         continue;
       }
-      if (!valid(x, s["properties"][k])) return false;
+      if (!tools_valid(x, s["properties"][k])) return false;
     }
     return true;
   }
@@ -43,7 +43,7 @@ bool valid(const json& v, const json& s) {
   if (type == "array") {
     if (!v.is_array() || v.size() > s.value("maxItems", size_t(1000))) return false;
     for (const auto& x : v)
-      if (!valid(x, s["items"])) return false;
+      if (!tools_valid(x, s["items"])) return false;
     return true;
   }
   return true;
@@ -82,7 +82,7 @@ class ServerTools : public ::testing::Test {
     EXPECT_EQ(call["function"]["name"], tool["function"]["name"]);
     const json args = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
     ASSERT_FALSE(args.is_discarded());
-    EXPECT_TRUE(valid(args, tool["function"]["parameters"])) << args.dump();
+    EXPECT_TRUE(tools_valid(args, tool["function"]["parameters"])) << args.dump();
   }
   static TestServer* ts_;
 };
@@ -160,7 +160,7 @@ TEST_F(ServerTools, ResponseFormatAndGrammar) {
     EXPECT_EQ(c["finish_reason"], "stop") << c.dump();
     const json v = json::parse(c["message"]["content"].get<std::string>(), nullptr, false);
     ASSERT_FALSE(v.is_discarded()) << c.dump();
-    EXPECT_TRUE(valid(v, schema)) << v.dump();
+    EXPECT_TRUE(tools_valid(v, schema)) << v.dump();
   }
   // Streamed: the concatenated content validates too.
   r["stream"] = true;
@@ -170,7 +170,7 @@ TEST_F(ServerTools, ResponseFormatAndGrammar) {
   for (const auto& ch : parse_sse(res->body).chunks) text += ch["choices"][0]["delta"].value("content", "");
   const json v = json::parse(text, nullptr, false);
   ASSERT_FALSE(v.is_discarded()) << text;
-  EXPECT_TRUE(valid(v, schema)) << text;
+  EXPECT_TRUE(tools_valid(v, schema)) << text;
   // json_object: some JSON object.
   r.erase("stream");
   r["response_format"] = {{"type", "json_object"}};

@@ -62,12 +62,12 @@ bool can_compute(const SynthSpec& s) {
 uint64_t row_bytes(GgmlType t, int n) { return ggml_row_size(t, static_cast<uint64_t>(n)); }
 
 // Bytes expected from the spec alone (independent of synth_plan).
-struct Expected {
+struct SynthExpected {
   uint64_t routed = 0, dense = 0;
   int64_t tensors = 0;
 };
-Expected expected_bytes(const SynthSpec& s) {
-  Expected e;
+SynthExpected expected_bytes(const SynthSpec& s) {
+  SynthExpected e;
   const int n = s.n_embd;
   // llama.cpp's fallbacks for rows that do not split into 256-value blocks.
   auto fit = [](GgmlType t, int ne0) {
@@ -121,7 +121,7 @@ TEST_P(SynthArchTest, RoundTripsThroughReaderAndSummary) {
   const SynthResult r = synth_write(s, path, 2);
   auto m = GgufModel::open(path);
   const ModelSummary sum = ModelSummary::of(*m);
-  const Expected e = expected_bytes(s);
+  const SynthExpected e = expected_bytes(s);
   EXPECT_EQ(sum.n_tensors, e.tensors);
   EXPECT_EQ(r.n_tensors, e.tensors);
   EXPECT_EQ(sum.routed_bytes, e.routed);

@@ -21,7 +21,7 @@ struct PeerCase {
   std::vector<int32_t> tokens;
 };
 
-std::string trim(const std::string& s) {
+std::string peer_trim(const std::string& s) {
   const auto a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
@@ -34,7 +34,7 @@ std::vector<PeerCase> read_manifest(const std::string& path) {
     if (line.empty() || line[0] == '#') continue;
     const auto p1 = line.find('|'), p2 = line.find('|', p1 + 1);
     if (p1 == std::string::npos || p2 == std::string::npos) continue;
-    PeerCase c{trim(line.substr(0, p1)), trim(line.substr(p1 + 1, p2 - p1 - 1)), {}};
+    PeerCase c{peer_trim(line.substr(0, p1)), peer_trim(line.substr(p1 + 1, p2 - p1 - 1)), {}};
     std::istringstream ids(line.substr(p2 + 1));
     for (int32_t t; ids >> t;) c.tokens.push_back(t);
     out.push_back(std::move(c));

@@ -30,13 +30,13 @@ std::string scratch(const std::string& name) {
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }
-struct ScratchCleanup : ::testing::Environment {
+struct RecipeScratchCleanup : ::testing::Environment {
   void TearDown() override {
     std::error_code ec;
     std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("strata-recipe-test-" + std::to_string(::getpid())), ec);
   }
 };
-[[maybe_unused]] ::testing::Environment* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+[[maybe_unused]] ::testing::Environment* const kCleanup = ::testing::AddGlobalTestEnvironment(new RecipeScratchCleanup);
 
 // DeepSeek-V3's layout (q LoRA, sigmoid router in groups, shared expert, leading dense layer),
 // small: MoE layers 1..4, the first two of them "hi".

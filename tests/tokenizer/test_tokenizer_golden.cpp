@@ -31,7 +31,7 @@ std::string fixtures_dir() {
   return STRATA_FIXTURES_DIR;
 }
 
-std::string read_all(const fs::path& p) {
+std::string tok_read_all(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -81,7 +81,7 @@ std::string unescape_line(std::string_view l) {
 // Lines of a text file, '#' comment lines dropped; an empty line is kept only if keep_empty.
 std::vector<std::string> read_lines(const fs::path& p, bool keep_empty) {
   std::vector<std::string> out;
-  std::string all = read_all(p);
+  std::string all = tok_read_all(p);
   if (!all.empty() && all.back() == '\n') all.pop_back();
   std::istringstream ss(all);
   for (std::string l; std::getline(ss, l);) {
@@ -105,7 +105,7 @@ struct GoldenSet {
   std::string text_source_error;  // strings/prompts file disagrees with the golden texts
 };
 
-bool is_tokenizer_set(const fs::path& d) { return fs::exists(d / "golden" / "tokens.json") && fs::exists(d / "vocab.gguf"); }
+bool golden_tokenizer_set(const fs::path& d) { return fs::exists(d / "golden" / "tokens.json") && fs::exists(d / "vocab.gguf"); }
 
 std::vector<fs::path> model_goldens(const fs::path& d) {
   std::vector<fs::path> out;
@@ -126,7 +126,7 @@ std::vector<std::string> discover_sets() {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return out;
   for (const auto& e : fs::directory_iterator(root, ec))
-    if (e.is_directory() && (is_tokenizer_set(e.path()) || !model_goldens(e.path()).empty())) out.push_back(e.path().filename().string());
+    if (e.is_directory() && (golden_tokenizer_set(e.path()) || !model_goldens(e.path()).empty())) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -135,9 +135,9 @@ GoldenSet load_set(const std::string& name) {
   GoldenSet s;
   s.name = name;
   const fs::path d = fs::path(fixtures_dir()) / name;
-  if (is_tokenizer_set(d)) {
+  if (golden_tokenizer_set(d)) {
     s.gguf = d / "vocab.gguf";
-    const auto j = nlohmann::json::parse(read_all(d / "golden" / "tokens.json"));
+    const auto j = nlohmann::json::parse(tok_read_all(d / "golden" / "tokens.json"));
     const auto lines = fs::exists(d / "strings.txt") ? read_lines(d / "strings.txt", true) : std::vector<std::string>{};
     const auto& cases = j.at("cases");
     if (lines.size() != cases.size())
@@ -155,7 +155,7 @@ GoldenSet load_set(const std::string& name) {
     s.gguf = d / "model.gguf";
     const auto prompts = fs::exists(d / "prompts.txt") ? read_lines(d / "prompts.txt", false) : std::vector<std::string>{};
     for (const auto& p : model_goldens(d)) {
-      const auto j = nlohmann::json::parse(read_all(p));
+      const auto j = nlohmann::json::parse(tok_read_all(p));
       if (!j.contains("tokenize")) continue;
       GoldenCase c;
       c.label = p.filename().string();
@@ -198,7 +198,7 @@ class TokenizerGolden : public ::testing::TestWithParam<std::string> {};
 TEST_P(TokenizerGolden, MatchesLlamaCpp) {
   if (const auto* u = strata::test::unsupported_set(GetParam()); u && u->tokenizer_error) {
     const fs::path d = fs::path(fixtures_dir()) / GetParam();
-    const fs::path gguf = is_tokenizer_set(d) ? d / "vocab.gguf" : d / "model.gguf";
+    const fs::path gguf = golden_tokenizer_set(d) ? d / "vocab.gguf" : d / "model.gguf";
     strata::test::expect_still_unsupported(*u, "tokenizer", u->tokenizer_error,
                                            [&] { Tokenizer::from_gguf(*strata::GgufModel::open(gguf.string())); });
     return;

@@ -20,7 +20,7 @@ using strata::tok::Tokenizer;
 
 namespace {
 
-std::string fixtures_dir() {
+std::string roundtrip_fixtures_dir() {
   if (const char* e = std::getenv("STRATA_FIXTURES"); e && *e) return e;
   return STRATA_FIXTURES_DIR;
 }
@@ -73,9 +73,9 @@ void check_vocab(const fs::path& gguf, int n_texts) {
   }
 }
 
-TEST(TokenizerRoundTrip, Qwen3Vocab) { check_vocab(fs::path(fixtures_dir()) / "tokenizer-qwen3" / "vocab.gguf", 400); }
-TEST(TokenizerRoundTrip, DeepseekV3Vocab) { check_vocab(fs::path(fixtures_dir()) / "tokenizer-deepseek-v3" / "vocab.gguf", 400); }
-TEST(TokenizerRoundTrip, GptOssTinyVocab) { check_vocab(fs::path(fixtures_dir()) / "gpt-oss-f32" / "model.gguf", 400); }
-TEST(TokenizerRoundTrip, MixtralTinyVocab) { check_vocab(fs::path(fixtures_dir()) / "mixtral-f32" / "model.gguf", 200); }
+TEST(TokenizerRoundTrip, Qwen3Vocab) { check_vocab(fs::path(roundtrip_fixtures_dir()) / "tokenizer-qwen3" / "vocab.gguf", 400); }
+TEST(TokenizerRoundTrip, DeepseekV3Vocab) { check_vocab(fs::path(roundtrip_fixtures_dir()) / "tokenizer-deepseek-v3" / "vocab.gguf", 400); }
+TEST(TokenizerRoundTrip, GptOssTinyVocab) { check_vocab(fs::path(roundtrip_fixtures_dir()) / "gpt-oss-f32" / "model.gguf", 400); }
+TEST(TokenizerRoundTrip, MixtralTinyVocab) { check_vocab(fs::path(roundtrip_fixtures_dir()) / "mixtral-f32" / "model.gguf", 200); }
 
 }  // namespace
