@@ -4,75 +4,12 @@
 // the heat map drawing, stop. Screenshots: <build>/test-artifacts/webui/. Needs chromium, node and
 // node_modules/puppeteer-core (scripts/setup-npm.sh); without them it skips loudly, or fails
 // where fixtures are required (CI, STRATA_REQUIRE_FIXTURES).
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <fstream>
-#include <regex>
-#include <sstream>
-
-#include "../wait_until.h"
-#include "server_util.h"
-
-extern char** environ;
+#include "serve_process.h"
 
 namespace strata::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// `strata serve ARGS` with stderr to a log; stopped with SIGTERM when the test ends.
-struct ServeProcess {
-  pid_t pid = 0;
-  int port = 0;
-  std::string log = "/tmp/strata_webui_test_" + std::to_string(::getpid()) + ".log";
-
-  explicit ServeProcess(std::vector<std::string> args) {
-    args.insert(args.begin(), {STRATA_BINARY, "serve"});
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&pid, STRATA_BINARY, &fa, nullptr, argv.data(), environ) != 0) pid = 0;
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  // Waits for /health 200; false when the process exits or never gets there.
-  bool ready() {
-    bool exited = false;
-    const bool ok = wait_until([&] {
-      if (::waitpid(pid, nullptr, WNOHANG) == pid) return exited = true;
-      std::smatch m;
-      const std::string text = read_text(log);
-      static const std::regex re("listening on http://127\\.0\\.0\\.1:(\\d+)");
-      if (port == 0 && std::regex_search(text, m, re)) port = std::stoi(m[1]);
-      if (!port) return false;
-      httplib::Client c("127.0.0.1", port);
-      auto h = c.Get("/health");
-      return h && h->status == 200;
-    });
-    if (exited) pid = 0;
-    return ok && !exited;
-  }
-  ~ServeProcess() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-    std::remove(log.c_str());
-  }
-};
 
 TEST(WebUiBrowser, ChatStreamsAndTheExpertPanelMoves) {
   const fs::path model = fs::path(STRATA_SOURCE_DIR).parent_path() / "models" / "strata-moe-tiny" / "model.gguf";
@@ -84,25 +21,25 @@ TEST(WebUiBrowser, ChatStreamsAndTheExpertPanelMoves) {
   if (!fs::exists(dir / "node_modules" / "puppeteer-core"))
     STRATA_MISSING_FIXTURE((dir / "node_modules" / "puppeteer-core").string() + " (run scripts/setup-npm.sh: the web page's browser test)");
   // 64M: below the model's 106 MiB, so routed experts stream through the cache (as `make demo`).
-  ServeProcess serve({"-m", model.string(), "--port", "0", "--parallel", "1", "-c", "2048", "-t", "2", "--ram-budget", "64M", "--disk-probe", "16M"});
-  ASSERT_GT(serve.pid, 0) << "cannot start " << STRATA_BINARY;
-  ASSERT_TRUE(serve.ready()) << "strata serve did not come up:\n" << read_text(serve.log);
+  ServeProcess serve("webui_test", {"-m", model.string(), "--port", "0", "--parallel", "1", "-c", "2048", "-t", "2", "--ram-budget", "64M", "--disk-probe", "16M"});
+  ASSERT_TRUE(serve.started()) << "cannot start " << STRATA_BINARY;
+  ASSERT_TRUE(serve.ready()) << "strata serve did not come up:\n" << serve.log();
   const fs::path artifacts = fs::path(STRATA_BINARY).parent_path().parent_path() / "test-artifacts" / "webui";
   fs::remove_all(artifacts);
-  const std::string cmd = "cd '" + dir.string() + "' && STRATA_URL=http://127.0.0.1:" + std::to_string(serve.port) + " STRATA_ARTIFACTS='" +
+  const std::string cmd = "cd '" + dir.string() + "' && STRATA_URL=http://127.0.0.1:" + std::to_string(serve.port()) + " STRATA_ARTIFACTS='" +
                           artifacts.string() + "' STRATA_CHROMIUM=" + chromium + " node webui_e2e.mjs 2>&1";
   const int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << cmd << "\nserver log:\n" << read_text(serve.log);
+  EXPECT_EQ(rc, 0) << cmd << "\nserver log:\n" << serve.log();
   for (const char* shot : {"1-loaded.png", "2-streaming.png", "3-stopped.png"}) EXPECT_TRUE(fs::exists(artifacts / shot)) << shot;
 }
 
 // `strata serve --no-webui`: no page at / (404 with an error object); /props says so.
 TEST(WebUiBrowser, NoWebuiFlagTurnsThePageOff) {
   SKIP_WITHOUT_SERVER_FIXTURE();
-  ServeProcess serve({"-m", server_fixture(), "--port", "0", "--parallel", "1", "-c", "256", "-t", "1", "--no-webui"});
-  ASSERT_GT(serve.pid, 0) << "cannot start " << STRATA_BINARY;
-  ASSERT_TRUE(serve.ready()) << "strata serve did not come up:\n" << read_text(serve.log);
-  httplib::Client c("127.0.0.1", serve.port);
+  ServeProcess serve("webui_test", {"-m", server_fixture(), "--port", "0", "--parallel", "1", "-c", "256", "-t", "1", "--no-webui"});
+  ASSERT_TRUE(serve.started()) << "cannot start " << STRATA_BINARY;
+  ASSERT_TRUE(serve.ready()) << "strata serve did not come up:\n" << serve.log();
+  httplib::Client c("127.0.0.1", serve.port());
   auto page = c.Get("/");
   ASSERT_TRUE(page);
   EXPECT_EQ(page->status, 404);

@@ -1,0 +1,93 @@
+#pragma once
+// `strata serve ARGS` as a subprocess for tests: stderr goes to a log file, ready() waits until it
+// answers /health (or exits), stop() sends SIGTERM and returns its wait status; the destructor
+// stops it if the test did not.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../wait_until.h"
+#include "server_util.h"
+
+extern char** environ;
+
+namespace strata::test {
+
+inline std::string slurp_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class ServeProcess {
+ public:
+  // `tag` names the log file (/tmp/strata_<tag>_<pid>.log).
+  ServeProcess(const std::string& tag, std::vector<std::string> args) : log_("/tmp/strata_" + tag + "_" + std::to_string(::getpid()) + ".log") {
+    args.insert(args.begin(), {STRATA_BINARY, "serve"});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (posix_spawn(&pid_, STRATA_BINARY, &fa, nullptr, argv.data(), environ) != 0) pid_ = 0;
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ServeProcess(const ServeProcess&) = delete;
+  ServeProcess& operator=(const ServeProcess&) = delete;
+  ~ServeProcess() {
+    if (pid_ > 0) stop();
+    std::remove(log_.c_str());
+  }
+
+  // Waits for /health 200 (wait_until's limit); false when the process exits first (exited() then
+  // tells) or never gets there.
+  bool ready() {
+    if (pid_ <= 0) return false;
+    bool gone = false;
+    const bool ok = wait_until([&] {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return gone = true;
+      std::smatch m;
+      const std::string text = log();
+      static const std::regex re("listening on http://127\\.0\\.0\\.1:(\\d+)");
+      if (port_ == 0 && std::regex_search(text, m, re)) port_ = std::stoi(m[1]);
+      if (!port_) return false;
+      httplib::Client c("127.0.0.1", port_);
+      auto h = c.Get("/health");
+      return h && h->status == 200;
+    });
+    if (gone) pid_ = 0, exited_ = true;
+    return ok && !gone;
+  }
+  // SIGTERM, then its wait status (-1 when it was not running).
+  int stop() {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    int st = 0;
+    if (::waitpid(pid_, &st, 0) != pid_) st = -1;
+    pid_ = 0;
+    return st;
+  }
+  bool started() const { return pid_ > 0 || exited_; }
+  bool exited() const { return exited_; }
+  int port() const { return port_; }
+  std::string log() const { return slurp_file(log_); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = 0;
+  int port_ = 0;
+  bool exited_ = false;
+};
+
+}  // namespace strata::test
