@@ -169,6 +169,8 @@ class Model {
   std::vector<ModelConfig> nextn_cfg_;
   std::vector<ModelWeights> nextn_w_;
   void setup_nextn();
+  void nextn_input(int j, const NextnBatch& b);
+  void nextn_head(int j, int m, float* logits);
 };
 
 // Resident experts: views into the mapped GGUF (location by formula).

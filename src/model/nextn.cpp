@@ -73,6 +73,38 @@ const float* Model::nextn_hidden_row(int r) const {
   return r >= 0 && r < nextn_rows_ ? st_->x.data() + static_cast<size_t>(r) * cfg_.n_embd : nullptr;
 }
 
+// [enorm(embed(x_{t+1})) | hnorm(h_t)] per row into st.nextn_in [n, 2 * n_embd].
+void Model::nextn_input(int j, const NextnBatch& nb) {
+  const NextnWeights& nw = w_.nextn[static_cast<size_t>(j)];
+  const int d = cfg_.n_embd;
+  const QMatrix& embd = nw.embed_tokens.empty() ? w_.tok_embd : nw.embed_tokens;
+  for (int i = 0; i < nb.n; ++i) {
+    float* r = st_->nextn_in.data() + static_cast<size_t>(i) * 2 * d;
+    if (nb.pos[i] == 0) {
+      std::fill(r, r + d, 0.0f);  // nothing precedes position 0: its embedding is masked, as vLLM's MTP does
+    } else {
+      dequantize_row(embd.type, embd.row(nb.tokens[i]), r, d);
+      rmsnorm(r, nw.enorm.data, r, d, cfg_.rms_eps);
+    }
+    rmsnorm(nb.h[i], nw.hnorm.data, r + d, d, cfg_.rms_eps);
+  }
+}
+
+// The draft head over the first m rows of st.x: logits [m, n_vocab].
+void Model::nextn_head(int j, int m, float* logits) {
+  const NextnWeights& nw = w_.nextn[static_cast<size_t>(j)];
+  State& st = *st_;
+  const int d = cfg_.n_embd;
+  const VecF32& norm = nw.shared_head_norm.empty() ? w_.output_norm : nw.shared_head_norm;
+  const QMatrix& head = nw.shared_head_head.empty() ? w_.output : nw.shared_head_head;
+  st.in_gemm_out.resize(static_cast<size_t>(m));
+  for (int i = 0; i < m; ++i) {
+    rmsnorm(st.x.data() + static_cast<size_t>(i) * d, norm.data, st.logits_in.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
+    st.in_gemm_out[static_cast<size_t>(i)] = st.in_gemm[static_cast<size_t>(i)];
+  }
+  matmul(kernels(), pool_, head, st.logits_in.data(), m, logits, st.mm, st.in_gemm_out.data());
+}
+
 void Model::forward_nextn(int j, const NextnBatch& nb, KvCache& kv, float* logits) {
   STRATA_CHECK(j >= 0 && j < n_nextn(), "{}: no NextN block {} (the file has {})", gguf_->path(), j, n_nextn());
   STRATA_CHECK(nb.n > 0 && nb.n_out >= 0 && nb.n_out <= nb.n, "NextN pass of {} rows with {} output rows", nb.n, nb.n_out);
@@ -86,18 +118,7 @@ void Model::forward_nextn(int j, const NextnBatch& nb, KvCache& kv, float* logit
   const int n_threads = pool_ ? pool_->size() : 1;
   st_->ensure(cfg_, n, kv.n_ctx(), n_threads);
   State& st = *st_;
-  // 1. The input rows, before anything writes st.x (h may point into it).
-  const QMatrix& embd = nw.embed_tokens.empty() ? w_.tok_embd : nw.embed_tokens;
-  for (int i = 0; i < n; ++i) {
-    float* r = st.nextn_in.data() + static_cast<size_t>(i) * 2 * d;
-    if (nb.pos[i] == 0) {
-      std::fill(r, r + d, 0.0f);  // nothing precedes position 0: its embedding is masked, as vLLM's MTP does
-    } else {
-      dequantize_row(embd.type, embd.row(nb.tokens[i]), r, d);
-      rmsnorm(r, nw.enorm.data, r, d, cfg_.rms_eps);
-    }
-    rmsnorm(nb.h[i], nw.hnorm.data, r + d, d, cfg_.rms_eps);
-  }
+  nextn_input(j, nb);  // before anything writes st.x: h may point into it
   hidden_rows_ = nextn_rows_ = 0;
   st.solo.assign(static_cast<size_t>(n), nb.solo || n == 1 ? 1 : 0);
   st.in_gemm.resize(static_cast<size_t>(n));
@@ -113,13 +134,13 @@ void Model::forward_nextn(int j, const NextnBatch& nb, KvCache& kv, float* logit
   b.pos = nb.pos;
   ex.begin_batch(n);
   try {
-    // 2. Attention over every row (each writes its K/V row).
+    // The attention over every row (each writes its K/V row).
     FwdCtx c{ncfg, nw_run, k, pool_, st, kv, b, &ex, nullptr, 0, nullptr, nullptr};
     for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.attn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
     attention_gqa(c, 0);
     for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.x[x] += st.out[x];
     if (nb.n_out == 0) return;
-    // 3. The FFN for the output rows only, moved to the front.
+    // The FFN for the output rows only, moved to the front.
     const int m = nb.n_out, skip = n - m;
     if (skip > 0) {
       std::memmove(st.x.data(), st.x.data() + static_cast<size_t>(skip) * d, sizeof(float) * static_cast<size_t>(m) * d);
@@ -139,16 +160,8 @@ void Model::forward_nextn(int j, const NextnBatch& nb, KvCache& kv, float* logit
     experts_->on_abort();
     throw;
   }
-  // 4. The draft head.
   const int m = nb.n_out;
-  const VecF32& norm = nw.shared_head_norm.empty() ? w_.output_norm : nw.shared_head_norm;
-  const QMatrix& head = nw.shared_head_head.empty() ? w_.output : nw.shared_head_head;
-  st.in_gemm_out.resize(static_cast<size_t>(m));
-  for (int i = 0; i < m; ++i) {
-    rmsnorm(st.x.data() + static_cast<size_t>(i) * d, norm.data, st.logits_in.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
-    st.in_gemm_out[static_cast<size_t>(i)] = st.in_gemm[static_cast<size_t>(i)];
-  }
-  matmul(k, pool_, head, st.logits_in.data(), m, logits, st.mm, st.in_gemm_out.data());
+  nextn_head(j, m, logits);
   nextn_rows_ = m;
 }
 
