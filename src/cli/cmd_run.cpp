@@ -38,7 +38,7 @@ struct RunOptions {
   std::string dump_dir, dump_filter;
   SamplerParams sampling;
   // Speculative decoding
-  std::string draft, draft_model;  // --draft lookup|model, -md FILE
+  std::string draft, draft_model;  // --draft lookup|model|mtp, -md FILE
   SpecOptions spec = [] {
     SpecOptions so;
     so.adaptive = true;  // the cost model chooses k per pass unless --draft-fixed
@@ -134,7 +134,7 @@ std::unique_ptr<DraftSource> make_draft(const RunOptions& o, Engine& eng, const 
   std::string kind = o.draft;
   if (kind.empty() && !o.draft_model.empty()) kind = "model";
   if (kind.empty()) return nullptr;
-  STRATA_CHECK(kind == "lookup" || kind == "model", "--draft must be lookup or model (got '{}')", kind);
+  STRATA_CHECK(kind == "lookup" || kind == "model" || kind == "mtp", "--draft must be lookup, model or mtp (got '{}')", kind);
   STRATA_CHECK(kind != "model" || !o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
   if (!eng.model().rewindable()) {
     std::fprintf(stderr, "[speculative decoding off: architecture %s cannot cut rejected drafts back]\n", eng.config().arch.c_str());
@@ -143,6 +143,7 @@ std::unique_ptr<DraftSource> make_draft(const RunOptions& o, Engine& eng, const 
   if (kind == "lookup") return std::make_unique<LookupDraft>();
   SamplerParams sp = o.sampling;
   sp.seed ^= 0x5eed5eed5eed5eedULL;  // the draft's own random stream
+  if (kind == "mtp") return std::make_unique<MtpDraft>(eng, 0, sp, std::clamp(o.spec.k_max, 1, 2));
   return load_model_draft(o.draft_model, o.model.path, tk.vocab(), eng.options(), sp);
 }
 
@@ -264,6 +265,8 @@ int run(const RunOptions& o) {
   }
   reset_profile(eng);
 
+  // Before the prompt: MTP's NextN rows follow the prompt's passes.
+  std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk);
   std::vector<float> logits;
   const double t0 = now_s();
   const bool all = o.top_logits > 0;
@@ -278,7 +281,6 @@ int run(const RunOptions& o) {
   j["prompt_tokens"] = prompt;
   prompt_outputs(o, logits, prompt.size(), nv, last, j);
 
-  std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk);
   const Generated g = draft ? generate_spec(eng, tk, o, prompt, last, *draft, rec.get()) : generate(eng, tk, o, prompt, last, rec.get());
   const double t2 = now_s();
   const double pp_s = t1 - t0, gen_s = t2 - t1;
@@ -342,9 +344,10 @@ Command add_run(CLI::App& app) {
   sub->add_option("--dump-filter", o->dump_filter, "With --dump-tensors: only tensors whose 'name-layer' matches this regex (e.g. 'l_out-3')");
   add_sampling_options(sub, o->sampling);
   sub->add_option("--draft", o->draft,
-                  "Speculative decoding: lookup (drafts from n-gram matches in the prompt and the output) or model (-md); greedy output is "
+                  "Speculative decoding: lookup (drafts from n-gram matches in the prompt and the output), model (-md) or mtp (the "
+                  "model's own NextN multi-token-prediction block, GLM-4.5 files that carry one; depth up to 2); greedy output is "
                   "token for token the same as without it")
-      ->check(CLI::IsMember({"lookup", "model"}));
+      ->check(CLI::IsMember({"lookup", "model", "mtp"}));
   sub->add_option("--model-draft", o->draft_model, "-md FILE: draft model GGUF (same vocabulary as the model; implies --draft model)");
   sub->add_option("--draft-max", o->spec.k_max, "Speculative decoding: most drafted tokens per pass")->capture_default_str();
   sub->add_option("--draft-min", o->spec.k_min, "Speculative decoding: fewer drafts than this make a plain pass")->capture_default_str();

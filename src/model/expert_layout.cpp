@@ -30,13 +30,18 @@ ExpertLayout expert_layout(const GgufModel& m, const ModelConfig& cfg, const Mod
     out.files.push_back(p->path);
     out.file_sizes.push_back(p->size);
   }
-  out.layers.resize(cfg.layers.size());
-  for (size_t l = 0; l < cfg.layers.size(); ++l) {
-    if (cfg.layers[l].ffn != FfnKind::Moe) continue;
-    const LayerWeights& lw = w.layers[l];
+  // The trunk's layers, then the NextN blocks' (layer n_layer + j, run by Model::forward_nextn).
+  const size_t n_trunk = cfg.layers.size();
+  out.layers.resize(n_trunk + cfg.nextn.size());
+  for (size_t l = 0; l < out.layers.size(); ++l) {
+    const bool trunk = l < n_trunk;
+    const LayerConfig& lc = trunk ? cfg.layers[l] : cfg.nextn[l - n_trunk];
+    if (lc.ffn != FfnKind::Moe) continue;
+    if (!trunk && w.nextn[l - n_trunk].eh_proj.empty()) continue;  // a NextN block the file does not carry
+    const LayerWeights& lw = trunk ? w.layers[l] : w.nextn[l - n_trunk].block;
     const ExpertTensor* ts[kExpertParts] = {&lw.gate_exps, &lw.up_exps, &lw.down_exps};
     ExpertLayer& L = out.layers[l];
-    L.n_expert = cfg.layers[l].n_expert;
+    L.n_expert = lc.n_expert;
     for (int p = 0; p < kExpertParts; ++p) {
       STRATA_CHECK(!ts[p]->empty(), "layer {}: MoE layer without {} expert tensor", l, expert_part_name(p));
       L.part[p] = part_of(*ts[p]);

@@ -9,7 +9,8 @@ class GgufModel;
 struct ModelConfig;
 struct ModelWeights;
 
-// One ExpertLayer per layer (n_expert 0 for dense layers) from the bound gate/up/down tensors.
+// One ExpertLayer per layer (n_expert 0 for dense layers) from the bound gate/up/down tensors: the
+// trunk's layers, then one per NextN block (layer n_layer + j).
 ExpertLayout expert_layout(const GgufModel& m, const ModelConfig& cfg, const ModelWeights& w);
 
 }  // namespace strata

@@ -31,6 +31,7 @@ struct Model::State {
   std::vector<int32_t> slot_of;  // [n * k]
   std::vector<int32_t> expert_list;  // unique experts of the batch
   std::vector<float> logits_in;  // [n_out, n_embd]
+  std::vector<float> nextn_in;   // [n, 2 * n_embd] NextN input [enorm(embed(x_{t+1})) | hnorm(h_t)] (GLM files with a NextN block)
   // A group of small experts computed together (decoding): kGroupMaxRows token rows.
   std::vector<float> grp_x, grp_y;  // [rows, n_embd]
   std::vector<float> grp_g, grp_u;  // [rows, n_ff]

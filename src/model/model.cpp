@@ -13,7 +13,8 @@
 namespace strata {
 
 ExpertMats MappedExperts::acquire(int layer, int e) {
-  const LayerWeights& lw = w_.layers[layer];
+  const int n_trunk = static_cast<int>(w_.layers.size());
+  const LayerWeights& lw = layer < n_trunk ? w_.layers[layer] : w_.nextn[static_cast<size_t>(layer - n_trunk)].block;
   return ExpertMats{lw.gate_exps.mapped(e), lw.up_exps.mapped(e), lw.down_exps.mapped(e)};
 }
 
@@ -38,6 +39,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   WeightBinder b(*m->gguf_);
   m->w_.layers.resize(m->cfg_.layers.size());
   m->arch_->bind(b, m->cfg_, m->w_);
+  m->setup_nextn();
   m->default_experts_ = std::make_unique<MappedExperts>(m->w_);
   m->experts_ = m->default_experts_.get();
   m->st_ = std::make_unique<State>();
@@ -50,7 +52,11 @@ void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_thread
   ctx_cap = std::max(ctx_cap, n_ctx);
   size_t w = static_cast<size_t>(cfg.n_embd);
   size_t ff = 0, ne = 1, kk = 1, row = 0, rope = 2;
-  for (const auto& l : cfg.layers) {
+  std::vector<const LayerConfig*> all;  // the trunk and the NextN blocks (run by forward_nextn)
+  for (const auto& l : cfg.layers) all.push_back(&l);
+  for (const auto& l : cfg.nextn) all.push_back(&l);
+  for (const LayerConfig* lp : all) {
+    const LayerConfig& l = *lp;
     const size_t kvw = static_cast<size_t>(l.kv_lora_rank + l.qk_rope_dim);
     w = std::max({w, static_cast<size_t>(l.n_head) * l.head_dim_k, static_cast<size_t>(l.n_head) * l.head_dim_v,
                   static_cast<size_t>(l.n_head) * (l.qk_nope_dim + l.qk_rope_dim), static_cast<size_t>(l.n_head) * kvw,
@@ -84,6 +90,7 @@ void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_thread
   slot_of.assign(N * kk, 0);
   expert_list.reserve(ne);
   logits_in.assign(N * cfg.n_embd, 0);
+  if (!cfg.nextn.empty()) nextn_in.assign(N * 2 * cfg.n_embd, 0);
   grp_x.assign(static_cast<size_t>(kGroupMaxRows) * w, 0);
   grp_y.assign(static_cast<size_t>(kGroupMaxRows) * w, 0);
   grp_g.assign(static_cast<size_t>(kGroupMaxRows) * std::max(ff, size_t{1}), 0);
@@ -110,7 +117,7 @@ void Model::State::reserve_matmul(int n, uint64_t max_row) {
 
 uint64_t Model::State::bytes() const {
   uint64_t b = 0;
-  for (const auto* v : {&x, &xn, &q, &k, &v, &attn, &tmp, &out, &rope_cs, &router, &sel_w, &gather, &gate, &up, &slots, &logits_in, &grp_x,
+  for (const auto* v : {&x, &xn, &q, &k, &v, &attn, &tmp, &out, &rope_cs, &router, &sel_w, &gather, &gate, &up, &slots, &logits_in, &nextn_in, &grp_x,
                         &grp_y, &grp_g, &grp_u})
     b += cap_bytes(*v);
   for (const auto* v : {&sel, &tok_of, &slot_of, &expert_list, &seq_count}) b += cap_bytes(*v);
@@ -164,6 +171,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     st.in_gemm[i] = st.solo[i] ? 0 : 1;
   }
   FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observer_, lookahead_, &layer_s_, tensors_};
+  hidden_rows_ = nextn_rows_ = 0;
   experts_->begin_batch(b.n);
   try {
     run_layers(c);
@@ -187,6 +195,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     c.trace("result_output", -1, logits, n_out, cfg_.n_vocab);
   }
   head_rows_ += static_cast<uint64_t>(n_out);
+  hidden_rows_ = b.n;  // st.x: the final hidden rows, before the output norm
 }
 
 void Model::run_layers(FwdCtx& c) {

@@ -75,6 +75,20 @@ struct ArchDef {
   std::unique_ptr<KvCacheExt> (*make_state)(const ModelConfig& cfg, const KvCache& kv, int n_batch, int n_threads) = nullptr;
 };
 const ArchDef* find_arch(const std::string& name);
+
+// One pass of a NextN (multi-token prediction) block: row i combines the hidden state h[i] at
+// position pos[i] (the trunk's final hidden state there, before the output norm, or a NextN
+// output) with the token that follows it, tokens[i], and predicts the token after that. Every row
+// writes its K/V row at pos[i] into the NextN block's own KV cache; only the last n_out rows go
+// through the FFN and the draft head (a row's K/V depend only on the block's input).
+struct NextnBatch {
+  int n = 0;
+  const int32_t* tokens = nullptr;  // [n] x_{pos+1}
+  const int32_t* pos = nullptr;     // [n]
+  const float* const* h = nullptr;  // [n] rows of n_embd; may be the model's own hidden rows (read first)
+  int n_out = 0;                    // the last n_out rows give logits and output hidden rows
+  bool solo = false;                // every row in the decode order (as a lone token)
+};
 std::vector<std::string> supported_archs();
 
 class Model {
@@ -96,6 +110,21 @@ class Model {
   // activation buffers, the architecture's state in kv.ext()), so that passes allocate nothing more
   // and the memory plan can count what is really held. The engine calls it once, before planning.
   void prepare(KvCache& kv, int n_batch, int n_threads);
+  // NextN blocks the file carries with their weights (GLM-4.5: blk.<n_layer + j>.nextn.*); 0: none.
+  int n_nextn() const;
+  // A KV cache for NextN block j (its one layer) with the given context and slots.
+  std::unique_ptr<KvCache> make_nextn_kv(int j, const KvCacheOptions& opt) const;
+  // Runs NextN block j over the batch (positions of sequence slot 0 of `kv`) and writes logits
+  // [n_out, n_vocab] (shared_head_norm / shared_head_head, else the model's output norm and head).
+  // Its routed experts come from the expert provider as layer n_layer + j. Overwrites the trunk's
+  // hidden rows (hidden_row() is nullptr after it).
+  void forward_nextn(int j, const NextnBatch& b, KvCache& kv, float* logits);
+  // Row r of the last forward()'s batch: the trunk's final hidden state [n_embd] before the output
+  // norm; nullptr when r is not in it or a NextN pass ran since. Valid until the next pass.
+  const float* hidden_row(int r) const;
+  // Output row r (< n_out) of the last forward_nextn(): the NextN block's hidden state before the
+  // draft head's norm (depth 2 feeds it back in); nullptr otherwise.
+  const float* nextn_hidden_row(int r) const;
   // Bytes the forward pass's scratch holds (capacities; KvCache::bytes() counts the rest).
   uint64_t scratch_bytes() const;
 
@@ -133,6 +162,15 @@ class Model {
   std::vector<double> layer_s_;
   uint64_t head_rows_ = 0;
   std::unique_ptr<State> st_;
+  int hidden_rows_ = 0;   // trunk hidden rows in the scratch (last forward)
+  int nextn_rows_ = 0;    // NextN output rows in the scratch (last forward_nextn)
+  // Per NextN block: a one-layer configuration and weights the shared blocks run (empty when the
+  // file has no weights for it).
+  std::vector<ModelConfig> nextn_cfg_;
+  std::vector<ModelWeights> nextn_w_;
+  void setup_nextn();
+  void nextn_input(int j, const NextnBatch& b);
+  void nextn_head(int j, int m, float* logits);
 };
 
 // Resident experts: views into the mapped GGUF (location by formula).
@@ -140,7 +178,7 @@ class MappedExperts : public ExpertProvider {
  public:
   explicit MappedExperts(const ModelWeights& w) : w_(w) {}
   void request(int, const int32_t*, int) override {}
-  ExpertMats acquire(int layer, int e) override;
+  ExpertMats acquire(int layer, int e) override;  // layers n_layer.. are the NextN blocks'
   void release(int, int) override {}
 
  private:

@@ -2,7 +2,8 @@
 // Draft sources for speculative decoding, behind one interface: a source proposes tokens that
 // may follow the text so far; the target model verifies them in one pass (runtime/speculative.h).
 //   - LookupDraft: n-gram lookup in the prompt and the generated text (no model, no reads);
-//   - ModelDraft: a small model sharing the target's vocabulary, resident, one sequence slot.
+//   - ModelDraft: a small model sharing the target's vocabulary, resident, one sequence slot;
+//   - MtpDraft: the target's own NextN (multi-token prediction) block (GLM-4.5), depth 1..2.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -38,6 +39,9 @@ class DraftSource {
   // last token included). A source keeps whatever state it needs and re-syncs it here with the
   // history it is given (accepted and rejected tokens of the last proposal show in it).
   virtual void propose(std::span<const int32_t> history, int k_max, Draft& out) = 0;
+  // Called instead of propose when a pass asks for no drafts, with the same history, so that a
+  // source whose state follows the target (MTP's NextN rows) stays in step. Default: nothing.
+  virtual void observe(std::span<const int32_t> history) { (void)history; }
 };
 
 // Prompt/history lookup: finds the most recent earlier occurrence of the history's last n tokens
@@ -68,6 +72,53 @@ class ModelDraft final : public DraftSource {
   std::vector<int32_t> held_;  // tokens whose rows the draft's slot holds
   std::vector<int32_t> hist_;  // history + drafts so far (penalties)
   std::vector<float> logits_, p_;
+};
+
+// MTP: drafts with the target's NextN block j from the trunk's final hidden state. Depth 1: the
+// block over (h_t, x_{t+1}) gives the logits of x_{t+2}; depth d > 1 feeds the drafted token and
+// the block's own output hidden state back in. The block has its own KV rows (one layer, one
+// slot of the engine's context) that follow the trunk: as the engine's PassListener it adds the
+// rows of prompt passes whose next token is known (keeping a copy of the last row only), and
+// propose/observe add those of decode passes once acceptance is known, reading the hidden rows
+// from the engine (no copy); rows of rejected drafts are cut back as the trunk's are. Its routed
+// experts go through the engine's expert tier. Greedy drafts when `sampling` is greedy, else
+// sampled with their q.
+class MtpDraft final : public DraftSource, public PassListener {
+ public:
+  // Throws when the model has no NextN block. Installs itself as the engine's pass listener
+  // (create it before the prompt is evaluated); the destructor removes it.
+  MtpDraft(Engine& eng, int seq, const SamplerParams& sampling, int depth_max = 2, int block = 0);
+  ~MtpDraft() override;
+  const char* name() const override { return "mtp"; }
+  void propose(std::span<const int32_t> history, int k_max, Draft& out) override;
+  void observe(std::span<const int32_t> history) override;
+  void on_pass(Engine& eng, std::span<const SeqInput> inputs) override;
+  // The NextN logits [n_vocab] the last proposal drafted depth d (0-based) from; nullptr past it.
+  const float* logits(int d) const;
+  size_t logits_size() const { return p_.size(); }  // n_vocab
+  int nextn_rows() const { return done_; }  // NextN rows that hold the history: positions 0..nextn_rows()-1
+  bool lost() const { return lost_; }       // a hidden row it needed was gone: no drafts until a prompt restarts at 0
+
+ private:
+  bool sync(std::span<const int32_t> history, bool want_logits);
+  void cut(std::span<const int32_t> toks, int p0);
+  void run(bool solo, int n_out, float* logits);
+
+  Engine& eng_;
+  int seq_, depth_, block_;
+  Sampler sampler_;
+  std::unique_ptr<KvCache> kv_;
+  int done_ = 0;                 // NextN rows valid: positions [0, done_)
+  std::vector<int32_t> used_;    // [done_] the token each row was computed with (x_{i+1})
+  bool lost_ = false;
+  std::vector<float> kept_, kept_next_;  // the last row of the last prompt pass (its next token was unknown)
+  int kept_pos_ = -1;
+  std::vector<int32_t> tok_, pos_;  // rows of the next NextN pass
+  std::vector<const float*> h_;
+  std::vector<float> logits_;       // [depth, n_vocab]
+  int n_logits_ = 0;
+  std::vector<int32_t> hist_;
+  std::vector<float> p_;
 };
 
 // Throws unless the two vocabularies are the same (size and every token's text); the error names

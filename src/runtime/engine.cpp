@@ -28,6 +28,13 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   const uint64_t logits = row * static_cast<uint64_t>(opt_.n_seq) + row;
   tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes() + logits, opt_.tier);
   seqs_.resize(static_cast<size_t>(opt_.n_seq));
+  last_.reserve(static_cast<size_t>(opt_.n_seq));
+}
+
+const float* Engine::hidden_row(int seq, int pos) const {
+  for (const PassRows& r : last_)
+    if (r.seq == seq && pos >= r.pos0 && pos < r.pos0 + r.n) return model_->hidden_row(r.row0 + pos - r.pos0);
+  return nullptr;
 }
 
 Engine::Seq& Engine::seq_at(int seq) {
@@ -96,6 +103,7 @@ void Engine::check_inputs(std::span<const SeqInput> inputs) const {
 void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logits) {
   tier_->poll_load();  // between passes: a finished background load switches to resident
   check_inputs(inputs);
+  last_.clear();
   tokens_.clear();
   pos_.clear();
   seq_.clear();
@@ -129,13 +137,17 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
     for (const SeqInput& in : inputs) reset(in.seq);  // rows of unknown state
     throw;
   }
+  int row0 = 0;
   for (const SeqInput& in : inputs) {
     Seq& s = seq_at(in.seq);
+    last_.push_back({in.seq, static_cast<int>(s.tokens.size()), in.n, row0});
+    row0 += in.n;
     // A lone token of its sequence (or a decode-order input) is computed in the decode order: its
     // rows end the reusable run.
     if (in.n > 1 && !in.decode_order && s.n_chunked == static_cast<int>(s.tokens.size())) s.n_chunked += in.n;
     s.tokens.insert(s.tokens.end(), in.tokens, in.tokens + in.n);
   }
+  if (listener_) listener_->on_pass(*this, inputs);
 }
 
 void Engine::eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits) {

@@ -43,6 +43,17 @@ struct SeqInput {
   bool decode_order = false;
 };
 
+class Engine;
+
+// Told after every pass that succeeded, once the slots' records are updated (the MTP draft source
+// keeps its NextN rows in step with the trunk this way). Engine::hidden_row gives the rows of the
+// pass during the call.
+class PassListener {
+ public:
+  virtual ~PassListener() = default;
+  virtual void on_pass(Engine& eng, std::span<const SeqInput> inputs) = 0;
+};
+
 class Engine {
  public:
   Engine(std::unique_ptr<Model> model, const EngineOptions& opt);
@@ -68,6 +79,8 @@ class Engine {
   // evaluate (one multi-token chunk whose last row gives the logits), 0 where rows cannot be
   // rewound. Prefix reuse is this rule and nothing else.
   int reusable_prefix(int seq, std::span<const int32_t> prompt) const;
+  // The tokens whose rows slot `seq` holds, by position.
+  std::span<const int32_t> seq_tokens(int seq) const { return seq_at(seq).tokens; }
   // Rows of `seq` that a later prompt could reuse (what a slot has to lose).
   int reusable_rows(int seq) const;
   // Starts a prompt in `seq`: keeps reusable_prefix() rows, drops the rest; returns how many rows were kept.
@@ -86,6 +99,13 @@ class Engine {
   // One sequence: truncates it to pos0 and evaluates tokens[n] in passes of at most n_batch tokens
   // (split by prompt_chunk). logits: n rows of n_vocab when all_logits, else the last token's row.
   void eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits);
+  // The trunk's final hidden state [n_embd] (before the output norm) at position `pos` of `seq`
+  // when the last pass computed that row and the model ran nothing since; nullptr otherwise. A view
+  // of the model's scratch (no copy), valid until the next pass.
+  const float* hidden_row(int seq, int pos) const;
+  // One listener (nullptr: none), told after every pass that succeeded.
+  void set_pass_listener(PassListener* l) { listener_ = l; }
+  PassListener* pass_listener() const { return listener_; }
 
  private:
   struct Seq {
@@ -106,6 +126,11 @@ class Engine {
   std::vector<int32_t> tokens_, pos_, seq_;
   std::vector<uint8_t> want_, solo_;
   std::vector<float> part_;  // eval: logits of one pass
+  struct PassRows {
+    int seq = 0, pos0 = 0, n = 0, row0 = 0;  // positions [pos0, pos0 + n) of seq are batch rows [row0, row0 + n)
+  };
+  std::vector<PassRows> last_;  // the last pass (empty: none, or it failed)
+  PassListener* listener_ = nullptr;
 };
 
 // Wall clock in seconds (the one clock, core/clock.h).

@@ -206,7 +206,7 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
     const ModelConfig& cfg = model.config();
     uint64_t ne = 1;
     for (const auto& l : cfg.layers) ne = std::max<uint64_t>(ne, static_cast<uint64_t>(l.n_expert));
-    const uint64_t policy = 4ull * static_cast<uint64_t>(cfg.n_layer) * ne * ne;
+    const uint64_t policy = 4ull * static_cast<uint64_t>(cfg.layers.size() + cfg.nextn.size()) * ne * ne;
     plan_.scratch = kProcessAllowance + scratch_bytes + policy;
   }
   model.set_lookahead(opt.lookahead);

@@ -125,10 +125,15 @@ int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) 
 // drafts only as many as the cost model asks for.
 int SpeculativeDecoder::draft_tokens(int k_room) {
   d_.clear();
-  if (!draft_ || k_room <= 0) return 0;
+  if (!draft_) return 0;
+  if (k_room <= 0) {
+    draft_->observe(hist_);
+    return 0;
+  }
   int want = k_room;
   if (opt_.adaptive && draft_->costly()) want = cost_.choose(k_room);
   if (want > 0) draft_->propose(hist_, want, d_);
+  else draft_->observe(hist_);
   int k = std::min(static_cast<int>(d_.tokens.size()), want);
   if (opt_.adaptive && !draft_->costly()) k = cost_.choose(k);
   return k < std::max(1, opt_.k_min) ? 0 : k;

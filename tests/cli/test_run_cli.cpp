@@ -164,3 +164,28 @@ TEST(RunCli, SpeculationIsOffForArchitecturesThatCannotRewind) {
   EXPECT_NE(r.err.find("speculative decoding off"), std::string::npos) << r.err;
   EXPECT_FALSE(nlohmann::json::parse(last_line(r.out)).contains("speculative"));
 }
+
+// --draft mtp: GLM's NextN block drafts (random weights: few or none accepted), greedy output is
+// plain decoding's, the report names the source and gives acceptance by position; --help lists it;
+// a file without a NextN block is a clear error.
+TEST(RunCli, DraftMtpKeepsGreedyOutputAndFailsClearlyWithoutNextn) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI MTP test)");
+  const std::string common = "run -m " + fixtures_dir() + "/glm4moe-q8_0/model.gguf -p 'The quick brown fox' -n 24 --temp 0 --ignore-eos -c 256 --json";
+  auto plain = run_cmd(common);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  auto mtp = run_cmd(common + " --draft mtp --draft-max 2 --draft-fixed");
+  ASSERT_EQ(mtp.code, 0) << mtp.err;
+  const auto a = nlohmann::json::parse(last_line(plain.out)), b = nlohmann::json::parse(last_line(mtp.out));
+  EXPECT_EQ(b["tokens"], a["tokens"]);
+  const auto& s = b["speculative"];
+  EXPECT_EQ(s["proposed_at"].size(), 2u);
+  EXPECT_EQ(s["proposed_at"][0].get<int>(), s["passes"].get<int>());  // a depth-1 draft every pass
+  EXPECT_GE(s["proposed"].get<int>(), s["accepted"].get<int>());
+  for (const char* want : {"[speculative (mtp):", "drafts proposed", "acceptance by position:", "tokens per pass"})
+    EXPECT_NE(mtp.err.find(want), std::string::npos) << "missing '" << want << "' in:\n" << mtp.err;
+  auto bad = run_cmd("run -m " + model() + " -p hello -n 4 --temp 0 --draft mtp");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("no NextN"), std::string::npos) << bad.err;
+  auto help = run_cmd("run --help");
+  EXPECT_NE(help.out.find("mtp"), std::string::npos) << help.out;
+}
