@@ -80,7 +80,11 @@ json slots_json(const ServedModel& m) {
                        {"n_cached", s.n_cached},
                        {"n_prompt_tokens", s.n_prompt},
                        {"n_prompt_tokens_processed", s.n_prompt_done},
-                       {"n_decoded", s.n_decoded}});
+                       {"n_decoded", s.n_decoded},
+                       {"speculative.n_max", s.draft_max},
+                       {"speculative.n_min", s.draft_min},
+                       {"n_draft_total", s.n_drafted},
+                       {"n_draft_accepted", s.n_draft_accepted}});
   }
   return out;
 }
