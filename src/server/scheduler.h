@@ -178,6 +178,10 @@ class Scheduler {
   SchedulerStats stats() const;
   int n_ctx() const { return eng_.options().n_ctx; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
+  // Speculation for requests that do not set it: drafts per pass at most (0: none, also when there
+  // is no draft source or the architecture cannot cut rows back), and the fewest that make a pass.
+  int default_draft_max() const { return opt_.draft && eng_.model().rewindable() ? opt_.draft_max : 0; }
+  int default_draft_min() const { return opt_.draft_min; }
   void stop();
 
  private:

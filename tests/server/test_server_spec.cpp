@@ -176,6 +176,9 @@ TEST_F(ServerSpec, QuotingOutputGetsDraftsAccepted) {
     slot_accepted += slot["n_draft_accepted"].get<double>();
   }
   EXPECT_EQ(slot_accepted, spec_metric(after, "strata_draft_tokens_accepted_total"));
+  auto props = srv_->client()->Get("/props");
+  ASSERT_TRUE(props && props->status == 200);
+  EXPECT_EQ(json::parse(props->body)["default_generation_settings"]["params"]["speculative.n_max"], 4);
   // Sampled (the speculative-sampling rule): still exactly max_tokens tokens.
   req["temperature"] = 0.8;
   req["max_tokens"] = 37;
