@@ -98,6 +98,9 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--draft-min", o->server.draft_min, "Speculation: fewer drafts than this make a plain pass (requests: speculative.n_min)")
       ->capture_default_str();
+  sub->add_flag("--draft-fixed{false}", o->server.draft_adaptive,
+                "Speculation: verify every draft found (up to the request's n_max) instead of letting each slot's cost model choose "
+                "how many per pass (0..n_max, from its acceptance and the passes' measured time and reads)");
   add_sampling_options(sub, o->server.sampling);
   return {sub, [o]() { return serve(*o); }};
 }

@@ -45,6 +45,7 @@ struct ServerOptions {
   // at most and fewer than which a pass is plain, for requests without speculative.n_max / n_min.
   std::string draft = "none";
   int draft_max = 4, draft_min = 1;
+  bool draft_adaptive = true;           // false (--draft-fixed): every draft found is verified
 };
 
 class HttpServer {

@@ -137,6 +137,8 @@ struct Scheduler::Slot {
   std::vector<int32_t> batch;
   std::vector<float> spec_p, spec_r;  // [n_vocab] when sampling
   int64_t n_drafted = 0, n_accepted = 0;  // over all the slot's requests
+  std::unique_ptr<SpecCostModel> cost;    // SchedulerOptions::draft_adaptive: chooses k per pass
+  double draft_s = 0;                     // drafting time for the running pass
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
@@ -297,6 +299,8 @@ void Scheduler::start(Slot& s) {
   s.draft_max = can_draft ? (p.draft_max < 0 ? opt_.draft_max : p.draft_max) : 0;
   s.draft_min = std::max(1, p.draft_min < 0 ? opt_.draft_min : p.draft_min);
   s.k = 0;
+  s.cost.reset();
+  if (s.draft_max > 0 && opt_.draft_adaptive) s.cost = std::make_unique<SpecCostModel>(s.draft_max);
   if (s.draft_max > 0 && !s.sampler->greedy()) {
     s.spec_p.resize(static_cast<size_t>(eng_.config().n_vocab));
     s.spec_r.resize(static_cast<size_t>(eng_.config().n_vocab));
@@ -430,9 +434,13 @@ int Scheduler::plan_drafts(Slot& s, int budget) {
   s.draft.clear();
   const int ctx_room = eng_.options().n_ctx - eng_.seq_length(s.id) - 1;
   const int want = std::min({s.draft_max, budget, ctx_room, s.max_tokens - s.n_gen - 1});
+  s.draft_s = 0;
   if (want < s.draft_min) return 0;
+  const double t0 = now_s();
   opt_.draft->propose(s.history, want, s.draft);
-  const int k = std::min(static_cast<int>(s.draft.tokens.size()), want);
+  s.draft_s = now_s() - t0;
+  int k = std::min(static_cast<int>(s.draft.tokens.size()), want);
+  if (s.cost && k >= s.draft_min) k = s.cost->choose(k);  // the lookup drafts first: the cost model picks among what it found
   return k < s.draft_min ? 0 : k;
 }
 
@@ -442,6 +450,8 @@ void Scheduler::step() {
   plan_pass();
   if (inputs_.empty()) return;
   const double t0 = now_s();
+  ExpertCache* cache = eng_.tier().cache();
+  const ExpertCacheCounters before = cache ? cache->counters() : ExpertCacheCounters{};
   try {
     eng_.forward(inputs_, logits_);
   } catch (const std::exception& e) {
@@ -449,6 +459,12 @@ void Scheduler::step() {
     for (Slot* s : pass_slots_) finish(*s, Finish::Error, e.what());
     return;
   }
+  pass_ = SpecPass{};
+  if (cache) {
+    pass_.bytes_read = cache->counters().bytes_read - before.bytes_read;
+    pass_.io_wait_s = cache->counters().wait_s - before.wait_s;
+  }
+  pass_.compute_s = std::max(0.0, now_s() - t0 - pass_.io_wait_s);
   int tokens = 0;
   for (const SeqInput& in : inputs_) tokens += in.n;
   const int generated = sample_outputs();
@@ -495,9 +511,11 @@ int Scheduler::sample_outputs() {
       if (s.k > 0) {
         generated += verify_drafts(s, lg);
       } else {
+        const bool decoding = s.decoding;
         bool accepted = false;
         take_token(s, lg, -1, accepted);
         ++generated;
+        if (decoding) observe_pass(s, 0, 0);
       }
     } catch (const std::exception& e) {
       if (s.req) finish(s, Finish::Error, e.what());  // this request's sampling or callback failed, not the pass
@@ -532,8 +550,21 @@ int Scheduler::verify_drafts(Slot& s, const float* lg) {
   }
   s.n_accepted += kept;
   local_.drafts_accepted += static_cast<uint64_t>(kept);
+  observe_pass(s, k, kept);
   eng_.truncate(id, rows - (k - kept));  // the pending token's row and the kept drafts'
   return chosen;
+}
+
+// A speculating slot's cost model learns from the pass: its drafts and how many were kept, its
+// drafting time, and the whole pass's time and reads (the other slots' rows are in them too: the
+// fits see what this slot's rows add on average).
+void Scheduler::observe_pass(Slot& s, int k, int accepted) {
+  if (!s.cost) return;
+  SpecPass p = pass_;
+  p.k = k;
+  p.accepted = accepted;
+  p.draft_s = s.draft_s;
+  s.cost->observe(p);
 }
 
 // One chosen token of a slot, from its logits row: emitted (text, logprobs) and checked against

@@ -25,6 +25,7 @@
 #include "runtime/draft.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "runtime/spec_cost.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {
@@ -135,6 +136,9 @@ struct SchedulerOptions {
   // LookupDraft); null: no request speculates. Off too where the architecture cannot cut rows back.
   std::shared_ptr<DraftSource> draft;
   int draft_max = 4, draft_min = 1;  // for requests that leave GenParams::draft_max / draft_min at -1
+  // true: each speculating slot's SpecCostModel chooses k per pass (0..what the lookup found) from
+  // its acceptance and the passes' measured time and reads; false: every draft found is verified.
+  bool draft_adaptive = true;
 };
 
 // One slot as /slots shows it (copied by the engine thread after every step).
@@ -195,6 +199,7 @@ class Scheduler {
   int sample_outputs();
   int verify_drafts(Slot& s, const float* logits);
   bool take_token(Slot& s, const float* logits, int32_t draft, bool& accepted);
+  void observe_pass(Slot& s, int k, int accepted);
   void update_stats(double t0, double t1, int tokens, int generated);
   void update_slot_info();
   void finish(Slot& s, Finish f, const std::string& error = {});
@@ -216,6 +221,7 @@ class Scheduler {
   std::vector<SeqInput> inputs_;   // the pass being run
   std::vector<Slot*> pass_slots_;  // the slot of each input
   std::vector<float> logits_;
+  SpecPass pass_;  // the running pass's time and reads, for the slots' cost models
   std::deque<std::pair<double, int>> recent_;  // (time, tokens generated) for decode_tps
   SchedulerStats local_;
   std::thread thread_;

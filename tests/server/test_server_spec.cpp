@@ -4,7 +4,9 @@
 // whose reasoning budget forces tokens); a
 // prompt the output quotes gets drafts accepted (from /metrics and /slots); bad per-request
 // settings are a 400 naming the field; an architecture that cannot cut rows back does not speculate.
+#include <algorithm>
 #include <filesystem>
+#include <span>
 #include <thread>
 
 #include "server/scheduler.h"
@@ -202,6 +204,83 @@ TEST_F(ServerSpec, BadSettingsAre400) {
     const json e = json::parse(r->body)["error"];
     EXPECT_EQ(e["param"], param) << r->body;
     EXPECT_NE(e["message"].get<std::string>().find(param), std::string::npos) << r->body;
+  }
+}
+
+namespace {
+
+// Proposes k copies of one token: every draft is rejected when greedy output never emits it.
+class SrvWrongDraft final : public DraftSource {
+ public:
+  explicit SrvWrongDraft(int32_t t) : t_(t) {}
+  const char* name() const override { return "wrong"; }
+  bool costly() const override { return false; }
+  void propose(std::span<const int32_t>, int k_max, Draft& out) override {
+    out.clear();
+    out.tokens.assign(static_cast<size_t>(k_max), t_);
+  }
+
+ private:
+  int32_t t_;
+};
+
+struct SrvSpecRun {
+  std::vector<int32_t> tokens;
+  server::SchedulerStats stats;
+};
+
+// One greedy request of n tokens through a fresh scheduler; tokens from the logprobs events.
+SrvSpecRun srv_spec_run(Engine& eng, const tok::Tokenizer& tok, const server::SchedulerOptions& so, int draft_max, int n) {
+  server::Scheduler sched(eng, tok, so);
+  server::GenParams p;
+  p.prompt = tok.encode(kSpecQuote, true, true);
+  p.sampling.temp = 0;
+  p.max_tokens = n;
+  p.ignore_eos = true;
+  p.n_probs = 0;
+  p.draft_max = draft_max;
+  auto r = std::make_shared<server::GenRequest>(std::move(p));
+  EXPECT_TRUE(sched.submit(r));
+  SrvSpecRun out;
+  for (bool done = false; !done;)
+    for (auto& e : r->wait(60000)) {
+      for (const auto& pr : e.probs) out.tokens.push_back(pr.chosen.token);
+      done = done || e.final;
+    }
+  out.stats = sched.stats();
+  return out;
+}
+
+}  // namespace
+
+// Drafts that are never accepted: with each slot's cost model (the default) only the warm-up and
+// a few probes verify any; with --draft-fixed every pass does. The output is plain decoding's.
+TEST(ServerSpecCost, NeverAcceptedDraftsAreTurnedOff) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  std::unique_ptr<tok::Tokenizer> tok;
+  auto eng = load_fixture_engine(1, kSpecCtx, &tok);
+  constexpr int kN = 64;
+  server::SchedulerOptions so;
+  so.draft = std::make_shared<LookupDraft>();
+  const SrvSpecRun plain = srv_spec_run(*eng, *tok, so, 0, kN);
+  ASSERT_EQ(plain.tokens.size(), static_cast<size_t>(kN));
+  EXPECT_EQ(plain.stats.draft_passes, 0u);
+  int32_t never = 0;
+  while (std::find(plain.tokens.begin(), plain.tokens.end(), never) != plain.tokens.end()) ++never;
+  so.draft = std::make_shared<SrvWrongDraft>(never);
+  for (bool adaptive : {true, false}) {
+    SCOPED_TRACE(adaptive ? "cost model" : "--draft-fixed");
+    so.draft_adaptive = adaptive;
+    const SrvSpecRun spec = srv_spec_run(*eng, *tok, so, 4, kN);
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_EQ(spec.stats.drafts_accepted, 0u);
+    std::printf("[%s] %llu of %d passes verified drafts\n", adaptive ? "cost model" : "fixed", (unsigned long long)spec.stats.draft_passes, kN - 1);
+    if (adaptive) {
+      EXPECT_GE(spec.stats.draft_passes, 2u);   // the warm-up
+      EXPECT_LE(spec.stats.draft_passes, 12u);  // warm-up, a few while the estimate falls, probes after 8, 16, 32 plain passes
+    } else {
+      EXPECT_EQ(spec.stats.draft_passes, static_cast<uint64_t>(kN - 2));  // every decode pass but the last (max_tokens leaves no room)
+    }
   }
 }
 
