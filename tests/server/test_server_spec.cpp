@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "server/scheduler.h"
+#include "../wait_until.h"
 #include "server_util.h"
 
 namespace strata::test {
@@ -71,6 +72,9 @@ class ServerSpec : public ::testing::Test {
     server::ServerOptions so;
     so.draft = "lookup";
     so.draft_max = 4;
+    // Every draft found is verified (the figures below do not depend on timing); the cost model's
+    // choices are ServerSpecCost's.
+    so.draft_adaptive = false;
     // Opens a reasoning block when asked (the reasoning budget then forces its close between drafts).
     so.chat_template =
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -87,6 +91,13 @@ class ServerSpec : public ::testing::Test {
     auto r = srv_->client()->Get("/metrics");
     EXPECT_TRUE(r && r->status == 200);
     return r ? "\n" + r->body : "";
+  }
+  // /metrics once `n` requests have completed: the scheduler publishes its figures after the step
+  // that ended a request, which may come after the client has the reply.
+  static std::string metrics_after(double n) {
+    std::string m;
+    EXPECT_TRUE(wait_until([&] { return spec_metric(m = metrics(), "strata_requests_completed_total") >= n; })) << m;
+    return m;
   }
   static TestServer* srv_;
 };
@@ -108,6 +119,7 @@ TEST_F(ServerSpec, GreedyStreamsEqualPlainWithConcurrentSlots) {
   reqs[3]["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "u"}, {"schema", schema}}}};
   reqs[1]["speculative.n_max"] = 3;
   reqs[1]["speculative.n_min"] = 2;
+  const double done0 = spec_metric(metrics(), "strata_requests_completed_total");
   // Plain: every request with speculation off, one at a time.
   std::vector<SpecStream> plain;
   for (json r : reqs) {
@@ -121,7 +133,7 @@ TEST_F(ServerSpec, GreedyStreamsEqualPlainWithConcurrentSlots) {
   stop_plain["speculative.n_max"] = 0;
   plain[4] = spec_stream(*srv_, stop_plain);
   EXPECT_EQ(plain[4].finish, "stop");
-  const std::string before = metrics();
+  const std::string before = metrics_after(done0 + static_cast<double>(reqs.size()) + 1);
   EXPECT_EQ(spec_metric(before, "strata_draft_tokens_total"), 0) << "speculative.n_max 0 still drafted";
   // Speculating: all of them at once, sharing passes.
   for (int round = 0; round < 2; ++round) {
@@ -147,7 +159,7 @@ TEST_F(ServerSpec, GreedyStreamsEqualPlainWithConcurrentSlots) {
   for (size_t i = 6; i < plain[5].tokens.size(); ++i) after_budget += plain[5].tokens[i];
   EXPECT_EQ(after_budget.rfind("</think>\n\n", 0), 0u) << after_budget;
   EXPECT_EQ(plain[0].completion_tokens, 60);
-  const std::string after = metrics();
+  const std::string after = metrics_after(done0 + 3.0 * static_cast<double>(reqs.size()) + 1);
   EXPECT_GT(spec_metric(after, "strata_draft_tokens_total"), 0) << after;
   EXPECT_GT(spec_metric(after, "strata_draft_passes_total"), 0) << after;
   // Kept drafts: rows past the first of a multi-row pass gave tokens that were streamed.
@@ -159,11 +171,12 @@ TEST_F(ServerSpec, GreedyStreamsEqualPlainWithConcurrentSlots) {
 // prompt and history drafts it, and the drafts are accepted.
 TEST_F(ServerSpec, QuotingOutputGetsDraftsAccepted) {
   const std::string before = metrics();
+  const double done0 = spec_metric(before, "strata_requests_completed_total");
   json req{{"prompt", kSpecQuote}, {"max_tokens", 120}, {"temperature", 0}, {"ignore_eos", true}};
   auto r = srv_->client()->Post("/v1/completions", req.dump(), "application/json");
   ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
   EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 120);
-  const std::string after = metrics();
+  const std::string after = metrics_after(done0 + 1);
   const double proposed = spec_metric(after, "strata_draft_tokens_total") - spec_metric(before, "strata_draft_tokens_total");
   const double accepted = spec_metric(after, "strata_draft_tokens_accepted_total") - spec_metric(before, "strata_draft_tokens_accepted_total");
   std::printf("[quoting prompt] %g drafts proposed, %g accepted\n", proposed, accepted);
