@@ -36,6 +36,8 @@ int serve(ServeOptions& o) {
     o.server.chat_template_kwargs = nlohmann::ordered_json::parse(o.template_kwargs, nullptr, /*allow_exceptions=*/false);
     STRATA_CHECK(o.server.chat_template_kwargs.is_object(), "--chat-template-kwargs must be a JSON object, got: {}", o.template_kwargs);
   }
+  STRATA_CHECK(o.server.draft_max >= 0 && o.server.draft_max <= 63, "--draft-max must be 0..63 (got {})", o.server.draft_max);
+  STRATA_CHECK(o.server.draft_min >= 0 && o.server.draft_min <= 63, "--draft-min must be 0..63 (got {})", o.server.draft_min);
   STRATA_CHECK(o.server.max_body >= 64, "--max-body must be at least 64 bytes (got {})", o.server.max_body);
   o.server.disk_probe = parse_bytes(o.disk_probe);
   server::HttpServer srv(o.server);
@@ -49,6 +51,8 @@ int serve(ServeOptions& o) {
   std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
                loaded.engine->options().n_ctx, o.server.max_queue, o.server.api_key.empty() ? "" : ", API key required");
   std::fprintf(stderr, "%s\n", tier_summary(*loaded.engine, 0, 0).c_str());
+  if (o.server.draft != "none" && !loaded.engine->model().rewindable())
+    std::fprintf(stderr, "strata serve: speculation off: architecture %s cannot cut rejected drafts back\n", loaded.engine->config().arch.c_str());
   if (o.server.webui) std::fprintf(stderr, "strata serve: web page at http://%s:%d/\n", o.server.host.c_str(), port);
   while (!interrupted() && !g_term.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "strata serve: shutting down\n");
@@ -85,6 +89,18 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--disk-probe", o->disk_probe,
                   "Bytes of random reads that measure the disk at start when experts stream (the ceiling /stats compares reads against; 0: skip)")
       ->capture_default_str();
+  sub->add_option("--draft", o->server.draft,
+                  "Per-slot speculative decoding: lookup (drafts from n-gram matches in the prompt and the output, verified in the slots' "
+                  "shared pass; greedy output is unchanged) or none; requests may set speculative.n_max (0: off) and speculative.n_min")
+      ->check(CLI::IsMember({"none", "lookup"}))
+      ->capture_default_str();
+  sub->add_option("--draft-max", o->server.draft_max, "Speculation: most drafted tokens per slot and pass (requests: speculative.n_max)")
+      ->capture_default_str();
+  sub->add_option("--draft-min", o->server.draft_min, "Speculation: fewer drafts than this make a plain pass (requests: speculative.n_min)")
+      ->capture_default_str();
+  sub->add_flag("--draft-fixed{false}", o->server.draft_adaptive,
+                "Speculation: verify every draft found (up to the request's n_max) instead of letting each slot's cost model choose "
+                "how many per pass (0..n_max, from its acceptance and the passes' measured time and reads)");
   add_sampling_options(sub, o->server.sampling);
   return {sub, [o]() { return serve(*o); }};
 }

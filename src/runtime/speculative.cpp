@@ -58,6 +58,17 @@ int32_t spec_accept(Sampler& s, const float* p, const float* q, int32_t x, float
   return s.draw(any ? residual : p);
 }
 
+int32_t spec_choose(Sampler& s, const float* logits, const std::vector<int32_t>& history, int32_t x, const float* q, float* p, float* residual,
+                    bool& accepted) {
+  if (s.greedy()) {
+    const int32_t t = s.sample(logits, history);
+    accepted = t == x;
+    return t;
+  }
+  s.probs(logits, history, p);
+  return spec_accept(s, p, q, x, residual, accepted);
+}
+
 SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, DraftSource* draft, const SpecOptions& opt)
     : eng_(eng), seq_(seq), sampler_(sampler), draft_(draft), opt_(opt), cost_(std::max(0, opt.k_max)) {
   STRATA_CHECK(opt.k_max >= 0 && opt.k_min >= 0, "speculative decoding: draft sizes must be >= 0 (got --draft-max {}, --draft-min {})", opt.k_max,
@@ -102,20 +113,14 @@ int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) 
       next = sampler_.sample(row, hist_);
       break;
     }
-    const int32_t x = d_.tokens[m];
     bool ok = false;
-    if (sampler_.greedy()) {
-      next = sampler_.sample(row, hist_);
-      ok = next == x;
-    } else {
-      sampler_.probs(row, hist_, p_.data());
-      next = spec_accept(sampler_, p_.data(), d_.q.empty() ? nullptr : d_.q.data() + static_cast<size_t>(m) * nv, x, r_.data(), ok);
-    }
+    next = spec_choose(sampler_, row, hist_, d_.tokens[m], d_.q.empty() ? nullptr : d_.q.data() + static_cast<size_t>(m) * nv, p_.data(), r_.data(),
+                       ok);
     stats_.proposed_at[m]++;
     if (!ok) break;
     stats_.accepted_at[m]++;
-    hist_.push_back(x);
-    out.push_back(x);
+    hist_.push_back(next);  // the draft itself
+    out.push_back(next);
   }
   return m;
 }

@@ -218,6 +218,11 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   SchedulerOptions so;
   so.step_tokens = m.opt.step_tokens;
   so.max_queue = m.opt.max_queue;
+  STRATA_CHECK(m.opt.draft == "none" || m.opt.draft == "lookup", "--draft must be none or lookup (got '{}')", m.opt.draft);
+  if (m.opt.draft == "lookup") so.draft = std::make_shared<LookupDraft>();
+  so.draft_max = m.opt.draft_max;
+  so.draft_min = m.opt.draft_min;
+  so.draft_adaptive = m.opt.draft_adaptive;
   // Token bytes as the output shows them (control tokens empty) for grammar masks, one per logit
   // (rows of the output head past the tokenizer's vocabulary stay empty: never allowed).
   const int32_t n_logits = eng.config().n_vocab;

@@ -41,6 +41,11 @@ struct ServerOptions {
   SamplerParams sampling;               // defaults for fields a request leaves out
   bool webui = true;                    // the web page at / (server/webui.h)
   uint64_t disk_probe = 0;              // bytes read at attach to measure the disk for /stats (streaming experts; 0: not measured)
+  // Per-slot speculation: "lookup" (prompt/history n-gram drafts) or "none"; the drafts per pass
+  // at most and fewer than which a pass is plain, for requests without speculative.n_max / n_min.
+  std::string draft = "none";
+  int draft_max = 4, draft_min = 1;
+  bool draft_adaptive = true;           // false (--draft-fixed): every draft found is verified
 };
 
 class HttpServer {

@@ -41,6 +41,10 @@ std::string render_metrics(const SchedulerStats* s, const RequestCounters& reque
   metric(out, "strata_engine_steps_total", "counter", "Forward passes (one batch each).", static_cast<double>(s->steps));
   metric(out, "strata_batch_tokens_total", "counter", "Tokens over all forward passes.", static_cast<double>(s->batch_tokens));
   metric(out, "strata_engine_busy_seconds_total", "counter", "Seconds in forward passes and sampling.", s->busy_s);
+  metric(out, "strata_draft_passes_total", "counter", "Slot passes that verified drafted tokens (speculation).", static_cast<double>(s->draft_passes));
+  metric(out, "strata_draft_tokens_total", "counter", "Drafted tokens verified.", static_cast<double>(s->drafts_proposed));
+  metric(out, "strata_draft_tokens_accepted_total", "counter", "Drafted tokens accepted (the tokens the model chose).",
+         static_cast<double>(s->drafts_accepted));
   const double acc = static_cast<double>(s->expert_hits + s->expert_misses);
   metric(out, "strata_expert_streaming", "gauge", "1 when routed experts stream from disk through the cache.", s->streaming_experts ? 1 : 0);
   metric(out, "strata_expert_cache_hits_total", "counter", "Expert cache hits.", static_cast<double>(s->expert_hits));

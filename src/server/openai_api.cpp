@@ -136,6 +136,11 @@ CommonParams parse_common(const Json& j, const SamplerParams& defaults, bool cha
   if (auto v = opt_number(j, "min_p", 0.0, 1.0)) p.sampling.min_p = static_cast<float>(*v);
   if (auto v = opt_number(j, "repeat_penalty", 0.0, 10.0)) p.sampling.repeat_penalty = static_cast<float>(*v);
   p.ignore_eos = opt_boolean(j, "ignore_eos").value_or(false);
+  if (auto v = opt_integer(j, "speculative.n_max", 0, kMaxDraft)) p.draft_max = static_cast<int>(*v);
+  if (auto v = opt_integer(j, "speculative.n_min", 0, kMaxDraft)) p.draft_min = static_cast<int>(*v);
+  if (p.draft_max > 0 && p.draft_min > p.draft_max)  // (n_max 0: off, n_min moot)
+    throw bad_request(fmt::format("'speculative.n_min' ({}) must not exceed 'speculative.n_max' ({})", p.draft_min, p.draft_max), "speculative.n_min",
+                      "invalid_value");
   if (auto v = opt_integer(j, "seed", INT64_MIN, INT64_MAX)) {
     p.sampling.seed = static_cast<uint64_t>(*v);
   } else {

@@ -56,7 +56,11 @@ struct CommonParams {
   bool ignore_eos = false;
   int n = 1;                       // choices (1..kMaxChoices), each its own sequence
   int n_probs = -1;                // -1: no logprobs; else the alternatives per token (0..kMaxTopLogprobs)
+  // llama.cpp's "speculative.n_max" / "speculative.n_min": drafts per pass at most (0: no
+  // speculation) and fewer than which a pass is plain; -1: the server's.
+  int draft_max = -1, draft_min = -1;
 };
+constexpr int kMaxDraft = 63;
 constexpr int kMaxChoices = 8;
 constexpr int kMaxTopLogprobs = 20;
 // `defaults`: the server's sampling settings (request fields override them). `chat` picks the

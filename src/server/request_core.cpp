@@ -104,6 +104,8 @@ std::shared_ptr<CoreRun> start_request(const CoreContext& ctx, const Json& body,
   gp.stop = common.stop;
   gp.ignore_eos = common.ignore_eos;
   gp.n_probs = common.n_probs;
+  gp.draft_max = common.draft_max;
+  gp.draft_min = common.draft_min;
   run->prompt_tokens = static_cast<int>(gp.prompt.size());
   run->tok = ctx.tok;
   if (common.n > 1) run->signal_ = std::make_shared<EventSignal>();

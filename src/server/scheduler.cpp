@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "runtime/speculative.h"
 #include "server/text_stream.h"
 
 namespace strata::server {
@@ -128,10 +129,22 @@ struct Scheduler::Slot {
   std::unique_ptr<grammar::Matcher> matcher;  // GenParams::grammar's state
   std::vector<float> masked;        // [n_vocab] logits with the grammar mask
   std::vector<float> edited;        // [n_vocab] logits changed by GenParams::edit_logits
+  // Speculation: this request's settings (draft_max 0: none), the drafts of the pass being run and
+  // how many of them it verifies, its tokens (next, then the k drafts), sampling scratch.
+  int draft_max = 0, draft_min = 1;
+  Draft draft;
+  int k = 0;
+  std::vector<int32_t> batch;
+  std::vector<float> spec_p, spec_r;  // [n_vocab] when sampling
+  int64_t n_drafted = 0, n_accepted = 0;  // over all the slot's requests
+  std::unique_ptr<SpecCostModel> cost;    // SchedulerOptions::draft_adaptive: chooses k per pass
+  double draft_s = 0;                     // drafting time for the running pass
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
   STRATA_CHECK(opt_.step_tokens >= 2, "step token cap must be at least 2 (got {})", opt_.step_tokens);
+  STRATA_CHECK(opt_.draft_max >= 0 && opt_.draft_min >= 0, "draft sizes must be >= 0 (got --draft-max {}, --draft-min {})", opt_.draft_max,
+               opt_.draft_min);
   STRATA_CHECK(eng_.n_seq() <= eng_.options().n_batch, "{} slots need a batch size of at least {} (got {})", eng_.n_seq(), eng_.n_seq(),
                eng_.options().n_batch);
   for (int i = 0; i < eng_.n_seq(); ++i) {
@@ -280,6 +293,18 @@ void Scheduler::start(Slot& s) {
     s.matcher = std::make_unique<grammar::Matcher>(p.grammar, opt_.vocab);
     s.masked.resize(static_cast<size_t>(eng_.config().n_vocab));
   }
+  // Speculation: a draft source, rows that can be cut back, and no grammar (drafts are not
+  // checked against it: a constrained request decodes plainly).
+  const bool can_draft = opt_.draft && eng_.model().rewindable() && !p.grammar;
+  s.draft_max = can_draft ? (p.draft_max < 0 ? opt_.draft_max : p.draft_max) : 0;
+  s.draft_min = std::max(1, p.draft_min < 0 ? opt_.draft_min : p.draft_min);
+  s.k = 0;
+  s.cost.reset();
+  if (s.draft_max > 0 && opt_.draft_adaptive) s.cost = std::make_unique<SpecCostModel>(s.draft_max);
+  if (s.draft_max > 0 && !s.sampler->greedy()) {
+    s.spec_p.resize(static_cast<size_t>(eng_.config().n_vocab));
+    s.spec_r.resize(static_cast<size_t>(eng_.config().n_vocab));
+  }
   if (p.prompt.empty() || static_cast<int>(p.prompt.size()) >= n_ctx) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
@@ -300,8 +325,11 @@ void Scheduler::emit(Slot& s, const std::string& text) {
 }
 
 // The sampled token, or the next forced one. Once the reasoning block has had its budget of
-// tokens, its close is forced (then sampling goes on).
-int32_t Scheduler::next_token(Slot& s, const float* lg) {
+// tokens, its close is forced (then sampling goes on). `draft` (>= 0): the token drafted for this
+// row; `accepted` tells whether the token returned keeps it (spec_choose's rule; a forced token
+// keeps it when it is that token). A constrained slot has no drafts.
+int32_t Scheduler::next_token(Slot& s, const float* lg, int32_t draft, bool& accepted) {
+  accepted = false;
   const GenParams& p = s.req->params;
   if (p.reasoning_budget >= 0 && !s.budget_spent && s.think.in_think() && s.n_think >= p.reasoning_budget) {
     s.budget_spent = true;
@@ -325,9 +353,11 @@ int32_t Scheduler::next_token(Slot& s, const float* lg) {
     STRATA_CHECK(s.matcher->accept(t), "the grammar rejected token {} that its own mask allowed", t);
     return t;
   }
+  if (s.forced.empty() && draft >= 0) return spec_choose(*s.sampler, lg, s.history, draft, nullptr, s.spec_p.data(), s.spec_r.data(), accepted);
   if (s.forced.empty()) return s.sampler->sample(lg, s.history);
   const int32_t t = s.forced.front();
   s.forced.pop_front();
+  accepted = t == draft;
   return t;
 }
 
@@ -362,15 +392,28 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
 void Scheduler::plan_pass() {
   inputs_.clear();
   pass_slots_.clear();
+  const int cap = std::min(opt_.step_tokens, eng_.options().n_batch);
   int n_decode = 0;
+  for (auto& sp : slots_) {
+    sp->k = 0;
+    if (sp->req && sp->decoding) ++n_decode;
+  }
+  int draft_room = cap - n_decode;  // draft rows come after every decoding slot's own token
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (!s.req || !s.decoding) continue;
-    inputs_.push_back(SeqInput{s.id, &s.next, 1, Logits::Last});
+    s.k = plan_drafts(s, draft_room);
+    if (s.k == 0) {
+      inputs_.push_back(SeqInput{s.id, &s.next, 1, Logits::Last});
+    } else {
+      s.batch.assign(1, s.next);
+      s.batch.insert(s.batch.end(), s.draft.tokens.begin(), s.draft.tokens.begin() + s.k);
+      inputs_.push_back(SeqInput{s.id, s.batch.data(), s.k + 1, Logits::All, /*decode_order=*/true});
+      draft_room -= s.k;
+      n_decode += s.k;
+    }
     pass_slots_.push_back(&s);
-    ++n_decode;
   }
-  const int cap = std::min(opt_.step_tokens, eng_.options().n_batch);
   int room = std::min(std::max(cap - n_decode, std::min(cap, 32)), eng_.options().n_batch - n_decode);
   for (auto& sp : slots_) {
     Slot& s = *sp;
@@ -385,12 +428,30 @@ void Scheduler::plan_pass() {
   }
 }
 
+// Drafts for a decoding slot's next pass: how many of them to verify (0: a plain row), at most
+// `budget`, the request's draft_max, the context's room and the tokens the request may still get.
+int Scheduler::plan_drafts(Slot& s, int budget) {
+  s.draft.clear();
+  const int ctx_room = eng_.options().n_ctx - eng_.seq_length(s.id) - 1;
+  const int want = std::min({s.draft_max, budget, ctx_room, s.max_tokens - s.n_gen - 1});
+  s.draft_s = 0;
+  if (want < s.draft_min) return 0;
+  const double t0 = now_s();
+  opt_.draft->propose(s.history, want, s.draft);
+  s.draft_s = now_s() - t0;
+  int k = std::min(static_cast<int>(s.draft.tokens.size()), want);
+  if (s.cost && k >= s.draft_min) k = s.cost->choose(k);  // the lookup drafts first: the cost model picks among what it found
+  return k < s.draft_min ? 0 : k;
+}
+
 void Scheduler::step() {
   for (auto& sp : slots_)
     if (sp->req && sp->req->cancelled()) finish(*sp, Finish::Cancelled);
   plan_pass();
   if (inputs_.empty()) return;
   const double t0 = now_s();
+  ExpertCache* cache = eng_.tier().cache();
+  const ExpertCacheCounters before = cache ? cache->counters() : ExpertCacheCounters{};
   try {
     eng_.forward(inputs_, logits_);
   } catch (const std::exception& e) {
@@ -398,6 +459,12 @@ void Scheduler::step() {
     for (Slot* s : pass_slots_) finish(*s, Finish::Error, e.what());
     return;
   }
+  pass_ = SpecPass{};
+  if (cache) {
+    pass_.bytes_read = cache->counters().bytes_read - before.bytes_read;
+    pass_.io_wait_s = cache->counters().wait_s - before.wait_s;
+  }
+  pass_.compute_s = std::max(0.0, now_s() - t0 - pass_.io_wait_s);
   int tokens = 0;
   for (const SeqInput& in : inputs_) tokens += in.n;
   const int generated = sample_outputs();
@@ -419,51 +486,118 @@ void Scheduler::update_slot_info() {
     in.n_prompt = in.busy ? static_cast<int>(s.req->params.prompt.size()) : 0;
     in.n_prompt_done = in.busy ? s.n_prompt_done : 0;
     in.n_decoded = in.busy ? s.n_gen : 0;
+    in.draft_max = in.busy ? s.draft_max : 0;
+    in.draft_min = in.busy && s.draft_max > 0 ? s.draft_min : 0;
+    in.n_drafted = s.n_drafted;
+    in.n_draft_accepted = s.n_accepted;
     local_.busy += in.busy ? 1 : 0;
   }
 }
 
-// Samples every sequence whose logits came out of the pass (rows in input order); returns how many.
+// Samples every sequence whose logits came out of the pass (rows in input order); returns how many
+// tokens were chosen.
 int Scheduler::sample_outputs() {
-  const int nv = eng_.config().n_vocab;
-  const int n_ctx = eng_.options().n_ctx;
+  const size_t nv = static_cast<size_t>(eng_.config().n_vocab);
   int generated = 0;
   size_t row = 0;
   for (size_t i = 0; i < inputs_.size(); ++i) {
     Slot& s = *pass_slots_[i];
-    if (!s.decoding) s.n_prompt_done += inputs_[i].n;
-    if (inputs_[i].logits == Logits::None) continue;
-    const float* lg = logits_.data() + row++ * static_cast<size_t>(nv);
+    const SeqInput& in = inputs_[i];
+    if (!s.decoding) s.n_prompt_done += in.n;
+    if (in.logits == Logits::None) continue;
+    const float* lg = logits_.data() + row * nv;
+    row += in.logits == Logits::All ? static_cast<size_t>(in.n) : 1;
     try {
-      const GenParams& p = s.req->params;
-      if (p.on_logits) p.on_logits(lg, nv);
-      if (p.edit_logits) {
-        s.edited.assign(lg, lg + nv);
-        p.edit_logits(s.edited.data(), nv);
-        lg = s.edited.data();
+      if (s.k > 0) {
+        generated += verify_drafts(s, lg);
+      } else {
+        const bool decoding = s.decoding;
+        bool accepted = false;
+        take_token(s, lg, -1, accepted);
+        ++generated;
+        if (decoding) observe_pass(s, 0, 0);
       }
-      const int32_t t = next_token(s, lg);
-      s.history.push_back(t);
-      s.n_gen++;
-      ++generated;
-      if (!p.ignore_eos && tok_.is_eog(t)) {
-        finish(s, Finish::Stop);
-        continue;
-      }
-      if (p.n_probs >= 0) token_logprobs(lg, nv, t, p.n_probs, s.probs);
-      const std::string piece = s.dec->push(t);
-      const bool was_thinking = s.think.in_think();
-      s.think.push(piece);
-      if (was_thinking && s.think.in_think()) s.n_think++;
-      emit(s, s.stopper.push(piece));
-      if (s.stopper.matched() || (s.matcher && s.matcher->must_end())) finish(s, Finish::Stop);
-      else if (s.n_gen >= s.max_tokens || eng_.seq_length(s.id) >= n_ctx) finish(s, Finish::Length);
-      else s.next = t, s.decoding = true;
     } catch (const std::exception& e) {
-      finish(s, Finish::Error, e.what());  // this request's sampling or callback failed, not the pass
+      if (s.req) finish(s, Finish::Error, e.what());  // this request's sampling or callback failed, not the pass
     }
   }
   return generated;
+}
+
+// A slot's rows of a pass with k drafts: row m gives the token after the pending token and drafts
+// 0..m-1; each token goes out through take_token (stop strings, limits, events), drafts are kept
+// while they are the tokens chosen, and the first token that differs (or the one after the last
+// draft) becomes the pending token. The rows of rejected drafts are cut back. Returns the tokens chosen.
+int Scheduler::verify_drafts(Slot& s, const float* lg) {
+  const size_t nv = static_cast<size_t>(eng_.config().n_vocab);
+  const int k = s.k, id = s.id, rows = eng_.seq_length(s.id);
+  s.k = 0;
+  s.n_drafted += k;
+  local_.draft_passes++;
+  local_.drafts_proposed += static_cast<uint64_t>(k);
+  int chosen = 0, kept = 0;
+  try {
+    for (int m = 0; m <= k; ++m) {
+      bool accepted = false;
+      const bool go_on = take_token(s, lg + static_cast<size_t>(m) * nv, m < k ? s.draft.tokens[static_cast<size_t>(m)] : -1, accepted);
+      ++chosen;
+      if (accepted) ++kept;
+      if (!go_on || !accepted) break;
+    }
+  } catch (...) {
+    eng_.truncate(id, rows - (k - kept));
+    throw;
+  }
+  s.n_accepted += kept;
+  local_.drafts_accepted += static_cast<uint64_t>(kept);
+  observe_pass(s, k, kept);
+  eng_.truncate(id, rows - (k - kept));  // the pending token's row and the kept drafts'
+  return chosen;
+}
+
+// A speculating slot's cost model learns from the pass: its drafts and how many were kept, its
+// drafting time, and the whole pass's time and reads (the other slots' rows are in them too: the
+// fits see what this slot's rows add on average).
+void Scheduler::observe_pass(Slot& s, int k, int accepted) {
+  if (!s.cost) return;
+  SpecPass p = pass_;
+  p.k = k;
+  p.accepted = accepted;
+  p.draft_s = s.draft_s;
+  s.cost->observe(p);
+}
+
+// One chosen token of a slot, from its logits row: emitted (text, logprobs) and checked against
+// EOS, stop strings, the grammar's end, max_tokens and the context. Returns whether the slot
+// goes on decoding (false: finished). `draft`, `accepted`: see next_token.
+bool Scheduler::take_token(Slot& s, const float* lg, int32_t draft, bool& accepted) {
+  const int nv = eng_.config().n_vocab;
+  const GenParams& p = s.req->params;
+  if (p.on_logits) p.on_logits(lg, nv);
+  if (p.edit_logits) {
+    s.edited.assign(lg, lg + nv);
+    p.edit_logits(s.edited.data(), nv);
+    lg = s.edited.data();
+  }
+  const int32_t t = next_token(s, lg, draft, accepted);
+  s.history.push_back(t);
+  s.n_gen++;
+  if (!p.ignore_eos && tok_.is_eog(t)) {
+    finish(s, Finish::Stop);
+    return false;
+  }
+  if (p.n_probs >= 0) token_logprobs(lg, nv, t, p.n_probs, s.probs);
+  const std::string piece = s.dec->push(t);
+  const bool was_thinking = s.think.in_think();
+  s.think.push(piece);
+  if (was_thinking && s.think.in_think()) s.n_think++;
+  emit(s, s.stopper.push(piece));
+  // The rows the slot holds once the token is fed: the history but the token itself.
+  const int rows = static_cast<int>(s.history.size()) - 1;
+  if (s.stopper.matched() || (s.matcher && s.matcher->must_end())) finish(s, Finish::Stop);
+  else if (s.n_gen >= s.max_tokens || rows >= eng_.options().n_ctx) finish(s, Finish::Length);
+  else s.next = t, s.decoding = true;
+  return s.req != nullptr;
 }
 
 void Scheduler::update_stats(double t0, double t1, int tokens, int generated) {

@@ -3,6 +3,10 @@
 // engine ONE pass holding every decoding sequence's next token plus chunks of pending prompts
 // (capped per step so decoding is not starved), samples each sequence whose logits came out and
 // streams its text to the request's queue. Requests beyond the slots wait in a bounded FIFO.
+// Speculation per slot (SchedulerOptions::draft): a slot's pending token and the tokens a draft
+// source proposes go into the SAME pass as the other slots' rows (decode order: each row's logits
+// are plain decoding's), so the pass still reads each expert once for all of them; the slot keeps
+// the drafts its own choices agree with (runtime/speculative.h's rule) and cuts the rest back.
 // The engine owns the sequences, their KV rows and the prefix-reuse rule; this file knows
 // requests, sampling and text, and no architecture.
 #include <atomic>
@@ -18,8 +22,10 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "runtime/draft.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "runtime/spec_cost.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {
@@ -79,6 +85,10 @@ struct GenParams {
   std::function<void(const float* logits, int n_vocab)> on_logits;
   // Tests: may change each logits row before the grammar mask and sampling (e.g. favour a token).
   std::function<void(float* logits, int n_vocab)> edit_logits;
+  // Speculation (when the scheduler has a draft source): drafts verified per pass at most (0: off
+  // for this request) and fewer than draft_min make a plain pass; -1: the scheduler's defaults.
+  // A request with a grammar does not speculate.
+  int draft_max = -1, draft_min = -1;
 };
 
 // What the engine thread hands to the HTTP side, in order.
@@ -122,6 +132,13 @@ struct SchedulerOptions {
   std::shared_ptr<const grammar::VocabIndex> vocab;  // token bytes for grammar masks (needed by requests with a grammar)
   // Called on the engine thread after every pass: tokens in it, tokens sampled, its start and end (now_s()).
   std::function<void(int tokens, int generated, double t0, double t1)> on_step;
+  // Draft source of per-slot speculation (shared by the slots: it keeps no per-sequence state, as
+  // LookupDraft); null: no request speculates. Off too where the architecture cannot cut rows back.
+  std::shared_ptr<DraftSource> draft;
+  int draft_max = 4, draft_min = 1;  // for requests that leave GenParams::draft_max / draft_min at -1
+  // true: each speculating slot's SpecCostModel chooses k per pass (0..what the lookup found) from
+  // its acceptance and the passes' measured time and reads; false: every draft found is verified.
+  bool draft_adaptive = true;
 };
 
 // One slot as /slots shows it (copied by the engine thread after every step).
@@ -132,6 +149,8 @@ struct SlotInfo {
   int n_prompt = 0;       // busy: prompt tokens of the request
   int n_prompt_done = 0;  // busy: of those, evaluated (or kept)
   int n_decoded = 0;      // busy: tokens generated so far
+  int draft_max = 0, draft_min = 0;        // busy: the request's speculation (draft_max 0: none)
+  int64_t n_drafted = 0, n_draft_accepted = 0;  // drafts this slot verified / accepted, over all its requests
 };
 
 // Figures for /metrics, copied by the engine thread after every step.
@@ -146,6 +165,8 @@ struct SchedulerStats {
   bool streaming_experts = false;
   uint64_t expert_hits = 0, expert_misses = 0, expert_bytes_read = 0;
   double expert_wait_s = 0;
+  uint64_t draft_passes = 0;      // slot passes that verified drafts
+  uint64_t drafts_proposed = 0, drafts_accepted = 0;
   std::vector<SlotInfo> slot_info;  // [slots]
 };
 
@@ -161,6 +182,10 @@ class Scheduler {
   SchedulerStats stats() const;
   int n_ctx() const { return eng_.options().n_ctx; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
+  // Speculation for requests that do not set it: drafts per pass at most (0: none, also when there
+  // is no draft source or the architecture cannot cut rows back), and the fewest that make a pass.
+  int default_draft_max() const { return opt_.draft && eng_.model().rewindable() ? opt_.draft_max : 0; }
+  int default_draft_min() const { return opt_.draft_min; }
   void stop();
 
  private:
@@ -170,12 +195,16 @@ class Scheduler {
   void start(Slot& s);
   void step();
   void plan_pass();
+  int plan_drafts(Slot& s, int budget);
   int sample_outputs();
+  int verify_drafts(Slot& s, const float* logits);
+  bool take_token(Slot& s, const float* logits, int32_t draft, bool& accepted);
+  void observe_pass(Slot& s, int k, int accepted);
   void update_stats(double t0, double t1, int tokens, int generated);
   void update_slot_info();
   void finish(Slot& s, Finish f, const std::string& error = {});
   void emit(Slot& s, const std::string& text);
-  int32_t next_token(Slot& s, const float* logits);
+  int32_t next_token(Slot& s, const float* logits, int32_t draft, bool& accepted);
 
   Engine& eng_;
   const tok::Tokenizer& tok_;
@@ -192,6 +221,7 @@ class Scheduler {
   std::vector<SeqInput> inputs_;   // the pass being run
   std::vector<Slot*> pass_slots_;  // the slot of each input
   std::vector<float> logits_;
+  SpecPass pass_;  // the running pass's time and reads, for the slots' cost models
   std::deque<std::pair<double, int>> recent_;  // (time, tokens generated) for decode_tps
   SchedulerStats local_;
   std::thread thread_;

@@ -35,7 +35,8 @@ json props_json(const ServedModel& m) {
                     {"top_p", s.top_p},            {"min_p", s.min_p},
                     {"repeat_penalty", s.repeat_penalty}, {"repeat_last_n", s.repeat_last_n},
                     {"presence_penalty", s.presence_penalty}, {"frequency_penalty", s.frequency_penalty},
-                    {"seed", s.seed}};
+                    {"seed", s.seed},
+                    {"speculative.n_max", m.sched->default_draft_max()}, {"speculative.n_min", m.sched->default_draft_min()}};
   const MemoryPlan& plan = m.eng->tier().plan();
   const auto token_text = [&](int32_t t) { return t >= 0 && t < m.tok->n_vocab() ? m.tok->token_text(t) : std::string(); };
   return json{{"default_generation_settings", {{"n_ctx", eng.options().n_ctx}, {"params", params}}},
@@ -80,7 +81,11 @@ json slots_json(const ServedModel& m) {
                        {"n_cached", s.n_cached},
                        {"n_prompt_tokens", s.n_prompt},
                        {"n_prompt_tokens_processed", s.n_prompt_done},
-                       {"n_decoded", s.n_decoded}});
+                       {"n_decoded", s.n_decoded},
+                       {"speculative.n_max", s.draft_max},
+                       {"speculative.n_min", s.draft_min},
+                       {"n_draft_total", s.n_drafted},
+                       {"n_draft_accepted", s.n_draft_accepted}});
   }
   return out;
 }

@@ -14,7 +14,7 @@ TEST(ServeCli, ListensAnswersAndStopsOnSigterm) {
   std::ofstream(tmpl) << "{% if not flag %}{{ raise_exception('no flag') }}{% endif %}"
                          "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n<think>\n";
   ServeProcess serve("serve_test", {"-m", model, "--port", "0", "--parallel", "2", "-c", "256", "-t", "1", "--api-key", "k1", "--chat-template-file", tmpl,
-                                    "--chat-template-kwargs", R"({"flag": true})", "--reasoning-budget", "2"});
+                                    "--chat-template-kwargs", R"({"flag": true})", "--reasoning-budget", "2", "--draft", "lookup", "--draft-max", "3"});
   ASSERT_TRUE(serve.started()) << "cannot start " << STRATA_BINARY;
   ASSERT_TRUE(serve.ready()) << (serve.exited() ? "strata serve exited before answering /health" : "strata serve did not answer /health in time") << ":\n"
                              << serve.log();
@@ -34,6 +34,10 @@ TEST(ServeCli, ListensAnswersAndStopsOnSigterm) {
   auto models = c.Get("/v1/models", {{"Authorization", "Bearer k1"}});
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["data"][0]["meta"]["chat_format"], "template-file");
+  // --draft lookup --draft-max 3: the defaults requests speculate with.
+  auto props = c.Get("/props", {{"Authorization", "Bearer k1"}});
+  ASSERT_TRUE(props);
+  EXPECT_EQ(json::parse(props->body)["default_generation_settings"]["params"]["speculative.n_max"], 3) << props->body;
   auto unauth = c.Get("/v1/models");
   ASSERT_TRUE(unauth);
   EXPECT_EQ(unauth->status, 401);

@@ -1,0 +1,327 @@
+// Per-slot speculation in the server (--draft lookup): greedy streams with speculation are token
+// for token the streams without it, with several slots in the same passes (some speculating, one
+// with speculation off, one grammar-constrained, one cut by a stop string, one by max_tokens, one
+// whose reasoning budget forces tokens); a
+// prompt the output quotes gets drafts accepted (from /metrics and /slots); bad per-request
+// settings are a 400 naming the field; an architecture that cannot cut rows back does not speculate.
+#include <algorithm>
+#include <filesystem>
+#include <span>
+#include <thread>
+
+#include "server/scheduler.h"
+#include "../wait_until.h"
+#include "server_util.h"
+
+namespace strata::test {
+namespace {
+
+using nlohmann::json;
+constexpr int kSpecCtx = 256;
+
+// A metric's value from /metrics text (-1 when absent).
+double spec_metric(const std::string& text, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const size_t at = text.find(key);
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + key.size()));
+}
+
+struct SpecStream {
+  std::string text, finish;
+  std::vector<std::string> tokens;  // from the logprobs, one per generated token
+  std::vector<double> logprobs;
+  long completion_tokens = -1;
+  bool whole = false;
+};
+
+SpecStream spec_stream(const TestServer& srv, json req) {
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  req["temperature"] = 0;
+  req["logprobs"] = true;
+  SpecStream out;
+  auto r = srv.client()->Post("/v1/chat/completions", req.dump(), "application/json");
+  if (!r || r->status != 200) {
+    out.text = r ? "<status " + std::to_string(r->status) + ": " + r->body + ">" : "<no response>";
+    return out;
+  }
+  const Sse s = parse_sse(r->body);
+  out.whole = s.done && s.well_framed;
+  out.text = sse_text(s, /*chat=*/true, &out.finish);
+  for (const auto& c : s.chunks) {
+    if (c.contains("usage") && c["usage"].is_object()) out.completion_tokens = c["usage"]["completion_tokens"].get<long>();
+    if (!c.contains("choices") || c["choices"].empty()) continue;
+    const json& lp = c["choices"][0]["logprobs"];
+    if (!lp.is_object() || !lp["content"].is_array()) continue;
+    for (const auto& t : lp["content"]) {
+      out.tokens.push_back(t["token"].get<std::string>());
+      out.logprobs.push_back(t["logprob"].get<double>());
+    }
+  }
+  return out;
+}
+
+json spec_chat(const std::string& user, int max_tokens) {
+  return json{{"messages", json::array({json{{"role", "user"}, {"content", user}}})}, {"max_tokens", max_tokens}};
+}
+
+class ServerSpec : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_server_fixture()) return;
+    server::ServerOptions so;
+    so.draft = "lookup";
+    so.draft_max = 4;
+    // Every draft found is verified (the figures below do not depend on timing); the cost model's
+    // choices are ServerSpecCost's.
+    so.draft_adaptive = false;
+    // Opens a reasoning block when asked (the reasoning budget then forces its close between drafts).
+    so.chat_template =
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "<|im_start|>assistant\n{% if think is defined and think %}<think>\n{% endif %}";
+    srv_ = new TestServer(so, /*n_seq=*/4, kSpecCtx);
+  }
+  static void TearDownTestSuite() {
+    delete srv_;
+    srv_ = nullptr;
+  }
+  void SetUp() override { SKIP_WITHOUT_SERVER_FIXTURE(); }
+
+  static std::string metrics() {
+    auto r = srv_->client()->Get("/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? "\n" + r->body : "";
+  }
+  // /metrics once `n` requests have completed: the scheduler publishes its figures after the step
+  // that ended a request, which may come after the client has the reply.
+  static std::string metrics_after(double n) {
+    std::string m;
+    EXPECT_TRUE(wait_until([&] { return spec_metric(m = metrics(), "strata_requests_completed_total") >= n; })) << m;
+    return m;
+  }
+  static TestServer* srv_;
+};
+TestServer* ServerSpec::srv_ = nullptr;
+
+const char* kSpecQuote =
+    "Copy this text exactly: the quick brown fox jumps over the lazy dog, the quick brown fox jumps over the lazy dog, the quick brown fox "
+    "jumps over the lazy dog.";
+
+}  // namespace
+
+TEST_F(ServerSpec, GreedyStreamsEqualPlainWithConcurrentSlots) {
+  const json schema = json::parse(R"({"type":"object","properties":{"unit":{"enum":["c","f"]},"n":{"type":"integer"}},"required":["unit","n"]})");
+  std::vector<json> reqs = {spec_chat(kSpecQuote, 60), spec_chat("Write a poem about the sea", 41), spec_chat("1 2 3 4 5 6 7 8", 40),
+                            spec_chat("Which unit?", 40), spec_chat(kSpecQuote, 50), spec_chat(kSpecQuote, 30)};
+  reqs[5]["chat_template_kwargs"] = {{"think", true}};
+  reqs[5]["reasoning_budget"] = 6;
+  reqs[2]["speculative.n_max"] = 0;  // this one does not speculate
+  reqs[3]["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "u"}, {"schema", schema}}}};
+  reqs[1]["speculative.n_max"] = 3;
+  reqs[1]["speculative.n_min"] = 2;
+  const double done0 = spec_metric(metrics(), "strata_requests_completed_total");
+  // Plain: every request with speculation off, one at a time.
+  std::vector<SpecStream> plain;
+  for (json r : reqs) {
+    r["speculative.n_max"] = 0;
+    plain.push_back(spec_stream(*srv_, r));
+  }
+  // A stop string from the middle of the last reply (the stream ends where it first appears).
+  ASSERT_GE(plain[4].text.size(), 12u) << plain[4].text;
+  reqs[4]["stop"] = plain[4].text.substr(plain[4].text.size() * 2 / 3, 3);
+  json stop_plain = reqs[4];
+  stop_plain["speculative.n_max"] = 0;
+  plain[4] = spec_stream(*srv_, stop_plain);
+  EXPECT_EQ(plain[4].finish, "stop");
+  const std::string before = metrics_after(done0 + static_cast<double>(reqs.size()) + 1);
+  EXPECT_EQ(spec_metric(before, "strata_draft_tokens_total"), 0) << "speculative.n_max 0 still drafted";
+  // Speculating: all of them at once, sharing passes.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<SpecStream> spec(reqs.size());
+    std::vector<std::thread> th;
+    for (size_t i = 0; i < reqs.size(); ++i) th.emplace_back([&, i] { spec[i] = spec_stream(*srv_, reqs[i]); });
+    for (auto& t : th) t.join();
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      SCOPED_TRACE("request " + std::to_string(i) + ", round " + std::to_string(round));
+      ASSERT_TRUE(plain[i].whole) << plain[i].text;
+      ASSERT_TRUE(spec[i].whole) << spec[i].text;
+      EXPECT_EQ(spec[i].text, plain[i].text);
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens);
+      EXPECT_EQ(spec[i].logprobs, plain[i].logprobs);  // bit for bit: the verify rows are plain decoding's
+      EXPECT_EQ(spec[i].finish, plain[i].finish);
+      EXPECT_EQ(spec[i].completion_tokens, plain[i].completion_tokens);
+      EXPECT_EQ(static_cast<long>(spec[i].tokens.size()), spec[i].completion_tokens);
+    }
+  }
+  EXPECT_EQ(plain[0].finish, "length");
+  // The budget closed the reasoning block after 6 tokens ("</think>\n\n" forced).
+  std::string after_budget;
+  for (size_t i = 6; i < plain[5].tokens.size(); ++i) after_budget += plain[5].tokens[i];
+  EXPECT_EQ(after_budget.rfind("</think>\n\n", 0), 0u) << after_budget;
+  EXPECT_EQ(plain[0].completion_tokens, 60);
+  const std::string after = metrics_after(done0 + 3.0 * static_cast<double>(reqs.size()) + 1);
+  EXPECT_GT(spec_metric(after, "strata_draft_tokens_total"), 0) << after;
+  EXPECT_GT(spec_metric(after, "strata_draft_passes_total"), 0) << after;
+  // Kept drafts: rows past the first of a multi-row pass gave tokens that were streamed.
+  EXPECT_GT(spec_metric(after, "strata_draft_tokens_accepted_total"), 0) << after;
+  for (size_t i = 0; i < plain.size(); ++i) std::printf("[request %zu] %ld tokens, %s\n", i, plain[i].completion_tokens, plain[i].finish.c_str());
+}
+
+// The output of a random-weight model falls into a loop that repeats itself: n-gram lookup in the
+// prompt and history drafts it, and the drafts are accepted.
+TEST_F(ServerSpec, QuotingOutputGetsDraftsAccepted) {
+  const std::string before = metrics();
+  const double done0 = spec_metric(before, "strata_requests_completed_total");
+  json req{{"prompt", kSpecQuote}, {"max_tokens", 120}, {"temperature", 0}, {"ignore_eos", true}};
+  auto r = srv_->client()->Post("/v1/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+  EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 120);
+  const std::string after = metrics_after(done0 + 1);
+  const double proposed = spec_metric(after, "strata_draft_tokens_total") - spec_metric(before, "strata_draft_tokens_total");
+  const double accepted = spec_metric(after, "strata_draft_tokens_accepted_total") - spec_metric(before, "strata_draft_tokens_accepted_total");
+  std::printf("[quoting prompt] %g drafts proposed, %g accepted\n", proposed, accepted);
+  EXPECT_GT(accepted, 0);
+  EXPECT_LE(accepted, proposed);
+  // /slots: the same counts per slot, and the settings of a busy slot.
+  auto s = srv_->client()->Get("/slots");
+  ASSERT_TRUE(s && s->status == 200);
+  double slot_accepted = 0;
+  for (const auto& slot : json::parse(s->body)) {
+    ASSERT_TRUE(slot.contains("speculative.n_max") && slot.contains("n_draft_total")) << slot.dump();
+    slot_accepted += slot["n_draft_accepted"].get<double>();
+  }
+  EXPECT_EQ(slot_accepted, spec_metric(after, "strata_draft_tokens_accepted_total"));
+  auto props = srv_->client()->Get("/props");
+  ASSERT_TRUE(props && props->status == 200);
+  EXPECT_EQ(json::parse(props->body)["default_generation_settings"]["params"]["speculative.n_max"], 4);
+  // Sampled (the speculative-sampling rule): still exactly max_tokens tokens.
+  req["temperature"] = 0.8;
+  req["max_tokens"] = 37;
+  r = srv_->client()->Post("/v1/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+  EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 37);
+}
+
+TEST_F(ServerSpec, BadSettingsAre400) {
+  const std::vector<std::pair<json, std::string>> bad = {{json{{"speculative.n_max", -1}}, "speculative.n_max"},
+                                                         {json{{"speculative.n_max", 64}}, "speculative.n_max"},
+                                                         {json{{"speculative.n_max", "4"}}, "speculative.n_max"},
+                                                         {json{{"speculative.n_min", 1.5}}, "speculative.n_min"},
+                                                         {json{{"speculative.n_max", 2}, {"speculative.n_min", 3}}, "speculative.n_min"}};
+  for (const auto& [fields, param] : bad) {
+    json req = spec_chat("Hi", 4);
+    req.update(fields);
+    auto r = srv_->client()->Post("/v1/chat/completions", req.dump(), "application/json");
+    ASSERT_TRUE(r) << "no response";
+    EXPECT_EQ(r->status, 400) << fields.dump() << ": " << r->body;
+    const json e = json::parse(r->body)["error"];
+    EXPECT_EQ(e["param"], param) << r->body;
+    EXPECT_NE(e["message"].get<std::string>().find(param), std::string::npos) << r->body;
+  }
+}
+
+namespace {
+
+// Proposes k copies of one token: every draft is rejected when greedy output never emits it.
+class SrvWrongDraft final : public DraftSource {
+ public:
+  explicit SrvWrongDraft(int32_t t) : t_(t) {}
+  const char* name() const override { return "wrong"; }
+  bool costly() const override { return false; }
+  void propose(std::span<const int32_t>, int k_max, Draft& out) override {
+    out.clear();
+    out.tokens.assign(static_cast<size_t>(k_max), t_);
+  }
+
+ private:
+  int32_t t_;
+};
+
+struct SrvSpecRun {
+  std::vector<int32_t> tokens;
+  server::SchedulerStats stats;
+};
+
+// One greedy request of n tokens through a fresh scheduler; tokens from the logprobs events.
+SrvSpecRun srv_spec_run(Engine& eng, const tok::Tokenizer& tok, const server::SchedulerOptions& so, int draft_max, int n) {
+  server::Scheduler sched(eng, tok, so);
+  server::GenParams p;
+  p.prompt = tok.encode(kSpecQuote, true, true);
+  p.sampling.temp = 0;
+  p.max_tokens = n;
+  p.ignore_eos = true;
+  p.n_probs = 0;
+  p.draft_max = draft_max;
+  auto r = std::make_shared<server::GenRequest>(std::move(p));
+  EXPECT_TRUE(sched.submit(r));
+  SrvSpecRun out;
+  for (bool done = false; !done;)
+    for (auto& e : r->wait(60000)) {
+      for (const auto& pr : e.probs) out.tokens.push_back(pr.chosen.token);
+      done = done || e.final;
+    }
+  out.stats = sched.stats();
+  return out;
+}
+
+}  // namespace
+
+// Drafts that are never accepted: with each slot's cost model (the default) only the warm-up and
+// a few probes verify any; with --draft-fixed every pass does. The output is plain decoding's.
+TEST(ServerSpecCost, NeverAcceptedDraftsAreTurnedOff) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  std::unique_ptr<tok::Tokenizer> tok;
+  auto eng = load_fixture_engine(1, kSpecCtx, &tok);
+  constexpr int kN = 64;
+  server::SchedulerOptions so;
+  so.draft = std::make_shared<LookupDraft>();
+  const SrvSpecRun plain = srv_spec_run(*eng, *tok, so, 0, kN);
+  ASSERT_EQ(plain.tokens.size(), static_cast<size_t>(kN));
+  EXPECT_EQ(plain.stats.draft_passes, 0u);
+  int32_t never = 0;
+  while (std::find(plain.tokens.begin(), plain.tokens.end(), never) != plain.tokens.end()) ++never;
+  so.draft = std::make_shared<SrvWrongDraft>(never);
+  for (bool adaptive : {true, false}) {
+    SCOPED_TRACE(adaptive ? "cost model" : "--draft-fixed");
+    so.draft_adaptive = adaptive;
+    const SrvSpecRun spec = srv_spec_run(*eng, *tok, so, 4, kN);
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_EQ(spec.stats.drafts_accepted, 0u);
+    std::printf("[%s] %llu of %d passes verified drafts\n", adaptive ? "cost model" : "fixed", (unsigned long long)spec.stats.draft_passes, kN - 1);
+    if (adaptive) {
+      EXPECT_GE(spec.stats.draft_passes, 2u);   // the warm-up
+      EXPECT_LE(spec.stats.draft_passes, 12u);  // warm-up, a few while the estimate falls, probes after 8, 16, 32 plain passes
+    } else {
+      EXPECT_EQ(spec.stats.draft_passes, static_cast<uint64_t>(kN - 2));  // every decode pass but the last (max_tokens leaves no room)
+    }
+  }
+}
+
+// DeepSeek-V4 keeps per-sequence state beyond KV rows: its slots never draft, and decode as before.
+TEST(ServerSpecArch, UnrewindableArchitectureDoesNotSpeculate) {
+  const char* set = "deepseek4-q8_0";
+  if (!std::filesystem::exists(server_fixture(set))) STRATA_MISSING_FIXTURE(server_fixture(set) + " (speculation off test)");
+  std::unique_ptr<tok::Tokenizer> tok;
+  auto eng = load_fixture_engine(2, kSpecCtx, &tok, set);
+  ASSERT_FALSE(eng->model().rewindable());
+  server::SchedulerOptions so;
+  so.draft = std::make_shared<LookupDraft>();
+  server::Scheduler sched(*eng, *tok, so);
+  server::GenParams p;
+  p.prompt = tok->encode(kSpecQuote, true, true);
+  p.sampling.temp = 0;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  auto r = std::make_shared<server::GenRequest>(std::move(p));
+  ASSERT_TRUE(sched.submit(r));
+  server::Finish f = server::Finish::None;
+  int n = 0;
+  while (f == server::Finish::None)
+    for (auto& e : r->wait(60000))
+      if (e.final) f = e.finish, n = e.completion_tokens;
+  EXPECT_EQ(f, server::Finish::Length);
+  EXPECT_EQ(n, 40);
+  EXPECT_EQ(sched.stats().drafts_proposed, 0u);
+}
+
+}  // namespace strata::test
