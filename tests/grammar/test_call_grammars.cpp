@@ -34,7 +34,7 @@ std::vector<toolcall::ToolSpec> tools() {
 }
 
 // The whole grammar: the family's call syntax plus one argument rule per schema it asks for.
-std::shared_ptr<const grammar::Grammar> compile(toolcall::Format f, bool parallel, std::string_view only) {
+std::shared_ptr<const grammar::Grammar> compile_calls(toolcall::Format f, bool parallel, std::string_view only) {
   std::string rules;
   int n = 0;
   auto args_rule = [&](const json& schema) {
@@ -130,7 +130,7 @@ TEST(CallGrammars, ForcedOutputParsesBackIntoValidCalls) {
       for (std::string_view only : {std::string_view{}, std::string_view{"set_unit"}, std::string_view{"plan"}}) {
         SCOPED_TRACE(std::string(toolcall::format_name(f)) + (parallel ? " parallel" : "") + " only=" + std::string(only));
         std::shared_ptr<const grammar::Grammar> g;
-        ASSERT_NO_THROW(g = compile(f, parallel, only));
+        ASSERT_NO_THROW(g = compile_calls(f, parallel, only));
         for (int trial = 0; trial < 24; ++trial) {
           grammar::Matcher m(g, vocab);
           const std::string text = walk(m, rng);

@@ -18,7 +18,7 @@ using namespace strata::test;
 
 namespace {
 
-constexpr const char* kSet = "qwen35moe-q8_0";
+constexpr const char* kQ35Set = "qwen35moe-q8_0";
 
 std::unique_ptr<Engine> q35_engine(int n_seq, int n_batch = 64, int n_ctx = 256) {
   EngineOptions eo;
@@ -27,10 +27,10 @@ std::unique_ptr<Engine> q35_engine(int n_seq, int n_batch = 64, int n_ctx = 256)
   eo.n_threads = 2;
   eo.n_batch = n_batch;
   eo.type_k = eo.type_v = GgmlType::F32;
-  return std::make_unique<Engine>(Model::load(fixtures_dir() + "/" + kSet + "/model.gguf"), eo);
+  return std::make_unique<Engine>(Model::load(fixtures_dir() + "/" + kQ35Set + "/model.gguf"), eo);
 }
 
-bool have_set() { return std::filesystem::exists(fixtures_dir() + "/" + kSet + "/model.gguf"); }
+bool have_set() { return std::filesystem::exists(fixtures_dir() + "/" + kQ35Set + "/model.gguf"); }
 
 std::vector<int32_t> random_tokens(int n, int seed) {
   std::vector<int32_t> t(static_cast<size_t>(n));
@@ -50,7 +50,7 @@ const DeltaNetState& state_of(Engine& eng) {
 // ((K-1)*C conv inputs + Hv*S*S state values per layer) from the start, and decoding 200 tokens
 // changes neither it nor the cache's bytes; the DeltaNet layers hold no KV rows.
 TEST(Qwen35Moe, LinearAttentionStateDoesNotGrowWithPosition) {
-  if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kSet) + " (DeltaNet state size)");
+  if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kQ35Set) + " (DeltaNet state size)");
   auto eng = q35_engine(2, 16);
   const ModelConfig& cfg = eng->config();
   uint64_t want = 0;
@@ -89,7 +89,7 @@ TEST(Qwen35Moe, LinearAttentionStateDoesNotGrowWithPosition) {
 // Two sequences in one pass (prompt chunks and decode steps mixed) give bit for bit what each
 // gives alone, and a slot that starts a new prompt at position 0 forgets its old state.
 TEST(Qwen35Moe, SlotsAreIndependentAndRestartClearsTheState) {
-  if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kSet) + " (DeltaNet slots)");
+  if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kQ35Set) + " (DeltaNet slots)");
   auto eng = q35_engine(2, 64);
   auto solo = q35_engine(1, 64);
   const auto a = random_tokens(13, 2), b = random_tokens(9, 3), c = random_tokens(11, 4);
@@ -116,7 +116,7 @@ TEST(Qwen35Moe, SlotsAreIndependentAndRestartClearsTheState) {
 // The recurrent state cannot be rewound: no prefix is reused, cutting a sequence back fails
 // naming the architecture.
 TEST(Qwen35Moe, RecurrentStateIsNeverRewound) {
-  if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kSet) + " (no rewind)");
+  if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kQ35Set) + " (no rewind)");
   auto eng = q35_engine(1, 64);
   EXPECT_FALSE(eng->model().rewindable());
   const auto p = random_tokens(12, 5);
@@ -135,8 +135,8 @@ TEST(Qwen35Moe, RecurrentStateIsNeverRewound) {
 // Below the engine: the model itself refuses a position its state does not hold, and accepts a
 // restart at 0 or the exact continuation.
 TEST(Qwen35Moe, ModelRefusesAPositionItsStateDoesNotHold) {
-  if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kSet) + " (no rewind)");
-  auto model = Model::load(fixtures_dir() + "/" + kSet + "/model.gguf");
+  if (!have_set()) STRATA_MISSING_FIXTURE(std::string(kQ35Set) + " (no rewind)");
+  auto model = Model::load(fixtures_dir() + "/" + kQ35Set + "/model.gguf");
   KvCacheOptions ko;
   ko.n_ctx = 64;
   ko.n_seq = 1;
