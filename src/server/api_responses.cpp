@@ -103,7 +103,7 @@ Json convert_format(const Json& text) {
 }
 
 Json to_chat(const Json& j) {
-  if (const Json* p = field(j, "previous_response_id"))
+  if (field(j, "previous_response_id"))
     throw bad_request("previous_response_id is not supported: this server is stateless (send the whole conversation in input)", "previous_response_id",
                       "unsupported_parameter");
   if (opt_boolean(j, "store").value_or(false))

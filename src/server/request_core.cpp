@@ -177,7 +177,9 @@ bool CoreRun::pump(int ms, const std::function<bool(const CoreEvent&)>& on) {
       finals_[i] = ev;
       n_done_++;
       if (ev.finish != Finish::Error && !feed(i, "", true, on)) return false;
-      CoreEvent f{CoreEvent::Kind::Finish, i};
+      CoreEvent f;
+      f.kind = CoreEvent::Kind::Finish;
+      f.choice = i;
       f.final = &finals_[i];
       f.called = called_[i] != 0;
       if (!on(f)) return false;

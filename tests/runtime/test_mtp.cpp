@@ -143,7 +143,9 @@ TEST(Mtp, GreedyEqualsPlainOnGlmSets) {
         EXPECT_EQ(st.proposed, static_cast<int64_t>(rec.tokens.size())) << what;
         EXPECT_LE(st.accepted, st.proposed);
         EXPECT_EQ(st.accepted_at[0] + (depth > 1 ? st.accepted_at[1] : 0), st.accepted);
-        if (forced) EXPECT_GT(st.accepted, 0) << what << ": oracle drafts were not accepted";
+        if (forced) {
+          EXPECT_GT(st.accepted, 0) << what << ": oracle drafts were not accepted";
+        }
         std::printf("[%-15s] MTP depth %d%s: %lld passes, %lld/%lld drafts accepted, %.2f tokens per pass\n", set, depth, forced ? " + oracle" : "",
                     (long long)st.passes, (long long)st.accepted, (long long)st.proposed, double(st.accepted + st.passes) / double(st.passes));
       }
