@@ -18,12 +18,17 @@ PP=${PP:-512}; TG=${TG:-0}; ROUNDS=${ROUNDS:-2}; TG_INPUT=${TG_INPUT:-random}
 [ -x "$STRATA" ] || { echo "build Strata first"; exit 1; }
 [ -x "$PEER_DIR/llbench/llbench" ] || { echo "build the peer first: ../shared/peer/build-llbench.sh"; exit 1; }
 
+# Each run starts with the file in the page cache (llama.cpp maps it: pages evicted by other
+# processes would be read from disk during its run, Strata reads the file into its own memory).
+warm() { cat "$MODEL" > /dev/null; }
 results=()
 for ((i = 1; i <= ROUNDS; ++i)); do
+  warm
   s=$("$STRATA" bench -m "$MODEL" -t 2 -c $((PP + TG + 16)) -p "$PP" -n "$TG" --tg-input "$TG_INPUT" --json 2>/dev/null | grep '^{' | tail -1)
   results+=("strata|$s")
   echo "strata round $i: $s" | cut -c1-300 >&2
   # llbench needs at least one generated token; with TG=0 only its pp figure is used.
+  warm
   p=$("$PEER_DIR/llbench/llbench" --model "$MODEL" --threads 2 --pp "$PP" --tg "$((TG > 0 ? TG : 1))" --tg-input "$TG_INPUT" 2>/dev/null | grep '^{' | tail -1)
   results+=("peer|$p")
   echo "peer round $i: $p" | cut -c1-300 >&2

@@ -88,16 +88,19 @@ struct IqTile {
 };
 
 // vec_dot_tile (kernel_table.h) of a grid i-quant: n_rows rows ws bytes apart against n_tok
-// tokens. More tokens than one IqDot pass (N) and a format without a delta term: tiles of R rows
-// (IqTile, passes of NPanel tokens) over token slices of up to kMaxTok; the rows left over and
-// every other case: vec_dot_xn row by row (iq_xn). Every result equals the single-token dot.
+// tokens. More tokens than one IqDot pass (N), rows of at least one full panel and a format
+// without a delta term: tiles of R rows (IqTile, passes of NPanel tokens) over token slices of
+// up to kMaxTok; the rows left over and every other case: vec_dot_xn row by row (iq_xn). Every
+// result equals the single-token dot. (Rows shorter than a panel, e.g. an expert's 768-wide
+// down projection, measured ~10 % slower in 256-bit tiles than row by row, 2048-wide ones
+// ~15 % faster: bench_kernels gemm/ int8 vs int8-row.)
 template <class D, class Ops, int N, int NPanel, int R>
 void iq_tile(int64_t n, const void* vw, size_t ws, int n_rows, const void* va, size_t as, int n_tok, float* y, int64_t ys) {
   const auto* w = static_cast<const uint8_t*>(vw);
   const auto* a = static_cast<const uint8_t*>(va);
   int r = 0;
   if constexpr (D::kDelta == Delta::None) {
-    if (n_tok > N) {
+    if (n_tok > N && n / QK_K >= kPanelBlocks) {
       using T = IqTile<D, Ops, R, NPanel>;
       for (; r + R <= n_rows; r += R)
         for (int t0 = 0; t0 < n_tok; t0 += T::kMaxTok)
