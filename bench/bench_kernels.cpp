@@ -255,6 +255,8 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
 //   int8    what matmul does: activations quantized to Q8_0 / Q8_K, multi-token vec_dot_xn
 //   i8-512  the same with the AVX-512 VNNI table (where the CPU has it; bit-identical results)
 //   i8-vnni the same with the 256-bit VNNI table (AVX-VNNI, or its EVEX form on AVX-512)
+//   int8-row / i8-512-row  int8 / i8-512 without the rows x tokens tile kernels (vec_dot_tile):
+//           each row through vec_dot_xn alone; the baseline of the tiles (i-quants that have them)
 //   blas    matmul_blas (what `--gemm blas` runs for n >= 128): weight tiles of up to 128 rows
 //           dequantized into a reused f32 buffer, then OpenBLAS cblas_sgemm against the f32
 //           activations; at 2 threads our pool hands tiles to the threads and OpenBLAS runs
@@ -267,13 +269,15 @@ void BM_GemvHot(benchmark::State& state, Isa isa, GgmlType t) {
 
 constexpr int64_t kGemmTokens[] = {4, 8, 32, 128, 512};
 
-enum class GemmPath { Old, Int8, Int8Avx512, Int8Vnni, Blas, BlasOb, Sgemm };
+enum class GemmPath { Old, Int8, Int8Avx512, Int8Vnni, Int8Row, Int8Avx512Row, Blas, BlasOb, Sgemm };
 const char* gemm_path_name(GemmPath p) {
   switch (p) {
     case GemmPath::Old: return "old";
     case GemmPath::Int8: return "int8";
     case GemmPath::Int8Avx512: return "i8-512";
     case GemmPath::Int8Vnni: return "i8-vnni";
+    case GemmPath::Int8Row: return "int8-row";
+    case GemmPath::Int8Avx512Row: return "i8-512-row";
     case GemmPath::Blas: return "blas";
     case GemmPath::BlasOb: return "blasob";
     case GemmPath::Sgemm: return "sgemm";
@@ -290,9 +294,9 @@ std::map<GemmKey, std::map<std::string, std::vector<double>>>& gemm_results() {
 
 void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n, GemmPath path) {
   const int threads = static_cast<int>(state.range(0));
-  const KernelTable* base = kernel_table(path == GemmPath::Int8Avx512 ? Isa::Avx512
-                                         : path == GemmPath::Int8Vnni ? Isa::AvxVnni
-                                                                      : Isa::Avx2);
+  const KernelTable* base = kernel_table(path == GemmPath::Int8Avx512 || path == GemmPath::Int8Avx512Row ? Isa::Avx512
+                                         : path == GemmPath::Int8Vnni                                      ? Isa::AvxVnni
+                                                                                                           : Isa::Avx2);
   if (!base || !base->vec_dot[static_cast<uint32_t>(t)]) {
     state.SkipWithError("no kernel table for this path on this CPU");
     return;
@@ -306,6 +310,8 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, in
   KernelTable k = *base;
   if (path == GemmPath::Old)
     for (auto& f : k.vec_dot_xn) f = nullptr;
+  if (path == GemmPath::Old || path == GemmPath::Int8Row || path == GemmPath::Int8Avx512Row)
+    for (auto& f : k.vec_dot_tile) f = nullptr;
   const ToFloatFn deq = k.dequantize[static_cast<uint32_t>(t)] ? k.dequantize[static_cast<uint32_t>(t)]
                                                                 : quant_traits(t).to_float;
   const size_t row_bytes = ggml_row_size(t, cols);
@@ -332,7 +338,9 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, in
       case GemmPath::Old:
       case GemmPath::Int8:
       case GemmPath::Int8Avx512:
-      case GemmPath::Int8Vnni: matmul(k, tp, m, x.data(), n, y.data(), s); break;
+      case GemmPath::Int8Vnni:
+      case GemmPath::Int8Row:
+      case GemmPath::Int8Avx512Row: matmul(k, tp, m, x.data(), n, y.data(), s); break;
 #ifdef STRATA_HAVE_OPENBLAS
       case GemmPath::Blas:
         openblas_set_num_threads(1);
@@ -353,7 +361,8 @@ void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, in
     }
   };
   once();  // warm-up (scratch, OpenBLAS buffers)
-  if (path != GemmPath::Old && path != GemmPath::Int8 && path != GemmPath::Int8Avx512 && path != GemmPath::Int8Vnni) {
+  if (path != GemmPath::Old && path != GemmPath::Int8 && path != GemmPath::Int8Avx512 && path != GemmPath::Int8Vnni &&
+      path != GemmPath::Int8Row && path != GemmPath::Int8Avx512Row) {
     // Validation: the f32 product against the int8 one (they differ by the activations'
     // 8-bit rounding only: ~1e-2 relative).
     std::vector<float> y8(y.size());
@@ -404,8 +413,9 @@ void print_gemm_summary() {
 #endif
   std::printf("Cells: median tokens/s (GFLOP/s) over the repetitions; 1T per second of thread CPU time, 2T\n"
               "per second of wall time. blas/int8: best BLAS variant over int8 at that thread count.\n");
-  const char* cols[] = {"old 1T", "int8 1T", "i8-vnni 1T", "i8-512 1T", "blas 1T",   "sgemm 1T",
-                        "old 2T", "int8 2T", "i8-vnni 2T", "i8-512 2T", "blas 2T", "blasob 2T"};
+  const char* cols[] = {"old 1T",  "int8-row 1T", "int8 1T",    "i8-vnni 1T", "i8-512-row 1T", "i8-512 1T", "blas 1T",
+                        "sgemm 1T", "old 2T",      "int8-row 2T", "int8 2T",    "i8-vnni 2T",    "i8-512-row 2T", "i8-512 2T",
+                        "blas 2T",  "blasob 2T"};
   std::vector<const char*> shown;
   for (const char* c : cols)
     for (auto& [_, m] : r)
@@ -510,6 +520,10 @@ void register_all() {
         reg_gemm(t, sh, n, GemmPath::Int8, {1, 2});
         if (kernel_table(Isa::AvxVnni)) reg_gemm(t, sh, n, GemmPath::Int8Vnni, {1, 2});
         if (kernel_table(Isa::Avx512)) reg_gemm(t, sh, n, GemmPath::Int8Avx512, {1, 2});
+        if (const KernelTable* a2 = kernel_table(Isa::Avx2); a2 && a2->vec_dot_tile[static_cast<uint32_t>(t)] && n >= 32) {
+          reg_gemm(t, sh, n, GemmPath::Int8Row, {1, 2});
+          if (kernel_table(Isa::Avx512)) reg_gemm(t, sh, n, GemmPath::Int8Avx512Row, {1, 2});
+        }
         if (!full(t)) continue;
         reg_gemm(t, sh, n, GemmPath::Blas, {1, 2});
         reg_gemm(t, sh, n, GemmPath::Sgemm, {1});

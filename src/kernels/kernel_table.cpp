@@ -45,9 +45,13 @@ struct Tables {
       fill[h](t[h]);
       // A multi-token kernel mirrors one single-token kernel bit for bit: where a table
       // replaced vec_dot but kept the inherited vec_dot_xn, drop it (matmul loops vec_dot).
-      for (uint32_t i = 0; i < kGgmlTypeCount; ++i)
+      for (uint32_t i = 0; i < kGgmlTypeCount; ++i) {
         if (t[h].vec_dot[i] != t[parent[h]].vec_dot[i] && t[h].vec_dot_xn[i] == t[parent[h]].vec_dot_xn[i])
           t[h].vec_dot_xn[i] = nullptr;
+        // Likewise a tile mirrors one multi-token kernel.
+        if (t[h].vec_dot_xn[i] != t[parent[h]].vec_dot_xn[i] && t[h].vec_dot_tile[i] == t[parent[h]].vec_dot_tile[i])
+          t[h].vec_dot_tile[i] = nullptr;
+      }
     }
   }
 };

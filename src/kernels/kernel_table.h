@@ -16,6 +16,12 @@ namespace strata {
 // same table, for every t and any n_tok >= 1 (a token's result never depends on its batch).
 using VecDotXnFn = void (*)(int64_t n, const void* w, const void* a, size_t a_stride, int n_tok, float* y,
                             int64_t y_stride);
+// Tile of weight rows x tokens: n_rows weight rows, row r at (const uint8_t*)w + r * w_stride,
+// against n_tok activation rows as for VecDotXnFn; writes (row r, token t) to y[t * y_stride + r].
+// Contract: every element is bit-identical to vec_dot(n, row r, token t) of the same table, for
+// any n_rows >= 1 and n_tok >= 1 (a result never depends on its tile partners).
+using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* a, size_t a_stride,
+                              int n_tok, float* y, int64_t y_stride);
 
 // AvxVnni: 256-bit VNNI kernels, VEX-encoded on AVX-VNNI CPUs and EVEX-encoded on AVX-512
 // VNNI ones. Auto-selection prefers Avx512, then AvxVnni, then Avx2.
@@ -33,6 +39,10 @@ struct KernelTable {
   // unpacked once (prompt-size GEMM). nullptr: none, matmul then loops vec_dot per token (the
   // scalar fallback). A non-null entry is always paired with this table's vec_dot entry.
   VecDotXnFn vec_dot_xn[kGgmlTypeCount] = {};
+  // Indexed by weight GgmlType: several rows x several tokens at once, each decoded weight block
+  // reused across the tokens and each activation load across the rows. nullptr: none (matmul
+  // calls vec_dot_xn row by row). A non-null entry is always paired with this table's vec_dot_xn.
+  VecDotTileFn vec_dot_tile[kGgmlTypeCount] = {};
   // Indexed by activation GgmlType (F16, BF16, Q8_0, Q8_1, Q8_K): f32 -> that format.
   FromFloatFn quantize_act[kGgmlTypeCount] = {};
   // Indexed by weight GgmlType: rows -> f32 (for prompt-size GEMM tiles and embeddings).

@@ -33,8 +33,15 @@ constexpr auto kActTypes = make_act_types();
 
 // Tokens dotted per weight row before moving on (their activations stay in L1/L2).
 constexpr int64_t kTokenTile = 16;
+// The same for rows x tokens tile kernels, which decode each weight block once per call: more
+// tokens per call amortize the decoding (their activations are read a few blocks at a time).
+constexpr int64_t kTileTokenTile = 32;
 // Bytes of weight rows kept hot while the token tiles cycle (only matters for n > kTokenTile).
 constexpr int64_t kRowTileBytes = 256 * 1024;
+// Activations are quantized by the pool's threads only from this many values on (tokens x
+// columns); below, the caller quantizes them alone: a prompt's expert products (~32 tokens) do
+// not pay a second thread-pool pass (a barrier) for tens of microseconds of work.
+constexpr int64_t kParallelQuantValues = 128 * 1024;
 
 }  // namespace
 
@@ -69,6 +76,9 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
   STRATA_CHECK(dot != nullptr, "kernel table '{}' has no vec_dot for {}", k.name, ggml_type_name(w.type));
   // Several tokens: the multi-token kernel (bit-identical per token to `dot`) when the table has one.
   const VecDotXnFn dot_xn = (n >= 2 && !f32_gemm) ? k.vec_dot_xn[static_cast<uint32_t>(w.type)] : nullptr;
+  // ... and the rows x tokens tile kernel (bit-identical per element to `dot` too).
+  const VecDotTileFn dot_tile = dot_xn ? k.vec_dot_tile[static_cast<uint32_t>(w.type)] : nullptr;
+  const int64_t tok_tile = dot_tile ? kTileTokenTile : kTokenTile;
   const auto& wi = ggml_info(w.type);
   const auto& ai = ggml_info(at);
   STRATA_CHECK(w.cols % wi.block_size == 0 && w.cols % ai.block_size == 0,
@@ -89,7 +99,7 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
     auto quant_rows = [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) quant(x + t * w.cols, dst + t * act_stride, w.cols);
     };
-    if (pool && n >= 2 * pool->size()) pool->parallel_for(n, 1, quant_rows);
+    if (pool && n >= 2 * pool->size() && n * w.cols >= kParallelQuantValues) pool->parallel_for(n, 1, quant_rows);
     else quant_rows(0, n, 0);
     act = dst;
   }
@@ -97,12 +107,17 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
   // 2. Rows split across threads; each row is dotted with a tile of tokens while hot.
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const int64_t row_tile =
-      n <= kTokenTile ? w.rows : std::max<int64_t>(1, kRowTileBytes / static_cast<int64_t>(w.row_stride_bytes));
+      n <= tok_tile ? w.rows : std::max<int64_t>(1, kRowTileBytes / static_cast<int64_t>(w.row_stride_bytes));
   auto rows_job = [&](int64_t rb, int64_t re, int) {
     for (int64_t r0 = rb; r0 < re; r0 += row_tile) {
       const int64_t r1 = std::min(re, r0 + row_tile);
-      for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
-        const int64_t t1 = std::min(n, t0 + kTokenTile);
+      for (int64_t t0 = 0; t0 < n; t0 += tok_tile) {
+        const int64_t t1 = std::min(n, t0 + tok_tile);
+        if (dot_tile) {
+          dot_tile(w.cols, wdata + static_cast<size_t>(r0) * w.row_stride_bytes, w.row_stride_bytes, static_cast<int>(r1 - r0),
+                   act + t0 * act_stride, act_stride, static_cast<int>(t1 - t0), y + t0 * w.rows + r0, w.rows);
+          continue;
+        }
         for (int64_t r = r0; r < r1; ++r) {
           const uint8_t* wr = wdata + static_cast<size_t>(r) * w.row_stride_bytes;
           if (f32_gemm) {

@@ -16,6 +16,7 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
   struct Prepared {
     VecDotFn dot;
     VecDotXnFn dot_xn;  // several tokens at once (bit-identical per token to dot), or nullptr
+    VecDotTileFn dot_tile;  // rows x tokens (bit-identical per element to dot), or nullptr
     float (*f32_gemm)(int64_t, const float*, const float*);
     const uint8_t* act;
     size_t act_stride;
@@ -38,6 +39,7 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
                  jb.w.row_stride_bytes, ggml_row_size(jb.w.type, jb.w.cols));
     p.f32_gemm = (jb.in_gemm && jb.w.type == GgmlType::F32 && jb.w.cols % 8 == 0 && jb.w.rows % 4 == 0) ? k.dot_f32_x8 : nullptr;
     p.dot_xn = (jb.n >= 2 && !p.f32_gemm) ? k.vec_dot_xn[static_cast<uint32_t>(jb.w.type)] : nullptr;
+    p.dot_tile = p.dot_xn ? k.vec_dot_tile[static_cast<uint32_t>(jb.w.type)] : nullptr;
     p.act = reinterpret_cast<const uint8_t*>(jb.x);
     p.act_stride = static_cast<size_t>(jb.w.cols) * sizeof(float);
     if (at != GgmlType::F32) {
@@ -58,6 +60,8 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
       }
     }
     p.chunk_rows = std::clamp<int64_t>(kMatmulManyChunkBytes / static_cast<int64_t>(jb.w.row_stride_bytes * std::max<int64_t>(1, jb.n)), 1, jb.w.rows);
+    // Tile kernels take rows a few at a time: chunks of a multiple of 4 rows keep them whole.
+    if (p.dot_tile) p.chunk_rows = std::min<int64_t>(jb.w.rows, (p.chunk_rows + 3) / 4 * 4);
     s.first_chunk[static_cast<size_t>(j)] = chunks;
     chunks += jb.n > 0 ? (jb.w.rows + p.chunk_rows - 1) / p.chunk_rows : 0;
   }
@@ -70,6 +74,11 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
     const Prepared& p = prep[j];
     const int64_t r0 = (c - s.first_chunk[static_cast<size_t>(j)]) * p.chunk_rows, r1 = std::min(jb.w.rows, r0 + p.chunk_rows);
     const auto* wdata = static_cast<const uint8_t*>(jb.w.data);
+    if (p.dot_tile) {
+      p.dot_tile(jb.w.cols, wdata + static_cast<size_t>(r0) * jb.w.row_stride_bytes, jb.w.row_stride_bytes, static_cast<int>(r1 - r0),
+                 p.act, p.act_stride, static_cast<int>(jb.n), jb.y + r0, jb.w.rows);
+      return;
+    }
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* wr = wdata + static_cast<size_t>(r) * jb.w.row_stride_bytes;
       if (p.dot_xn) {

@@ -52,6 +52,12 @@ void vec_dot_xn_iq3_s_q8_K(int64_t n, const void* w, const void* a, size_t as, i
 void vec_dot_xn_iq1_m_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
 void vec_dot_xn_tq1_0_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
 void vec_dot_xn_tq2_0_q8_K(int64_t n, const void* w, const void* a, size_t as, int n_tok, float* y, int64_t ys);
+// Rows x tokens tiles (kernel_table.h's VecDotTileFn), bit-identical to the ones above per element.
+void vec_dot_tile_iq2_xxs_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+void vec_dot_tile_iq2_xs_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+void vec_dot_tile_iq2_s_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+void vec_dot_tile_iq3_xxs_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+void vec_dot_tile_iq3_s_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
 
 // Activation quantizers (f32 -> vec_dot_type), round to nearest even like ggml's AVX2 path.
 void quantize_q8_0(const float* x, void* y, int64_t n);

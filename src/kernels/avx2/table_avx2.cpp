@@ -54,6 +54,13 @@ void fill_avx2_table(KernelTable& t) {
   set_xn(GgmlType::TQ1_0, avx2::vec_dot_xn_tq1_0_q8_K);
   set_xn(GgmlType::TQ2_0, avx2::vec_dot_xn_tq2_0_q8_K);
 
+  auto set_tile = [&](GgmlType w, VecDotTileFn f) { t.vec_dot_tile[static_cast<uint32_t>(w)] = f; };
+  set_tile(GgmlType::IQ2_XXS, avx2::vec_dot_tile_iq2_xxs_q8_K);
+  set_tile(GgmlType::IQ2_XS, avx2::vec_dot_tile_iq2_xs_q8_K);
+  set_tile(GgmlType::IQ2_S, avx2::vec_dot_tile_iq2_s_q8_K);
+  set_tile(GgmlType::IQ3_XXS, avx2::vec_dot_tile_iq3_xxs_q8_K);
+  set_tile(GgmlType::IQ3_S, avx2::vec_dot_tile_iq3_s_q8_K);
+
   auto set_act = [&](GgmlType a, FromFloatFn f) { t.quantize_act[static_cast<uint32_t>(a)] = f; };
   set_act(GgmlType::Q8_0, avx2::quantize_q8_0);
   set_act(GgmlType::Q8_1, avx2::quantize_q8_1);

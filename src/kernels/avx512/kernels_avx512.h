@@ -16,4 +16,12 @@ void vec_dot_xn_q5_K_q8_K(int64_t n, const void* w, const void* a, size_t as, in
 void vec_dot_xn_q6_K_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
 void vec_dot_xn_iq4_xs_q8_K(int64_t n, const void* w, const void* a, size_t as, int nt, float* y, int64_t ys);
 
+// Rows x tokens tiles of the grid i-quants (dot_iq_avx512.cpp), bit-identical per element to the
+// table's single-token dots (the EVEX VNNI ones, equal to AVX2's).
+void vec_dot_tile_iq2_xxs_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+void vec_dot_tile_iq2_xs_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+void vec_dot_tile_iq2_s_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+void vec_dot_tile_iq3_xxs_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+void vec_dot_tile_iq3_s_q8_K(int64_t n, const void* w, size_t ws, int nr, const void* a, size_t as, int nt, float* y, int64_t ys);
+
 }  // namespace strata::avx512

@@ -5,7 +5,7 @@
 // Compiled twice: with -mavxvnni (VEX encoding, namespace avxvnni) and, from
 // dot_avxvnni_evex.cpp, with -mavx512vl -mavx512vnni (EVEX encoding of the same instructions,
 // namespace avxvnni_evex) for AVX-512 machines, where the same 256-bit kernels then run too.
-#include "kernels/avx2/dot_iq_impl.h"
+#include "kernels/avx2/dot_iq_tile.h"
 #include "kernels/avx2/dot_multi_impl.h"
 #include "kernels/avxvnni/kernels_avxvnni.h"
 #include "kernels/kernel_table.h"
@@ -15,11 +15,13 @@
 #define STRATA_DPWSSD _mm256_dpwssd_epi32
 #define STRATA_DPBUSD _mm256_dpbusd_epi32
 #define STRATA_IQ_PANEL_TOK 8  // 32 vector registers: passes of 8 tokens over a decoded panel
+#define STRATA_IQ_TILE_ROWS 2  // ... for 2 rows at a time (16 accumulators)
 #else
 #define STRATA_VNNI_NS avxvnni
 #define STRATA_DPWSSD _mm256_dpwssd_avx_epi32
 #define STRATA_DPBUSD _mm256_dpbusd_avx_epi32
 #define STRATA_IQ_PANEL_TOK 4
+#define STRATA_IQ_TILE_ROWS 2
 #endif
 
 namespace strata::STRATA_VNNI_NS {
@@ -52,6 +54,8 @@ template <class D>
 void set_iq(KernelTable& t, GgmlType w) {
   t.vec_dot[static_cast<uint32_t>(w)] = one<IqDot<D, Ops>>;
   t.vec_dot_xn[static_cast<uint32_t>(w)] = iq_xn<D, Ops, 4, STRATA_IQ_PANEL_TOK>;
+  if constexpr (D::kDelta == Delta::None)
+    t.vec_dot_tile[static_cast<uint32_t>(w)] = iq_tile<D, Ops, 4, STRATA_IQ_PANEL_TOK, STRATA_IQ_TILE_ROWS>;
 }
 
 }  // namespace
