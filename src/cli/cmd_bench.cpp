@@ -65,18 +65,17 @@ int bench(const BenchOptions& o) {
   Engine& eng = *loaded.engine;
   const int nv = eng.config().n_vocab;
   STRATA_CHECK(o.n_prompt + o.n_gen <= eng.options().n_ctx, "pp {} + tg {} exceed the context {} (use -c)", o.n_prompt, o.n_gen, eng.options().n_ctx);
-  ExpertCache* cache = eng.tier().cache();
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt));
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(std::min(nv, 1000)) + std::min(nv - 1, 100)) % nv;
   std::vector<float> logits;
   std::vector<Phase> phases;
-  ExpertCacheCounters c0 = cache ? cache->counters() : ExpertCacheCounters{};
+  ExpertCacheCounters c0 = eng.tier().counters();
   if (o.n_prompt > 0) {
     const double t0 = clock_s();
     eng.eval(0, prompt.data(), o.n_prompt, 0, false, logits);
     const double dt = clock_s() - t0;
-    ExpertCacheCounters c1 = cache ? cache->counters() : ExpertCacheCounters{};
+    ExpertCacheCounters c1 = eng.tier().counters();
     phases.push_back({"pp", o.n_prompt, dt, diff(c1, c0)});
     c0 = c1;
   }
@@ -90,9 +89,11 @@ int bench(const BenchOptions& o) {
       t = greedy ? Sampler::argmax(logits.data(), nv) : static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
     }
     const double dt = clock_s() - t0;
-    ExpertCacheCounters c1 = cache ? cache->counters() : ExpertCacheCounters{};
+    ExpertCacheCounters c1 = eng.tier().counters();
     phases.push_back({"tg", o.n_gen, dt, diff(c1, c0)});
   }
+  // The cache as it is now (a background load that ended during the run dropped it).
+  ExpertCache* cache = eng.tier().cache();
   const double disk = cache && o.disk_probe > 0 ? measure_read_bandwidth(eng.tier().store(), o.model.io == "pread", probe_depth(o.model), o.disk_probe) : 0;
   nlohmann::json j;
   j["model"] = o.model.path;

@@ -183,6 +183,7 @@ bool ExpertTier::poll_load() {
   }
   loader_.reset();
   model_.set_expert_provider(nullptr);
+  retired_ = cache_->counters();
   cache_.reset();
   store_.reset();
   plan_.streaming = false;

@@ -70,7 +70,13 @@ class ExpertTier {
   ~ExpertTier();
 
   const MemoryPlan& plan() const { return plan_; }
+  // The expert cache while experts stream; nullptr when resident. A background load that ends
+  // drops it at the start of a pass (poll_load), so do not hold this pointer across
+  // Engine::forward: use counters() for figures that span passes.
   ExpertCache* cache() { return cache_.get(); }
+  // The expert cache's counters; after a background load switched to resident, those it had at the
+  // switch (they stop there). Zero for a model resident from the start.
+  ExpertCacheCounters counters() const { return cache_ ? cache_->counters() : retired_; }
   const ExpertStore& store() const { return *store_; }
   // Warm start: adds this run's routing counts to the statistics file now (also done at
   // destruction). Returns false (and warns) when the file cannot be written.
@@ -88,6 +94,7 @@ class ExpertTier {
   void start_background_load(const TierOptions& opt);
   std::unique_ptr<IoBackend> make_backend(const TierOptions& opt);
   std::unique_ptr<BackgroundLoad> loader_;
+  ExpertCacheCounters retired_;  // the dropped cache's counters (background load ended)
   std::string warm_path_;
   uint64_t model_key_ = 0;
   bool warm_saved_ = false;

@@ -178,8 +178,7 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   const double t0 = now_s();
   const int k = draft_tokens(std::min(opt_.k_max, room()));
   const double t1 = now_s();
-  ExpertCache* cache = eng_.tier().cache();
-  const ExpertCacheCounters before = cache ? cache->counters() : ExpertCacheCounters{};
+  const ExpertCacheCounters before = eng_.tier().counters();  // not the cache: a pass may drop it (background load)
   verify(k);
   const double t2 = now_s();
   int32_t next = -1;
@@ -193,10 +192,9 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   pass.k = k;
   pass.accepted = m;
   pass.draft_s = t1 - t0;
-  if (cache) {
-    pass.bytes_read = cache->counters().bytes_read - before.bytes_read;
-    pass.io_wait_s = cache->counters().wait_s - before.wait_s;
-  }
+  const ExpertCacheCounters after = eng_.tier().counters();
+  pass.bytes_read = after.bytes_read - before.bytes_read;
+  pass.io_wait_s = after.wait_s - before.wait_s;
   pass.compute_s = std::max(0.0, t2 - t1 - pass.io_wait_s);
   cost_.observe(pass);
   stats_.cost_plain_s = cost_.pass_seconds(0);

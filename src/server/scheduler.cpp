@@ -450,8 +450,8 @@ void Scheduler::step() {
   plan_pass();
   if (inputs_.empty()) return;
   const double t0 = now_s();
-  ExpertCache* cache = eng_.tier().cache();
-  const ExpertCacheCounters before = cache ? cache->counters() : ExpertCacheCounters{};
+  // Counters, not the cache: a background load that ends drops the cache at the start of the pass.
+  const ExpertCacheCounters before = eng_.tier().counters();
   try {
     eng_.forward(inputs_, logits_);
   } catch (const std::exception& e) {
@@ -460,10 +460,9 @@ void Scheduler::step() {
     return;
   }
   pass_ = SpecPass{};
-  if (cache) {
-    pass_.bytes_read = cache->counters().bytes_read - before.bytes_read;
-    pass_.io_wait_s = cache->counters().wait_s - before.wait_s;
-  }
+  const ExpertCacheCounters after = eng_.tier().counters();
+  pass_.bytes_read = after.bytes_read - before.bytes_read;
+  pass_.io_wait_s = after.wait_s - before.wait_s;
   pass_.compute_s = std::max(0.0, now_s() - t0 - pass_.io_wait_s);
   int tokens = 0;
   for (const SeqInput& in : inputs_) tokens += in.n;
@@ -610,8 +609,8 @@ void Scheduler::update_stats(double t0, double t1, int tokens, int generated) {
   int sum = 0;
   for (size_t i = 1; i < recent_.size(); ++i) sum += recent_[i].second;
   local_.decode_tps = span > 0 ? sum / span : 0.0;
-  if (ExpertCache* c = eng_.tier().cache()) {
-    const auto& k = c->counters();
+  {
+    const ExpertCacheCounters k = eng_.tier().counters();
     local_.expert_hits = k.hits;
     local_.expert_misses = k.misses;
     local_.expert_bytes_read = k.bytes_read;

@@ -64,7 +64,7 @@ TierMonitor::TierMonitor(Engine& eng, const TierMonitorOptions& opt) : eng_(eng)
   }
   pass_counts_.assign(static_cast<size_t>(n_layer_) * n_expert_, 0);
   heat_.assign(pass_counts_.size(), 0.0f);
-  if (streaming_) last_ = eng.tier().cache()->counters();
+  last_ = eng.tier().counters();
 }
 
 void TierMonitor::on_route(int layer, int token, const int32_t* ids, int k) {
@@ -76,14 +76,15 @@ void TierMonitor::on_route(int layer, int token, const int32_t* ids, int k) {
 
 void TierMonitor::on_step(int tokens, int generated, double t0, double t1) {
   Sample s{t0, t1, tokens, generated, {}};
-  if (streaming_) {
-    const ExpertCacheCounters now = eng_.tier().cache()->counters();
-    s.c = minus(now, last_);
-    last_ = now;
-  }
+  // A background load that ends switches the engine to resident (no cache) between passes.
+  const bool streaming = eng_.tier().cache() != nullptr;
+  const ExpertCacheCounters now = eng_.tier().counters();
+  s.c = minus(now, last_);
+  last_ = now;
   const float decay = opt_.half_life_tokens > 0 ? static_cast<float>(std::exp2(-tokens / opt_.half_life_tokens)) : 1.0f;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    streaming_ = streaming;
     for (size_t i = 0; i < heat_.size(); ++i) heat_[i] = heat_[i] * decay + static_cast<float>(pass_counts_[i]);
     steps_++;
     tokens_ += static_cast<uint64_t>(tokens);
@@ -125,7 +126,7 @@ void TierMonitor::close() {
 // Under mu_.
 json TierMonitor::totals_json() const {
   json t{{"steps", steps_}, {"tokens", tokens_}, {"generated", generated_}, {"busy_s", busy_s_}};
-  if (streaming_) cache_figures(t, total_, tokens_);
+  if (streaming_ || total_.hits + total_.misses > 0) cache_figures(t, total_, tokens_);  // also what streamed before a background load ended
   return t;
 }
 
@@ -178,11 +179,12 @@ json TierMonitor::heat_json() const {
 
 json TierMonitor::snapshot(double now) const {
   const MemoryPlan& p = eng_.tier().plan();
-  json j{{"mode", streaming_ ? "streaming" : "resident"}};
+  json j;
   j["plan"] = {{"budget", p.budget},       {"dense", p.dense},          {"kv", p.kv},       {"scratch", p.scratch},
                {"experts_total", p.experts_total}, {"expert_cache", p.expert_cache}, {"cache_slots", p.cache_slots}, {"io", p.io}};
   j["disk"] = {{"read_bw", opt_.disk_bw > 0 ? json(opt_.disk_bw) : json(nullptr)}, {"probe_bytes", opt_.disk_probe_bytes}};
   std::lock_guard<std::mutex> lk(mu_);
+  j["mode"] = streaming_ ? "streaming" : "resident";
   j["totals"] = totals_json();
   j["recent"] = recent_json(now);
   j["heat"] = heat_json();

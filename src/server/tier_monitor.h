@@ -56,7 +56,7 @@ class TierMonitor final : public RoutingObserver {
 
   Engine& eng_;
   const TierMonitorOptions opt_;
-  const bool streaming_;
+  bool streaming_;  // under mu_ (engine thread writes): experts stream (false once a background load ended)
   int n_layer_ = 0, n_expert_ = 0;
   std::vector<int> moe_layers_;
   std::vector<uint32_t> pass_counts_;  // engine thread: this pass's choices [layer * n_expert]
