@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "core/fp16.h"
 #include "gguf/ggml_type.h"
+#include "kernels/kernel_table.h"
 #include "kernels/blocks.h"
 #include "../fixture_sets.h"
 
@@ -111,6 +113,30 @@ inline double q8_1_min_correction(GgmlType wt, const uint8_t* w, const uint8_t* 
     c += double(f16_to_f32(m)) * (double(f16_to_f32(ab->s)) - double(f16_to_f32(ab->d)) * sum);
   }
   return c;
+}
+
+// n_tok activation rows (token scales vary over 4 decades), quantized by the table into rows
+// `stride` bytes apart.
+inline std::vector<uint8_t> random_act(const KernelTable& k, GgmlType at, int64_t cols, int n_tok, size_t stride,
+                                std::mt19937& rng) {
+  std::vector<uint8_t> act(stride * n_tok, 0xAB);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ex(-2.0f, 2.0f);
+  std::vector<float> x(cols);
+  for (int t = 0; t < n_tok; ++t) {
+    const float scale = std::pow(10.0f, ex(rng));
+    for (auto& v : x) v = scale * nd(rng);
+    k.quantize_act[static_cast<uint32_t>(at)](x.data(), act.data() + t * stride, cols);
+  }
+  return act;
+}
+
+// The SIMD kernel tables this CPU can run (AVX2, AVX-512, AVX-VNNI).
+inline std::vector<const KernelTable*> simd_kernel_tables() {
+  std::vector<const KernelTable*> v;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni})
+    if (const KernelTable* k = kernel_table(isa)) v.push_back(k);
+  return v;
 }
 
 }  // namespace strata::testing

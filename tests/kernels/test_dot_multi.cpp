@@ -46,33 +46,12 @@ std::vector<uint8_t> random_rows(const Golden& g, int64_t rows, int64_t cols, st
   return out;
 }
 
-// n_tok activation rows (token scales vary over 4 decades), quantized by the table into rows
-// `stride` bytes apart.
-std::vector<uint8_t> random_act(const KernelTable& k, GgmlType at, int64_t cols, int n_tok, size_t stride,
-                                std::mt19937& rng) {
-  std::vector<uint8_t> act(stride * n_tok, 0xAB);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> ex(-2.0f, 2.0f);
-  std::vector<float> x(cols);
-  for (int t = 0; t < n_tok; ++t) {
-    const float scale = std::pow(10.0f, ex(rng));
-    for (auto& v : x) v = scale * nd(rng);
-    k.quantize_act[static_cast<uint32_t>(at)](x.data(), act.data() + t * stride, cols);
-  }
-  return act;
-}
 
-std::vector<const KernelTable*> simd_tables() {
-  std::vector<const KernelTable*> v;
-  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni})
-    if (const KernelTable* k = kernel_table(isa)) v.push_back(k);
-  return v;
-}
 
 TEST(DotMulti, BitIdenticalToSingleToken) {
   if (!fs::exists(kDir / "README.md"))
     STRATA_MISSING_FIXTURE(kDir.string() + " (multi-token dots)");
-  const auto tables = simd_tables();
+  const auto tables = simd_kernel_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
   std::mt19937 rng(7);
   int checked = 0;
@@ -192,7 +171,7 @@ TEST(DotMulti, IqSimdBitIdenticalToScalar) {
   if (!fs::exists(kDir / "README.md"))
     STRATA_MISSING_FIXTURE(kDir.string() + " (i-quant kernels)");
   const KernelTable* sc = kernel_table(Isa::Scalar);
-  const auto tables = simd_tables();
+  const auto tables = simd_kernel_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
   std::mt19937 rng(31);
   for (const KernelTable* k : tables) {
@@ -240,7 +219,7 @@ TEST(DotMulti, MatmulBatchEqualsPerToken) {
     STRATA_MISSING_FIXTURE(kDir.string() + " (batched matmul)");
   std::mt19937 rng(11);
   ThreadPool pool2(2);
-  std::vector<const KernelTable*> tables = simd_tables();
+  std::vector<const KernelTable*> tables = simd_kernel_tables();
   tables.push_back(kernel_table(Isa::Scalar));
   for (const KernelTable* k : tables) {
     for (const char* stem : kXnTypes) {

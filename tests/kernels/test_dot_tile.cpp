@@ -46,30 +46,12 @@ std::vector<uint8_t> tile_rows(const Golden& g, int64_t rows, int64_t cols, size
   return out;
 }
 
-std::vector<uint8_t> tile_act(const KernelTable& k, int64_t cols, int n_tok, size_t stride, std::mt19937& rng) {
-  std::vector<uint8_t> act(stride * n_tok, 0xAB);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> ex(-2.0f, 2.0f);
-  std::vector<float> x(cols);
-  for (int t = 0; t < n_tok; ++t) {
-    const float scale = std::pow(10.0f, ex(rng));
-    for (auto& v : x) v = scale * nd(rng);
-    k.quantize_act[static_cast<uint32_t>(GgmlType::Q8_K)](x.data(), act.data() + t * stride, cols);
-  }
-  return act;
-}
 
-std::vector<const KernelTable*> tile_tables() {
-  std::vector<const KernelTable*> v;
-  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni})
-    if (const KernelTable* k = kernel_table(isa)) v.push_back(k);
-  return v;
-}
 
 TEST(DotTile, BitIdenticalToSingleTokenAtEveryEdge) {
   if (!fs::exists(kDir / "README.md"))
     STRATA_MISSING_FIXTURE(kDir.string() + " (tile dots)");
-  const auto tables = tile_tables();
+  const auto tables = simd_kernel_tables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
   std::mt19937 rng(17);
   int checked = 0;
@@ -84,7 +66,7 @@ TEST(DotTile, BitIdenticalToSingleTokenAtEveryEdge) {
         const size_t wstride = ggml_row_size(g.type, cols) + (cols == 1280 ? 48 : 0);
         const auto w = tile_rows(g, 11, cols, wstride, rng);
         const size_t astride = ggml_row_size(GgmlType::Q8_K, cols) + (cols == 2048 ? 64 : 0);
-        const auto act = tile_act(*k, cols, 40, astride, rng);
+        const auto act = random_act(*k, GgmlType::Q8_K, cols, 40, astride, rng);
         for (int n_rows = 1; n_rows <= 11; ++n_rows) {
           for (int n_tok = 1; n_tok <= 40; ++n_tok) {
             if (cols != 256 && n_rows != 11 && n_rows != 4 && n_rows != 1) continue;  // all counts at one width
@@ -115,7 +97,7 @@ TEST(DotTile, BitIdenticalToSingleTokenAtEveryEdge) {
 TEST(DotTile, PairedWithMultiTokenKernel) {
   const KernelTable* s = kernel_table(Isa::Scalar);
   for (uint32_t i = 0; i < kGgmlTypeCount; ++i) EXPECT_EQ(s->vec_dot_tile[i], nullptr) << i;
-  for (const KernelTable* k : tile_tables())
+  for (const KernelTable* k : simd_kernel_tables())
     for (uint32_t i = 0; i < kGgmlTypeCount; ++i)
       if (k->vec_dot_tile[i]) {
         EXPECT_NE(k->vec_dot_xn[i], nullptr) << k->name << " type " << i;
@@ -130,7 +112,7 @@ TEST(DotTile, MatmulAndManyEqualPerToken) {
   std::mt19937 rng(23);
   ThreadPool pool2(2);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (const KernelTable* k : tile_tables()) {
+  for (const KernelTable* k : simd_kernel_tables()) {
     for (const char* stem : {"iq2_xxs", "iq3_s"}) {
       const Golden g = load_golden(stem);
       const int64_t cols = 768, rows = 43;
