@@ -201,6 +201,9 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, cons
     const uint64_t at = f->key_offset(key::kAlignment);
     if (a->type != GgufType::U32) c.error_at(at, fmt::format("general.alignment has type {} (expected u32)", gguf_type_name(a->type)));
     if (a->u == 0 || (a->u & (a->u - 1)) != 0) c.error_at(at, fmt::format("general.alignment {} is not a power of two", a->u));
+    // Kernels read weights as floats and blocks in place: data must be at least 8-byte aligned
+    // (every writer, llama.cpp's and Strata's, uses 32).
+    if (a->u < 8) c.error_at(at, fmt::format("general.alignment {} is below 8: tensor data would be misaligned for the kernels", a->u));
     f->alignment = static_cast<uint32_t>(a->u);
   }
 

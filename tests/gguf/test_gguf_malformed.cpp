@@ -187,6 +187,11 @@ TEST(GgufMalformed, AlignmentNotPowerOfTwo) {
   r.header(0, 1).kv_u32("general.alignment", 48);
   expect_rejected(r.b, {"general.alignment 48 is not a power of two", "offset 24"});
 }
+TEST(GgufMalformed, AlignmentBelowEight) {  // found by fuzz_gguf: a float tensor at an odd address
+  Raw r;
+  r.header(0, 1).kv_u32("general.alignment", 1);
+  expect_rejected(r.b, {"general.alignment 1 is below 8", "offset 24"});
+}
 TEST(GgufMalformed, AlignmentZero) {
   Raw r;
   r.header(0, 1).kv_u32("general.alignment", 0);
