@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "plain_decode.h"
 #include "../fixture_sets.h"
 #include "../model/golden_util.h"
 #include "core/error.h"
@@ -46,20 +47,6 @@ SamplerParams mtp_greedy_params() {
   SamplerParams sp;
   sp.temp = 0;
   return sp;
-}
-
-std::vector<int32_t> mtp_plain(Engine& eng, const std::vector<int32_t>& prompt) {
-  Sampler s(mtp_greedy_params(), eng.config().n_vocab);
-  std::vector<float> logits;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
-  std::vector<int32_t> hist = prompt, out;
-  for (int i = 0; i < kMtpGen; ++i) {
-    const int32_t t = s.sample(logits.data(), hist);
-    out.push_back(t);
-    hist.push_back(t);
-    if (i + 1 < kMtpGen) eng.eval(0, &t, 1, static_cast<int>(hist.size()) - 1, false, logits);
-  }
-  return out;
 }
 
 // Passes MTP's proposals on and records them (tokens and depth-1 logits). With an oracle (the
@@ -125,7 +112,7 @@ TEST(Mtp, GreedyEqualsPlainOnGlmSets) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
   for (const char* set : {"glm4moe-q8_0", "glm4moe-q4_k_m"}) {
     const auto prompt = mtp_prompt(set);
-    const auto want = mtp_plain(*mtp_engine(set), prompt);
+    const auto want = plain_greedy_tokens(*mtp_engine(set), prompt, kMtpGen);
     std::vector<int32_t> oracle = prompt;
     oracle.insert(oracle.end(), want.begin(), want.end());
     for (int depth : {1, 2}) {
@@ -205,7 +192,7 @@ TEST(Mtp, NextnRowsFollowAcceptAndReject) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
   const std::string set = "glm4moe-q8_0";
   const auto prompt = mtp_prompt(set);
-  const auto want = mtp_plain(*mtp_engine(set), prompt);
+  const auto want = plain_greedy_tokens(*mtp_engine(set), prompt, kMtpGen);
   std::vector<int32_t> oracle = prompt;
   oracle.insert(oracle.end(), want.begin(), want.end());
   auto eng = mtp_engine(set);

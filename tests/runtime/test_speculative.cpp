@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "plain_decode.h"
 #include "../fixture_sets.h"
 #include "../model/golden_util.h"
 #include "core/error.h"
@@ -44,22 +45,6 @@ std::vector<int32_t> repeating_prompt(const std::string& set) {
   const size_t n = std::min<size_t>(p.size(), 24);
   p.insert(p.end(), p.begin(), p.begin() + static_cast<std::ptrdiff_t>(n));
   return p;
-}
-
-std::vector<int32_t> plain_greedy(Engine& eng, const std::vector<int32_t>& prompt) {
-  SamplerParams sp;
-  sp.temp = 0;
-  Sampler s(sp, eng.config().n_vocab);
-  std::vector<float> logits;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
-  std::vector<int32_t> hist = prompt, out;
-  for (int i = 0; i < kGen; ++i) {
-    const int32_t t = s.sample(logits.data(), hist);
-    out.push_back(t);
-    hist.push_back(t);
-    if (i + 1 < kGen) eng.eval(0, &t, 1, static_cast<int>(hist.size()) - 1, false, logits);
-  }
-  return out;
 }
 
 std::vector<int32_t> spec_greedy(Engine& eng, const std::vector<int32_t>& prompt, DraftSource& draft, int k, SpecStats* stats) {
@@ -103,7 +88,7 @@ TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   const std::string set = "qwen3moe-q8_0";
   auto plain_eng = spec_engine(set);
   const auto prompt = repeating_prompt(set);
-  const auto ref = plain_greedy(*plain_eng, prompt);
+  const auto ref = plain_greedy_tokens(*plain_eng, prompt, kGen);
   int32_t never = 0;
   while (std::find(ref.begin(), ref.end(), never) != ref.end()) ++never;
   EngineOptions eo = plain_eng->options();
@@ -184,7 +169,7 @@ TEST(Speculative, LookupGreedyEqualsPlainOnEveryGoldenSet) {
       continue;
     }
     ++rewindable;
-    const auto want = plain_greedy(*eng, prompt);
+    const auto want = plain_greedy_tokens(*eng, prompt, kGen);
     LookupDraft d;
     SpecStats st;
     EXPECT_EQ(spec_greedy(*eng, prompt, d, 4, &st), want) << set;
@@ -211,7 +196,7 @@ TEST(Speculative, DraftModelGreedyEqualsPlain) {
     sp.temp = 0;
     auto draft = load_model_draft(spec_model_path(dset), spec_model_path(target), *target_vocab, eng->options(), sp);
     const auto prompt = repeating_prompt(target);
-    const auto want = plain_greedy(*eng, prompt);
+    const auto want = plain_greedy_tokens(*eng, prompt, kGen);
     SpecStats st;
     EXPECT_EQ(spec_greedy(*eng, prompt, *draft, 3, &st), want) << target << " with draft " << dset;
     EXPECT_GT(st.proposed, 0);
