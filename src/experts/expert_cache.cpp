@@ -145,6 +145,7 @@ void ExpertCache::make_state(const std::vector<uint64_t>& n_slots) {
   }
   state_ = std::make_unique<ExpertCacheState>(shape, budget, make_policy(opt_.policy));
   entries_.resize(shape.size());
+  read_at_.assign(shape.size(), 0);
   for (int l = 0; l < shape.n_layer; ++l)
     for (int e = 0; e < n_expert_; ++e) entries_[idx(l, e)].key = ExpertKey{l, e};
   prof_.assign(static_cast<size_t>(shape.n_layer), LayerProf{});
@@ -221,6 +222,7 @@ void ExpertCache::submit_reads(int layer, int e, Entry& en, uint8_t* mem) {
     state_->pin(en.key);  // a slot being filled is never a victim
     en.filled_at = now_;
   }
+  read_at_[idx(layer, e)] = now_;
   for (int p = 0; p < kExpertParts; ++p) io_->submit(&en.ops[p]);
 }
 
@@ -357,6 +359,13 @@ int ExpertCache::demote_fresh(std::span<const ExpertKey> keys) {
     state_->demote(k);
     ++n;
   }
+  return n;
+}
+
+uint64_t ExpertCache::batch_read_bytes(ExpertKey k) const {
+  if (k.layer < 0 || k.layer >= store_.n_layers() || k.expert < 0 || k.expert >= n_expert_ || read_at_[idx(k.layer, k.expert)] != now_) return 0;
+  uint64_t n = 0;
+  for (int p = 0; p < kExpertParts; ++p) n += store_.part_read(k.layer, k.expert, p).aligned_len;
   return n;
 }
 

@@ -71,6 +71,9 @@ class ExpertCache final : public ExpertProvider {
   // low-priority end: evicted first (ExpertCacheState::demote). Returns how many.
   int demote_fresh(std::span<const ExpertKey> keys);
   bool demoted(ExpertKey k) const { return state_->demoted(k); }
+  // Bytes this batch (the latest begin_batch) read for the expert: into a slot, a transient buffer,
+  // ahead of demand or for the warm start; 0 when it was not read.
+  uint64_t batch_read_bytes(ExpertKey k) const;
 
   const ExpertCacheCounters& counters() const { return c_; }
   const std::vector<LayerProf>& layer_prof() const { return prof_; }
@@ -136,6 +139,7 @@ class ExpertCache final : public ExpertProvider {
   std::vector<uint64_t> class_size_;  // [n_class] slot bytes, ascending
   std::vector<int> class_of_;     // [n_layer]
   std::vector<int> pool_slots_;   // [n_class] slots of each class
+  std::vector<uint64_t> read_at_;  // [n_layer * n_expert] batch clock of the expert's latest read (0: none)
   std::vector<uint64_t> slot_off_;  // [n_slots] byte offset of each slot in the arena
   uint64_t arena_bytes_ = 0;
   uint8_t* arena_ = nullptr;      // [class 0 slots | class 1 slots | ... | transients]

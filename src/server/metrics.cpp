@@ -45,6 +45,8 @@ std::string render_metrics(const SchedulerStats* s, const RequestCounters& reque
   metric(out, "strata_draft_tokens_total", "counter", "Drafted tokens verified.", static_cast<double>(s->drafts_proposed));
   metric(out, "strata_draft_tokens_accepted_total", "counter", "Drafted tokens accepted (the tokens the model chose).",
          static_cast<double>(s->drafts_accepted));
+  metric(out, "strata_draft_experts_demoted_total", "counter", "Experts read only for rejected drafted tokens, put at the cache's low priority.",
+         static_cast<double>(s->draft_experts_demoted));
   const double acc = static_cast<double>(s->expert_hits + s->expert_misses);
   metric(out, "strata_expert_streaming", "gauge", "1 when routed experts stream from disk through the cache.", s->streaming_experts ? 1 : 0);
   metric(out, "strata_expert_cache_hits_total", "counter", "Expert cache hits.", static_cast<double>(s->expert_hits));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "experts/expert_cache.h"
 #include "runtime/speculative.h"
 #include "server/text_stream.h"
 
@@ -139,6 +140,8 @@ struct Scheduler::Slot {
   int64_t n_drafted = 0, n_accepted = 0;  // over all the slot's requests
   std::unique_ptr<SpecCostModel> cost;    // SchedulerOptions::draft_adaptive: chooses k per pass
   double draft_s = 0;                     // drafting time for the running pass
+  int row0 = 0;                           // the running pass's first row of this slot
+  uint64_t draft_bytes = 0;               // expert bytes read for its draft rows alone, over all its requests
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
@@ -150,6 +153,15 @@ Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOpti
   for (int i = 0; i < eng_.n_seq(); ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->id = i;
+  }
+  if (opt_.draft) {
+    const ModelConfig& cfg = eng_.config();
+    int n_expert = 0, top = 1;
+    for (const auto& l : cfg.layers) n_expert = std::max(n_expert, l.n_expert), top = std::max(top, l.n_expert_used);
+    const size_t routes = static_cast<size_t>(eng_.options().n_batch) * static_cast<size_t>(top) * static_cast<size_t>(cfg.n_layer);
+    if (n_expert > 0) routing_ = std::make_unique<PassRouting>(cfg.n_layer, n_expert, routes);
+    shares_.resize(slots_.size());
+    seen_.reserve(slots_.size());
   }
   local_.slots = n_slots();
   local_.streaming_experts = eng_.tier().cache() != nullptr;
@@ -426,6 +438,19 @@ void Scheduler::plan_pass() {
     pass_slots_.push_back(&s);
     room -= take;
   }
+  // Each row's draft owner (-1: a row the pass has anyway), for split_pass and demote_rejected.
+  row_owner_.clear();
+  n_decoding_ = 0;
+  routed_ = false;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    Slot& s = *pass_slots_[i];
+    s.row0 = static_cast<int>(row_owner_.size());
+    n_decoding_ += s.decoding ? 1 : 0;
+    routed_ = routed_ || (s.decoding && s.k > 0);
+    for (int r = 0; r < inputs_[i].n; ++r) row_owner_.push_back(s.decoding && s.k > 0 && r > 0 ? s.id : -1);
+  }
+  routed_ = routed_ && routing_ != nullptr;
+  row_rejected_.assign(row_owner_.size(), 0);
 }
 
 // Drafts for a decoding slot's next pass: how many of them to verify (0: a plain row), at most
@@ -453,7 +478,7 @@ void Scheduler::step() {
   // Counters, not the cache: a background load that ends drops the cache at the start of the pass.
   const ExpertCacheCounters before = eng_.tier().counters();
   try {
-    eng_.forward(inputs_, logits_);
+    run_pass();
   } catch (const std::exception& e) {
     // The engine reset these sequences' rows; the other slots go on.
     for (Slot* s : pass_slots_) finish(*s, Finish::Error, e.what());
@@ -464,12 +489,59 @@ void Scheduler::step() {
   pass_.bytes_read = after.bytes_read - before.bytes_read;
   pass_.io_wait_s = after.wait_s - before.wait_s;
   pass_.compute_s = std::max(0.0, now_s() - t0 - pass_.io_wait_s);
+  split_pass();
   int tokens = 0;
   for (const SeqInput& in : inputs_) tokens += in.n;
   const int generated = sample_outputs();
+  demote_rejected();
   const double t1 = now_s();
   update_stats(t0, t1, tokens, generated);
   if (opt_.on_step) opt_.on_step(tokens, generated, t0, t1);
+}
+
+// The pass; with drafts in it, routing_ sees which rows routed to which expert (and passes every
+// call on to the observer that was there).
+void Scheduler::run_pass() {
+  if (!routed_) {
+    eng_.forward(inputs_, logits_);
+    return;
+  }
+  RoutingObserver* const prev = eng_.model().routing_observer();
+  routing_->begin(prev);
+  eng_.model().set_routing_observer(routing_.get());
+  try {
+    eng_.forward(inputs_, logits_);
+  } catch (...) {
+    eng_.model().set_routing_observer(prev);
+    throw;
+  }
+  eng_.model().set_routing_observer(prev);
+}
+
+// Who the pass's reads and compute were for: an expert that only one slot's draft rows routed to
+// is that slot's (its bytes read, one unit of the pass's compute), one that only several slots'
+// drafts routed to is split among them, every other one is common (observe_pass shares it among
+// the decoding slots).
+void Scheduler::split_pass() {
+  for (DraftShare& d : shares_) d = DraftShare{};
+  split_ = PassSplit{};
+  split_.common_bytes = pass_.bytes_read;
+  if (!routed_) return;
+  const ExpertCache* cache = eng_.tier().cache();
+  const auto& touched = routing_->touched();
+  read_.resize(touched.size());
+  for (size_t i = 0; i < touched.size(); ++i) read_[i] = cache ? cache->batch_read_bytes(touched[i]) : 0;
+  split_ = attribute_drafts(*routing_, row_owner_, read_, pass_.bytes_read, shares_, seen_);
+  for (Slot* s : pass_slots_) s->draft_bytes += shares_[static_cast<size_t>(s->id)].bytes;
+}
+
+// Experts the pass read only for rejected draft rows go to the cache's low-priority end.
+void Scheduler::demote_rejected() {
+  if (!routed_ || !opt_.draft_demote) return;
+  ExpertCache* cache = eng_.tier().cache();
+  if (!cache) return;
+  rejected_only(*routing_, row_rejected_, demote_);
+  if (!demote_.empty()) local_.draft_experts_demoted += static_cast<uint64_t>(cache->demote_fresh(demote_));
 }
 
 // Engine thread: what /slots shows, and the busy count.
@@ -489,6 +561,7 @@ void Scheduler::update_slot_info() {
     in.draft_min = in.busy && s.draft_max > 0 ? s.draft_min : 0;
     in.n_drafted = s.n_drafted;
     in.n_draft_accepted = s.n_accepted;
+    in.draft_bytes_read = s.draft_bytes;
     local_.busy += in.busy ? 1 : 0;
   }
 }
@@ -549,20 +622,33 @@ int Scheduler::verify_drafts(Slot& s, const float* lg) {
   }
   s.n_accepted += kept;
   local_.drafts_accepted += static_cast<uint64_t>(kept);
+  if (routed_)
+    for (int j = kept + 1; j <= k; ++j) row_rejected_[static_cast<size_t>(s.row0 + j)] = 1;
   observe_pass(s, k, kept);
   eng_.truncate(id, rows - (k - kept));  // the pending token's row and the kept drafts'
   return chosen;
 }
 
 // A speculating slot's cost model learns from the pass: its drafts and how many were kept, its
-// drafting time, and the whole pass's time and reads (the other slots' rows are in them too: the
-// fits see what this slot's rows add on average).
+// drafting time, and its share of the pass's time and reads: the common part (split_pass) split
+// equally among the decoding slots, plus what its own draft rows alone needed. Reads: the bytes
+// of those experts; compute: the pass's compute in proportion to experts (a decoding pass's time
+// goes mostly to its experts' weights); I/O wait in proportion to bytes. So another slot's drafts
+// never look like this slot's cost, and a plain pass costs each slot its share, as the rate a
+// draft must beat is the pass's tokens per second.
 void Scheduler::observe_pass(Slot& s, int k, int accepted) {
   if (!s.cost) return;
   SpecPass p = pass_;
   p.k = k;
   p.accepted = accepted;
   p.draft_s = s.draft_s;
+  const double n = std::max(1, n_decoding_);
+  const DraftShare& d = shares_[static_cast<size_t>(s.id)];
+  const double bytes = static_cast<double>(split_.common_bytes) / n + static_cast<double>(d.bytes);
+  p.bytes_read = static_cast<uint64_t>(std::llround(bytes));
+  p.io_wait_s = pass_.bytes_read > 0 ? pass_.io_wait_s * bytes / static_cast<double>(pass_.bytes_read) : 0.0;
+  const double ex = static_cast<double>(split_.experts);
+  p.compute_s = ex > 0 ? pass_.compute_s * (split_.common_experts / n + d.experts) / ex : pass_.compute_s / n;
   s.cost->observe(p);
 }
 

@@ -24,6 +24,7 @@
 #include "grammar/grammar.h"
 #include "runtime/draft.h"
 #include "runtime/engine.h"
+#include "runtime/pass_routing.h"
 #include "runtime/sampler.h"
 #include "runtime/spec_cost.h"
 #include "tokenizer/tokenizer.h"
@@ -139,6 +140,9 @@ struct SchedulerOptions {
   // true: each speculating slot's SpecCostModel chooses k per pass (0..what the lookup found) from
   // its acceptance and the passes' measured time and reads; false: every draft found is verified.
   bool draft_adaptive = true;
+  // Experts a pass read only for draft rows that were then rejected enter the cache at low
+  // priority (evicted first), so rejected drafts do not push out experts plain decoding needs.
+  bool draft_demote = true;
 };
 
 // One slot as /slots shows it (copied by the engine thread after every step).
@@ -151,6 +155,7 @@ struct SlotInfo {
   int n_decoded = 0;      // busy: tokens generated so far
   int draft_max = 0, draft_min = 0;        // busy: the request's speculation (draft_max 0: none)
   int64_t n_drafted = 0, n_draft_accepted = 0;  // drafts this slot verified / accepted, over all its requests
+  uint64_t draft_bytes_read = 0;  // expert bytes read for this slot's draft rows alone (see observe_pass), over all its requests
 };
 
 // Figures for /metrics, copied by the engine thread after every step.
@@ -167,6 +172,7 @@ struct SchedulerStats {
   double expert_wait_s = 0;
   uint64_t draft_passes = 0;      // slot passes that verified drafts
   uint64_t drafts_proposed = 0, drafts_accepted = 0;
+  uint64_t draft_experts_demoted = 0;  // experts read only for rejected draft rows, put at the cache's low priority
   std::vector<SlotInfo> slot_info;  // [slots]
 };
 
@@ -200,6 +206,9 @@ class Scheduler {
   int verify_drafts(Slot& s, const float* logits);
   bool take_token(Slot& s, const float* logits, int32_t draft, bool& accepted);
   void observe_pass(Slot& s, int k, int accepted);
+  void run_pass();
+  void split_pass();
+  void demote_rejected();
   void update_stats(double t0, double t1, int tokens, int generated);
   void update_slot_info();
   void finish(Slot& s, Finish f, const std::string& error = {});
@@ -222,6 +231,17 @@ class Scheduler {
   std::vector<Slot*> pass_slots_;  // the slot of each input
   std::vector<float> logits_;
   SpecPass pass_;  // the running pass's time and reads, for the slots' cost models
+  // Per-slot shares of a pass with drafts (split_pass): which rows routed to which expert, each
+  // row's draft owner (-1: common), the bytes read per touched expert, each slot's share.
+  std::unique_ptr<PassRouting> routing_;
+  bool routed_ = false;            // the pass ran with routing_ installed
+  int n_decoding_ = 0;             // decoding slots in the pass
+  std::vector<int> row_owner_, seen_;
+  std::vector<uint8_t> row_rejected_;
+  std::vector<uint64_t> read_;
+  std::vector<DraftShare> shares_;  // [slots]
+  PassSplit split_;
+  std::vector<ExpertKey> demote_;
   std::deque<std::pair<double, int>> recent_;  // (time, tokens generated) for decode_tps
   SchedulerStats local_;
   std::thread thread_;

@@ -297,6 +297,94 @@ TEST(ServerSpecCost, NeverAcceptedDraftsAreTurnedOff) {
   }
 }
 
+namespace {
+
+struct SrvSpecPair {
+  std::vector<int32_t> tokens[2];
+  server::SchedulerStats stats;
+};
+
+// Two greedy requests of n tokens in the same passes of a fresh scheduler: the first with
+// draft_max `draft_a`, the second without speculation.
+SrvSpecPair srv_spec_pair(Engine& eng, const tok::Tokenizer& tok, const server::SchedulerOptions& so, int draft_a, int n) {
+  server::Scheduler sched(eng, tok, so);
+  std::shared_ptr<server::GenRequest> r[2];
+  for (int i = 0; i < 2; ++i) {
+    server::GenParams p;
+    p.prompt = tok.encode(kSpecQuote, true, true);
+    p.sampling.temp = 0;
+    p.max_tokens = n;
+    p.ignore_eos = true;
+    p.n_probs = 0;
+    p.draft_max = i == 0 ? draft_a : 0;
+    r[i] = std::make_shared<server::GenRequest>(std::move(p));
+  }
+  EXPECT_TRUE(sched.submit({r[0], r[1]}));
+  SrvSpecPair out;
+  for (int i = 0; i < 2; ++i)
+    for (bool done = false; !done;)
+      for (auto& e : r[i]->wait(60000)) {
+        for (const auto& pr : e.probs) out.tokens[i].push_back(pr.chosen.token);
+        done = done || e.final;
+      }
+  EXPECT_TRUE(wait_until([&] { return sched.stats().requests_done == 2; }));
+  out.stats = sched.stats();
+  return out;
+}
+
+}  // namespace
+
+// Experts stream through a small cache; one slot verifies drafts that are always rejected
+// (--draft-fixed), the other does not speculate, in the same passes. The bytes read for experts
+// only the drafts routed to are the speculating slot's and none the other's (within what the
+// passes read); the experts read only for those rejected rows are demoted in the cache (none with
+// SchedulerOptions::draft_demote off), and both outputs are plain decoding's.
+TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  std::unique_ptr<tok::Tokenizer> tok;
+  TierOptions tier;
+  tier.cache_experts = 5;  // of 16: most passes read
+  auto eng = load_fixture_engine(2, kSpecCtx, &tok, "qwen3moe-q8_0", tier);
+  ASSERT_NE(eng->tier().cache(), nullptr);
+  constexpr int kN = 40;
+  server::SchedulerOptions so;
+  so.draft = std::make_shared<LookupDraft>();
+  const SrvSpecPair plain = srv_spec_pair(*eng, *tok, so, 0, kN);
+  ASSERT_EQ(plain.tokens[0].size(), static_cast<size_t>(kN));
+  EXPECT_EQ(plain.stats.draft_passes, 0u);
+  EXPECT_EQ(plain.stats.draft_experts_demoted, 0u);
+  int32_t never = 0;
+  while (std::find(plain.tokens[0].begin(), plain.tokens[0].end(), never) != plain.tokens[0].end()) ++never;
+  so.draft = std::make_shared<SrvWrongDraft>(never);
+  so.draft_adaptive = false;
+  uint64_t read_before = plain.stats.expert_bytes_read;  // the engine's counters run on across schedulers
+  for (bool demote : {true, false}) {
+    SCOPED_TRACE(demote ? "demotion on" : "demotion off");
+    so.draft_demote = demote;
+    const SrvSpecPair spec = srv_spec_pair(*eng, *tok, so, 4, kN);
+    EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
+    EXPECT_EQ(spec.tokens[1], plain.tokens[1]);
+    EXPECT_GT(spec.stats.draft_passes, 0u);
+    EXPECT_EQ(spec.stats.drafts_accepted, 0u);
+    uint64_t charged = 0;
+    int speculating = 0;
+    for (const auto& si : spec.stats.slot_info) {
+      if (si.n_drafted > 0) {
+        ++speculating;
+        EXPECT_GT(si.draft_bytes_read, 0u);
+      } else {
+        EXPECT_EQ(si.draft_bytes_read, 0u);
+      }
+      charged += si.draft_bytes_read;
+    }
+    EXPECT_EQ(speculating, 1);
+    EXPECT_LE(charged, spec.stats.expert_bytes_read - read_before);
+    read_before = spec.stats.expert_bytes_read;
+    if (demote) EXPECT_GT(spec.stats.draft_experts_demoted, 0u);
+    else EXPECT_EQ(spec.stats.draft_experts_demoted, 0u);
+  }
+}
+
 // DeepSeek-V4 keeps per-sequence state beyond KV rows: its slots never draft, and decode as before.
 TEST(ServerSpecArch, UnrewindableArchitectureDoesNotSpeculate) {
   const char* set = "deepseek4-q8_0";
