@@ -60,7 +60,11 @@ int32_t spec_accept(Sampler& s, const float* p, const float* q, int32_t x, float
 
 int32_t spec_choose(Sampler& s, const float* logits, const std::vector<int32_t>& history, int32_t x, const float* q, float* p, float* residual,
                     bool& accepted) {
-  if (s.greedy()) {
+  // A point-mass draft (q null: lookup, greedy drafts): the rule accepts x with probability p(x)
+  // and else draws from p without x, which is drawing t from p and accepting iff t == x. Drawn
+  // as plain sampling draws (one number from the sampler's generator per token), so the output
+  // is plain sampling's for the same seed, token for token, greedy or not.
+  if (s.greedy() || !q) {
     const int32_t t = s.sample(logits, history);
     accepted = t == x;
     return t;

@@ -49,9 +49,10 @@ struct SpecStats {
 int32_t spec_accept(Sampler& s, const float* p, const float* q, int32_t x, float* residual, bool& accepted);
 
 // One verified row: the token the target chooses from `logits` (after `history`) where x was
-// drafted (q: the draft's distribution there, nullptr: a point mass). Greedy: the token plain
-// decoding picks, and x is accepted iff it is that token; sampling: spec_accept on the sampler's
-// distribution. p, residual: [n_vocab] scratch. The one acceptance rule of SpeculativeDecoder and
+// drafted (q: the draft's distribution there, nullptr: a point mass). Greedy or a point mass: the
+// token plain decoding / sampling picks (Sampler::sample, the same draw from its generator), and x
+// is accepted iff it is that token (for a point mass, spec_accept's rule); else spec_accept on
+// the sampler's distribution. p, residual: [n_vocab] scratch. The one acceptance rule of SpeculativeDecoder and
 // the server's per-slot speculation.
 int32_t spec_choose(Sampler& s, const float* logits, const std::vector<int32_t>& history, int32_t x, const float* q, float* p, float* residual,
                     bool& accepted);

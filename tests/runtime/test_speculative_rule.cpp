@@ -112,3 +112,23 @@ TEST(SpecSampling, SamplerProbsIsWhatSampleDraws) {
   gs.probs(logits.data(), {}, p.data());
   EXPECT_EQ(p, (std::vector<float>{0, 1, 0, 0}));
 }
+
+// A point-mass draft through spec_choose takes exactly plain sampling's draw: with the same seed,
+// the tokens are Sampler::sample's, and the draft is accepted iff it is that token.
+TEST(SpecSampling, PointMassDraftsTakePlainSamplingsDraw) {
+  SamplerParams sp = rule_params();
+  sp.temp = 0.8f;
+  const std::vector<float> logits = {0.1f, 1.0f, 0.7f, -0.5f, 0.3f};
+  Sampler plain(sp, 5), spec(sp, 5);
+  std::vector<float> p(5), r(5);
+  int accepted_n = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t x = i % 5;
+    bool accepted = false;
+    const int32_t t = spec_choose(spec, logits.data(), {}, x, nullptr, p.data(), r.data(), accepted);
+    ASSERT_EQ(t, plain.sample(logits.data(), {})) << "draw " << i;
+    EXPECT_EQ(accepted, t == x);
+    accepted_n += accepted ? 1 : 0;
+  }
+  EXPECT_GT(accepted_n, 0);
+}

@@ -385,6 +385,42 @@ TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
   }
 }
 
+// Sampling (temperature 0.8, a seed): lookup drafts take plain sampling's draw, so a slot that
+// speculates streams the tokens the same request streams without speculation, with drafts accepted.
+TEST(ServerSpecCost, SampledStreamWithDraftsIsPlainSamplingsForTheSeed) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  std::unique_ptr<tok::Tokenizer> tok;
+  auto eng = load_fixture_engine(1, kSpecCtx, &tok);
+  server::SchedulerOptions so;
+  so.draft = std::make_shared<LookupDraft>();
+  so.draft_adaptive = false;
+  std::vector<int32_t> out[2];
+  uint64_t accepted = 0;
+  for (int draft_max : {0, 4}) {
+    server::Scheduler sched(*eng, *tok, so);
+    server::GenParams p;
+    p.prompt = tok->encode(kSpecQuote, true, true);
+    p.sampling.temp = 0.8f;
+    p.sampling.seed = 7;
+    p.max_tokens = 48;
+    p.ignore_eos = true;
+    p.n_probs = 0;
+    p.draft_max = draft_max;
+    auto r = std::make_shared<server::GenRequest>(std::move(p));
+    ASSERT_TRUE(sched.submit(r));
+    for (bool done = false; !done;)
+      for (auto& e : r->wait(60000)) {
+        for (const auto& pr : e.probs) out[draft_max > 0].push_back(pr.chosen.token);
+        done = done || e.final;
+      }
+    EXPECT_TRUE(wait_until([&] { return sched.stats().requests_done == 1; }));
+    if (draft_max > 0) accepted = sched.stats().drafts_accepted;
+  }
+  ASSERT_EQ(out[0].size(), 48u);
+  EXPECT_EQ(out[1], out[0]);
+  EXPECT_GT(accepted, 0u);
+}
+
 // DeepSeek-V4 keeps per-sequence state beyond KV rows: its slots never draft, and decode as before.
 TEST(ServerSpecArch, UnrewindableArchitectureDoesNotSpeculate) {
   const char* set = "deepseek4-q8_0";
