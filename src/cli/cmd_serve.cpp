@@ -64,13 +64,14 @@ int serve(ServeOptions& o) {
   STRATA_CHECK(o.server.draft_min >= 0 && o.server.draft_min <= 63, "--draft-min must be 0..63 (got {})", o.server.draft_min);
   STRATA_CHECK(o.server.max_body >= 64, "--max-body must be at least 64 bytes (got {})", o.server.max_body);
   o.server.disk_probe = parse_bytes(o.disk_probe);
+  if (!o.draft_model.empty() && o.server.draft == "none") o.server.draft = "model";
+  STRATA_CHECK(o.draft_model.empty() || o.server.draft == "model", "-md FILE is the draft model of --draft model (got --draft {})", o.server.draft);
+  STRATA_CHECK(o.server.draft != "model" || !o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
   server::HttpServer srv(o.server);
   const int port = srv.bind();
   srv.start();
   std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
   o.model.n_seq = o.parallel;
-  if (!o.draft_model.empty() && o.server.draft == "none") o.server.draft = "model";
-  STRATA_CHECK(o.draft_model.empty() || o.server.draft == "model", "-md FILE is the draft model of --draft model (got --draft {})", o.server.draft);
   std::shared_ptr<SlotDrafter> draft = load_serve_draft(o);
   o.model.nextn_kv = o.server.draft == "mtp";
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler

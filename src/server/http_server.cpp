@@ -38,6 +38,7 @@ struct HttpServer::Impl final : ApiHost {
   std::thread thread;
   int port = -1;
   std::atomic<bool> ready{false};
+  std::atomic<bool> listen_ended{false};
   Engine* eng = nullptr;
   const tok::Tokenizer* tok = nullptr;
   std::unique_ptr<TierMonitor> monitor;  // outlives the scheduler that feeds it
@@ -199,7 +200,13 @@ int HttpServer::bind() {
 void HttpServer::start() {
   std::signal(SIGPIPE, SIG_IGN);
   if (impl_->port < 0) bind();
-  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  impl_->thread = std::thread([this] {
+    impl_->server.listen_after_bind();
+    impl_->listen_ended.store(true);
+  });
+  // Until the server listens, its stop() would not end it: a stop() right after start() (a model
+  // that fails to load at once) would then wait forever.
+  while (!impl_->server.is_running() && !impl_->listen_ended.load()) std::this_thread::yield();
 }
 
 void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft) {
