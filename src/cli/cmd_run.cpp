@@ -252,7 +252,9 @@ void reset_profile(Engine& eng) {
 }
 
 int run(const RunOptions& o) {
-  auto loaded = load_engine(o.model);
+  ModelOptions mo = o.model;
+  mo.nextn_kv = o.draft == "mtp";  // the NextN KV rows in the engine's memory plan
+  auto loaded = load_engine(mo);
   Engine& eng = *loaded.engine;
   const tok::Tokenizer& tk = *loaded.tokenizer;
   const int nv = eng.config().n_vocab;

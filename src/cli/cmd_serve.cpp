@@ -9,7 +9,10 @@
 #include "cli/common_options.h"
 #include "core/error.h"
 #include "core/units.h"
+#include "model/model.h"
+#include "runtime/slot_draft.h"
 #include "server/http_server.h"
+#include "tokenizer/vocab.h"
 
 namespace strata::cli {
 namespace {
@@ -20,7 +23,28 @@ struct ServeOptions {
   int parallel = 4;
   std::string template_file, template_kwargs;
   std::string disk_probe = "256M";
+  std::string draft_model;  // -md FILE
 };
+
+// --draft model: the draft model's engine (a slot per --parallel slot), loaded before the target
+// so that the target's memory plan counts what it holds; its vocabulary must be the target's.
+std::shared_ptr<SlotDrafter> load_serve_draft(ServeOptions& o) {
+  if (o.server.draft != "model") return nullptr;
+  STRATA_CHECK(!o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
+  std::unique_ptr<tok::Vocab> target_vocab = tok::Vocab::from_gguf(Model::load(o.model.path)->gguf());
+  EngineOptions eo;
+  eo.n_ctx = o.model.n_ctx;
+  eo.n_seq = o.parallel;
+  eo.n_threads = o.model.n_threads;
+  eo.n_batch = o.model.n_batch;
+  eo.type_k = cache_type(o.model.cache_type_k);
+  eo.type_v = cache_type(o.model.cache_type_v);
+  auto eng = load_draft_engine(o.draft_model, o.model.path, *target_vocab, eo);
+  const MemoryPlan& p = eng->tier().plan();
+  o.model.draft_bytes = p.dense + p.kv + p.scratch - kProcessAllowance + p.experts_total;
+  std::fprintf(stderr, "strata serve: draft model %s (%s): %s\n", o.draft_model.c_str(), eng->config().arch.c_str(), format_bytes(o.model.draft_bytes).c_str());
+  return std::make_shared<ModelSlotDrafter>(std::move(eng));
+}
 
 std::atomic<bool> g_term{false};
 void on_term(int) { g_term.store(true); }
@@ -40,14 +64,19 @@ int serve(ServeOptions& o) {
   STRATA_CHECK(o.server.draft_min >= 0 && o.server.draft_min <= 63, "--draft-min must be 0..63 (got {})", o.server.draft_min);
   STRATA_CHECK(o.server.max_body >= 64, "--max-body must be at least 64 bytes (got {})", o.server.max_body);
   o.server.disk_probe = parse_bytes(o.disk_probe);
+  if (!o.draft_model.empty() && o.server.draft == "none") o.server.draft = "model";
+  STRATA_CHECK(o.draft_model.empty() || o.server.draft == "model", "-md FILE is the draft model of --draft model (got --draft {})", o.server.draft);
+  STRATA_CHECK(o.server.draft != "model" || !o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
   server::HttpServer srv(o.server);
   const int port = srv.bind();
   srv.start();
   std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
   o.model.n_seq = o.parallel;
+  std::shared_ptr<SlotDrafter> draft = load_serve_draft(o);
+  o.model.nextn_kv = o.server.draft == "mtp";
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler
   std::signal(SIGTERM, on_term);
-  srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path);
+  srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft));
   std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
                loaded.engine->options().n_ctx, o.server.max_queue, o.server.api_key.empty() ? "" : ", API key required");
   std::fprintf(stderr, "%s\n", tier_summary(*loaded.engine, 0, 0).c_str());
@@ -90,10 +119,14 @@ Command add_serve(CLI::App& app) {
                   "Bytes of random reads that measure the disk at start when experts stream (the ceiling /stats compares reads against; 0: skip)")
       ->capture_default_str();
   sub->add_option("--draft", o->server.draft,
-                  "Per-slot speculative decoding: lookup (drafts from n-gram matches in the prompt and the output, verified in the slots' "
-                  "shared pass; greedy output is unchanged) or none; requests may set speculative.n_max (0: off) and speculative.n_min")
-      ->check(CLI::IsMember({"none", "lookup"}))
+                  "Per-slot speculative decoding: lookup (drafts from n-gram matches in the prompt and the output), model (a draft model, -md "
+                  "FILE, with a slot per --parallel slot; all the slots' drafts in one draft pass per position) or mtp (the model's NextN block, "
+                  "GLM-4.5 files; per-slot NextN rows) or none; drafts are verified in the slots' shared pass, greedy output is unchanged; "
+                  "requests may set speculative.n_max (0: off) and speculative.n_min")
+      ->check(CLI::IsMember({"none", "lookup", "model", "mtp"}))
       ->capture_default_str();
+  sub->add_option("--model-draft", o->draft_model,
+                  "-md FILE: draft model GGUF for --draft model (same vocabulary as the model, resident; implies --draft model)");
   sub->add_option("--draft-max", o->server.draft_max, "Speculation: most drafted tokens per slot and pass (requests: speculative.n_max)")
       ->capture_default_str();
   sub->add_option("--draft-min", o->server.draft_min, "Speculation: fewer drafts than this make a plain pass (requests: speculative.n_min)")

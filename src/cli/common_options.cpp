@@ -51,7 +51,7 @@ void add_sampling_options(CLI::App* sub, SamplerParams& p) {
   sub->add_option("-s,--seed", p.seed, "Sampling seed");
 }
 
-static GgmlType cache_type(const std::string& s) {
+GgmlType cache_type(const std::string& s) {
   if (s == "f32") return GgmlType::F32;
   if (s == "f16") return GgmlType::F16;
   if (s == "q8_0") return GgmlType::Q8_0;
@@ -83,6 +83,8 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.warm_start = !o.no_warm_start;
   eo.tier.stats_dir = o.stats_dir;
   eo.tier.load = o.load_wait ? LoadMode::Wait : LoadMode::Background;
+  eo.tier.draft_bytes = o.draft_bytes;
+  eo.nextn_kv = o.nextn_kv;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
 }

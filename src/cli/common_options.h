@@ -31,6 +31,10 @@ struct ModelOptions {
   bool no_warm_start = false;
   bool load_wait = false;
   std::string stats_dir;
+  // Drafting (set by the commands, not CLI options here): memory a draft model holds, planned
+  // beside the KV cache; the engine's per-slot NextN KV rows for --draft mtp.
+  uint64_t draft_bytes = 0;
+  bool nextn_kv = false;
 };
 
 void add_model_options(CLI::App* sub, ModelOptions& o);
@@ -41,6 +45,8 @@ struct Loaded {
   std::unique_ptr<tok::Tokenizer> tokenizer;
 };
 Loaded load_engine(const ModelOptions& o);
+// A KV cache type by name (f32, f16, q8_0).
+GgmlType cache_type(const std::string& s);
 
 std::string read_file_bytes(const std::string& path);
 

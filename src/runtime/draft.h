@@ -74,6 +74,14 @@ class ModelDraft final : public DraftSource {
   std::vector<float> logits_, p_;
 };
 
+// Where MtpDraft reads the trunk's hidden rows: by default Engine::hidden_row (valid until the
+// next pass, a NextN pass included); the server's slots read a copy (runtime/slot_draft.h).
+class HiddenRows {
+ public:
+  virtual ~HiddenRows() = default;
+  virtual const float* row(int seq, int pos) const = 0;
+};
+
 // MTP: drafts with the target's NextN block j from the trunk's final hidden state. Depth 1: the
 // block over (h_t, x_{t+1}) gives the logits of x_{t+2}; depth d > 1 feeds the drafted token and
 // the block's own output hidden state back in. The block has its own KV rows (one layer, one
@@ -85,9 +93,11 @@ class ModelDraft final : public DraftSource {
 // sampled with their q.
 class MtpDraft final : public DraftSource, public PassListener {
  public:
-  // Throws when the model has no NextN block. Installs itself as the engine's pass listener
-  // (create it before the prompt is evaluated); the destructor removes it.
-  MtpDraft(Engine& eng, int seq, const SamplerParams& sampling, int depth_max = 2, int block = 0);
+  // Throws when the model has no NextN block. Without `rows`: installs itself as the engine's pass
+  // listener (create it before the prompt is evaluated; the destructor removes it) and reads the
+  // engine's hidden rows; with `rows`, the owner forwards on_pass and the rows come from there.
+  // The NextN KV rows are the engine's (Engine::nextn_kv(seq)) where it has them, else its own.
+  MtpDraft(Engine& eng, int seq, const SamplerParams& sampling, int depth_max = 2, int block = 0, const HiddenRows* rows = nullptr);
   ~MtpDraft() override;
   const char* name() const override { return "mtp"; }
   void propose(std::span<const int32_t> history, int k_max, Draft& out) override;
@@ -98,13 +108,19 @@ class MtpDraft final : public DraftSource, public PassListener {
   size_t logits_size() const { return p_.size(); }  // n_vocab
   int nextn_rows() const { return done_; }  // NextN rows that hold the history: positions 0..nextn_rows()-1
   bool lost() const { return lost_; }       // a hidden row it needed was gone: no drafts until a prompt restarts at 0
+  // Of `keep` leading rows of `prompt` the trunk could keep, how many the NextN rows follow (rows
+  // computed with the tokens the prompt has there); 0 when lost.
+  int reusable(std::span<const int32_t> prompt, int keep) const;
 
  private:
   bool sync(std::span<const int32_t> history, bool want_logits);
   void cut(std::span<const int32_t> toks, int p0);
   void run(bool solo, int n_out, float* logits);
+  const float* hidden(int pos) const { return rows_ ? rows_->row(seq_, pos) : eng_.hidden_row(seq_, pos); }
 
   Engine& eng_;
+  const HiddenRows* rows_;
+  KvCache* kvp_ = nullptr;  // the engine's NextN rows of this slot, or kv_
   int seq_, depth_, block_;
   Sampler sampler_;
   std::unique_ptr<KvCache> kv_;

@@ -26,7 +26,16 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   const uint64_t row = sizeof(float) * static_cast<uint64_t>(model_->config().n_vocab);
   part_.reserve(static_cast<size_t>(model_->config().n_vocab));
   const uint64_t logits = row * static_cast<uint64_t>(opt_.n_seq) + row;
-  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes() + logits, opt_.tier);
+  TierOptions tier = opt_.tier;
+  if (opt_.nextn_kv && model_->n_nextn() > 0) {
+    KvCacheOptions nk = ko;
+    nk.n_seq = 1;
+    for (int i = 0; i < opt_.n_seq; ++i) {
+      nextn_kv_.push_back(model_->make_nextn_kv(0, nk));
+      tier.draft_bytes += nextn_kv_.back()->bytes();
+    }
+  }
+  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes() + logits, tier);
   seqs_.resize(static_cast<size_t>(opt_.n_seq));
   last_.reserve(static_cast<size_t>(opt_.n_seq));
 }
@@ -71,8 +80,8 @@ int Engine::reusable_prefix(int seq, std::span<const int32_t> prompt) const {
 
 int Engine::reusable_rows(int seq) const { return model_->rewindable() ? seq_at(seq).n_chunked : 0; }
 
-int Engine::start_prompt(int seq, std::span<const int32_t> prompt) {
-  const int keep = reusable_prefix(seq, prompt);
+int Engine::start_prompt(int seq, std::span<const int32_t> prompt, int max_keep) {
+  const int keep = std::max(0, std::min(reusable_prefix(seq, prompt), max_keep));
   truncate(seq, keep);
   return keep;
 }

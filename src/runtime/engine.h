@@ -4,6 +4,7 @@
 // batches: every forward pass, whether one prompt in chunks or many slots decoding together,
 // goes through Engine::forward, which also keeps each slot's record of which KV rows it holds
 // and which of them a later prompt may reuse.
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -26,6 +27,10 @@ struct EngineOptions {
   GgmlType type_k = GgmlType::F16;
   GgmlType type_v = GgmlType::F16;
   TierOptions tier;                 // --ram-budget, --cache-experts, prefetch, I/O
+  // MTP drafting: a NextN KV cache (block 0's one layer, n_ctx positions) per slot, allocated
+  // with the slots' KV cache and counted in the memory plan (MemoryPlan::draft). Ignored when
+  // the file has no NextN block.
+  bool nextn_kv = false;
 };
 
 // Which logits rows an input asks for.
@@ -65,6 +70,8 @@ class Engine {
   const EngineOptions& options() const { return opt_; }
   ExpertTier& tier() { return *tier_; }
   int n_seq() const { return opt_.n_seq; }
+  // Slot `seq`'s NextN KV rows (EngineOptions::nextn_kv); nullptr without them.
+  KvCache* nextn_kv(int seq) { return nextn_kv_.empty() ? nullptr : nextn_kv_[static_cast<size_t>(seq)].get(); }
 
   // ---- sequence slots ----------------------------------------------------------------------
   // Tokens whose KV rows slot `seq` holds (positions 0..length-1).
@@ -83,8 +90,9 @@ class Engine {
   std::span<const int32_t> seq_tokens(int seq) const { return seq_at(seq).tokens; }
   // Rows of `seq` that a later prompt could reuse (what a slot has to lose).
   int reusable_rows(int seq) const;
-  // Starts a prompt in `seq`: keeps reusable_prefix() rows, drops the rest; returns how many rows were kept.
-  int start_prompt(int seq, std::span<const int32_t> prompt);
+  // Starts a prompt in `seq`: keeps reusable_prefix() rows (at most max_keep), drops the rest;
+  // returns how many rows were kept.
+  int start_prompt(int seq, std::span<const int32_t> prompt, int max_keep = INT32_MAX);
   // Tokens of a prompt with `rest` tokens left to take into a pass that has room for `room`: as many
   // as fit, but never leaving one token behind, and never a lone token of a longer prompt (both would be
   // a lone-token pass, computed in another order than a fresh run). 0: wait for a pass with more room.
@@ -120,6 +128,7 @@ class Engine {
   EngineOptions opt_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvCache> kv_;
+  std::vector<std::unique_ptr<KvCache>> nextn_kv_;  // [n_seq] or empty
   std::unique_ptr<ExpertTier> tier_;
   std::vector<Seq> seqs_;
   // Batch buffers, reused across passes.

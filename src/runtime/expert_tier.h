@@ -34,6 +34,9 @@ struct TierOptions {
   std::string stats_dir;
   LoadMode load = LoadMode::Wait;
   LoadHooks load_hooks;           // tests: hold or fail the background load
+  // Memory that drafting holds beside the model (a draft model's engine, the NextN KV rows),
+  // planned like the KV cache: the expert cache gets what is left after it.
+  uint64_t draft_bytes = 0;
 };
 
 // Planned for the binary, the heap outside the planned buffers, and thread stacks.
@@ -42,6 +45,7 @@ inline constexpr uint64_t kProcessAllowance = 24ull << 20;
 struct MemoryPlan {
   uint64_t budget = 0;
   uint64_t dense = 0, kv = 0, scratch = 0;
+  uint64_t draft = 0;             // TierOptions::draft_bytes (a draft model, NextN KV rows)
   uint64_t experts_total = 0;     // routed expert bytes in the file
   uint64_t expert_cache = 0;      // bytes given to the expert cache (0 when resident)
   int64_t cache_slots = 0;

@@ -7,8 +7,8 @@
 
 namespace strata {
 
-MtpDraft::MtpDraft(Engine& eng, int seq, const SamplerParams& sampling, int depth_max, int block)
-    : eng_(eng), seq_(seq), depth_(depth_max), block_(block), sampler_(sampling, eng.config().n_vocab) {
+MtpDraft::MtpDraft(Engine& eng, int seq, const SamplerParams& sampling, int depth_max, int block, const HiddenRows* rows)
+    : eng_(eng), rows_(rows), seq_(seq), depth_(depth_max), block_(block), sampler_(sampling, eng.config().n_vocab) {
   const Model& m = eng.model();
   STRATA_CHECK(m.n_nextn() > block,
                "--draft mtp: {} ({}) has no NextN (multi-token prediction) block{}: MTP drafting needs a file that carries one "
@@ -16,28 +16,32 @@ MtpDraft::MtpDraft(Engine& eng, int seq, const SamplerParams& sampling, int dept
                m.gguf().path(), m.config().arch, block > 0 ? fmt::format(" {}", block) : std::string());
   STRATA_CHECK(depth_max >= 1, "MTP draft depth must be at least 1 (got {})", depth_max);
   STRATA_CHECK(m.rewindable(), "MTP drafting: architecture {} cannot cut rejected drafts back", m.config().arch);
-  STRATA_CHECK(eng.pass_listener() == nullptr, "MTP drafting: the engine already has a pass listener");
-  KvCacheOptions ko;
-  ko.n_ctx = eng.options().n_ctx;
-  ko.n_seq = 1;
-  ko.type_k = eng.options().type_k;
-  ko.type_v = eng.options().type_v;
-  kv_ = m.make_nextn_kv(block, ko);
+  STRATA_CHECK(rows || eng.pass_listener() == nullptr, "MTP drafting: the engine already has a pass listener");
+  kvp_ = block == 0 ? eng.nextn_kv(seq) : nullptr;
+  if (!kvp_) {
+    KvCacheOptions ko;
+    ko.n_ctx = eng.options().n_ctx;
+    ko.n_seq = 1;
+    ko.type_k = eng.options().type_k;
+    ko.type_v = eng.options().type_v;
+    kv_ = m.make_nextn_kv(block, ko);
+    kvp_ = kv_.get();
+  }
   const size_t d = static_cast<size_t>(m.config().n_embd), nv = static_cast<size_t>(m.config().n_vocab);
   kept_.resize(d);
   kept_next_.resize(d);
-  const size_t rows = static_cast<size_t>(eng.options().n_batch) + 1;
-  tok_.reserve(rows);
-  pos_.reserve(rows);
-  h_.reserve(rows);
-  used_.reserve(static_cast<size_t>(ko.n_ctx));
+  const size_t n_rows = static_cast<size_t>(eng.options().n_batch) + 1;
+  tok_.reserve(n_rows);
+  pos_.reserve(n_rows);
+  h_.reserve(n_rows);
+  used_.reserve(static_cast<size_t>(eng.options().n_ctx));
   logits_.resize(static_cast<size_t>(depth_max) * nv);
   p_.resize(nv);
-  eng.set_pass_listener(this);
+  if (!rows) eng.set_pass_listener(this);
 }
 
 MtpDraft::~MtpDraft() {
-  if (eng_.pass_listener() == this) eng_.set_pass_listener(nullptr);
+  if (!rows_ && eng_.pass_listener() == this) eng_.set_pass_listener(nullptr);
 }
 
 const float* MtpDraft::logits(int d) const {
@@ -65,7 +69,7 @@ void MtpDraft::run(bool solo, int n_out, float* logits) {
     b.h = h_.data() + off;
     b.n_out = off + b.n == n ? std::min(n_out, b.n) : 0;
     b.solo = solo;
-    eng_.model().forward_nextn(block_, b, *kv_, logits);
+    eng_.model().forward_nextn(block_, b, *kvp_, logits);
   }
 }
 
@@ -90,7 +94,7 @@ void MtpDraft::on_pass(Engine& eng, std::span<const SeqInput> inputs) {
     pos_.clear();
     h_.clear();
     for (int i = done_; i < end; ++i) {
-      const float* h = i == kept_pos_ ? kept_.data() : eng.hidden_row(seq_, i);
+      const float* h = i == kept_pos_ ? kept_.data() : hidden(i);
       if (!h) {
         lost_ = true;
         return;
@@ -101,7 +105,7 @@ void MtpDraft::on_pass(Engine& eng, std::span<const SeqInput> inputs) {
     }
     const int last = p0 + in.n - 1;
     if (!in.decode_order) {  // the last prompt row waits for its next token: the one copy
-      const float* h = eng.hidden_row(seq_, last);
+      const float* h = hidden(last);
       STRATA_CHECK(h != nullptr, "MTP: the engine did not keep the hidden row of position {}", last);
       std::memcpy(kept_next_.data(), h, sizeof(float) * kept_next_.size());
     }
@@ -135,7 +139,7 @@ bool MtpDraft::sync(std::span<const int32_t> history, bool want_logits) {
   pos_.clear();
   h_.clear();
   for (int i = done_; i < len - 1; ++i) {
-    const float* h = i == kept_pos_ ? kept_.data() : eng_.hidden_row(seq_, i);
+    const float* h = i == kept_pos_ ? kept_.data() : hidden(i);
     if (!h) {
       lost_ = true;
       return false;
@@ -149,6 +153,13 @@ bool MtpDraft::sync(std::span<const int32_t> history, bool want_logits) {
   used_.insert(used_.end(), tok_.begin(), tok_.end());
   done_ = len - 1;
   return true;
+}
+
+int MtpDraft::reusable(std::span<const int32_t> prompt, int keep) const {
+  if (lost_) return 0;
+  int r = std::min({keep, done_, static_cast<int>(prompt.size()) - 1});
+  const auto m = std::mismatch(used_.begin(), used_.begin() + std::max(r, 0), prompt.begin() + 1);
+  return static_cast<int>(m.first - used_.begin());
 }
 
 void MtpDraft::observe(std::span<const int32_t> history) { sync(history, false); }

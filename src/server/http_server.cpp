@@ -38,10 +38,12 @@ struct HttpServer::Impl final : ApiHost {
   std::thread thread;
   int port = -1;
   std::atomic<bool> ready{false};
+  std::atomic<bool> listen_ended{false};
   Engine* eng = nullptr;
   const tok::Tokenizer* tok = nullptr;
   std::unique_ptr<TierMonitor> monitor;  // outlives the scheduler that feeds it
   bool monitor_closed = false;
+  std::shared_ptr<MtpSlotDrafter> mtp;   // --draft mtp: the engine's pass listener until stop()
   std::unique_ptr<Scheduler> sched;
   ServedModel served;  // what server_info's routes read
   std::string id;  // the served model's name
@@ -198,10 +200,16 @@ int HttpServer::bind() {
 void HttpServer::start() {
   std::signal(SIGPIPE, SIG_IGN);
   if (impl_->port < 0) bind();
-  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  impl_->thread = std::thread([this] {
+    impl_->server.listen_after_bind();
+    impl_->listen_ended.store(true);
+  });
+  // Until the server listens, its stop() would not end it: a stop() right after start() (a model
+  // that fails to load at once) would then wait forever.
+  while (!impl_->server.is_running() && !impl_->listen_ended.load()) std::this_thread::yield();
 }
 
-void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path) {
+void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft) {
   Impl& m = *impl_;
   m.eng = &eng;
   m.tok = &tok;
@@ -218,8 +226,15 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   SchedulerOptions so;
   so.step_tokens = m.opt.step_tokens;
   so.max_queue = m.opt.max_queue;
-  STRATA_CHECK(m.opt.draft == "none" || m.opt.draft == "lookup", "--draft must be none or lookup (got '{}')", m.opt.draft);
-  if (m.opt.draft == "lookup") so.draft = std::make_shared<LookupDraft>();
+  const std::string& kind = m.opt.draft;
+  STRATA_CHECK(kind == "none" || kind == "lookup" || kind == "model" || kind == "mtp", "--draft must be none, lookup, model or mtp (got '{}')", kind);
+  STRATA_CHECK(kind != "model" || draft, "--draft model needs the draft model's file (-md FILE)");
+  if (kind == "lookup") so.draft = std::make_shared<LookupDraft>();
+  if (kind == "model") so.slot_draft = std::move(draft);
+  if (kind == "mtp" && eng.model().rewindable()) {
+    m.mtp = std::make_shared<MtpSlotDrafter>(eng);
+    so.slot_draft = m.mtp;
+  }
   so.draft_max = m.opt.draft_max;
   so.draft_min = m.opt.draft_min;
   so.draft_adaptive = m.opt.draft_adaptive;
@@ -260,6 +275,7 @@ void HttpServer::stop() {
   }
   m.server.stop();
   if (m.thread.joinable()) m.thread.join();
+  if (m.mtp) m.mtp->detach();  // the engine may go before this server
 }
 
 int HttpServer::port() const { return impl_->port; }

@@ -41,8 +41,10 @@ struct ServerOptions {
   SamplerParams sampling;               // defaults for fields a request leaves out
   bool webui = true;                    // the web page at / (server/webui.h)
   uint64_t disk_probe = 0;              // bytes read at attach to measure the disk for /stats (streaming experts; 0: not measured)
-  // Per-slot speculation: "lookup" (prompt/history n-gram drafts) or "none"; the drafts per pass
-  // at most and fewer than which a pass is plain, for requests without speculative.n_max / n_min.
+  // Per-slot speculation: "lookup" (prompt/history n-gram drafts), "model" (a draft model: the
+  // drafter given to attach), "mtp" (the model's NextN block; the engine needs
+  // EngineOptions::nextn_kv) or "none"; the drafts per pass at most and fewer than which a pass is
+  // plain, for requests without speculative.n_max / n_min.
   std::string draft = "none";
   int draft_max = 4, draft_min = 1;
   bool draft_adaptive = true;           // false (--draft-fixed): every draft found is verified
@@ -57,8 +59,9 @@ class HttpServer {
   int bind();
   // Serves in a background thread.
   void start();
-  // The model is loaded: starts the scheduler (slots = the engine's KV sequences).
-  void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path);
+  // The model is loaded: starts the scheduler (slots = the engine's KV sequences). `draft`: the
+  // draft model's drafter for draft "model" (runtime/slot_draft.h).
+  void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft = nullptr);
   void stop();
 
   int port() const;

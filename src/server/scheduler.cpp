@@ -134,6 +134,7 @@ struct Scheduler::Slot {
   // how many of them it verifies, its tokens (next, then the k drafts), sampling scratch.
   int draft_max = 0, draft_min = 1;
   Draft draft;
+  int want = 0;  // drafts asked for this pass
   int k = 0;
   std::vector<int32_t> batch;
   std::vector<float> spec_p, spec_r;  // [n_vocab] when sampling
@@ -145,6 +146,7 @@ struct Scheduler::Slot {
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
+  drafter_ = opt_.slot_draft ? opt_.slot_draft : opt_.draft ? std::make_shared<SharedSlotDrafter>(opt_.draft) : nullptr;
   STRATA_CHECK(opt_.step_tokens >= 2, "step token cap must be at least 2 (got {})", opt_.step_tokens);
   STRATA_CHECK(opt_.draft_max >= 0 && opt_.draft_min >= 0, "draft sizes must be >= 0 (got --draft-max {}, --draft-min {})", opt_.draft_max,
                opt_.draft_min);
@@ -307,7 +309,7 @@ void Scheduler::start(Slot& s) {
   }
   // Speculation: a draft source, rows that can be cut back, and no grammar (drafts are not
   // checked against it: a constrained request decodes plainly).
-  const bool can_draft = opt_.draft && eng_.model().rewindable() && !p.grammar;
+  const bool can_draft = drafter_ && eng_.model().rewindable() && !p.grammar;
   s.draft_max = can_draft ? (p.draft_max < 0 ? opt_.draft_max : p.draft_max) : 0;
   s.draft_min = std::max(1, p.draft_min < 0 ? opt_.draft_min : p.draft_min);
   s.k = 0;
@@ -321,7 +323,9 @@ void Scheduler::start(Slot& s) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
   }
-  s.n_reused = eng_.start_prompt(s.id, p.prompt);
+  // The draft state (MTP's NextN rows) may follow fewer of the rows the engine could keep.
+  const int keep = eng_.reusable_prefix(s.id, p.prompt);
+  s.n_reused = eng_.start_prompt(s.id, p.prompt, drafter_ ? drafter_->reusable(s.id, p.prompt, keep) : keep);
   s.n_prompt_done = s.n_reused;
   if (s.max_tokens == 0) finish(s, Finish::Length);
 }
@@ -410,18 +414,16 @@ void Scheduler::plan_pass() {
     sp->k = 0;
     if (sp->req && sp->decoding) ++n_decode;
   }
-  int draft_room = cap - n_decode;  // draft rows come after every decoding slot's own token
+  plan_drafts();
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (!s.req || !s.decoding) continue;
-    s.k = plan_drafts(s, draft_room);
     if (s.k == 0) {
       inputs_.push_back(SeqInput{s.id, &s.next, 1, Logits::Last});
     } else {
       s.batch.assign(1, s.next);
       s.batch.insert(s.batch.end(), s.draft.tokens.begin(), s.draft.tokens.begin() + s.k);
       inputs_.push_back(SeqInput{s.id, s.batch.data(), s.k + 1, Logits::All, /*decode_order=*/true});
-      draft_room -= s.k;
       n_decode += s.k;
     }
     pass_slots_.push_back(&s);
@@ -453,20 +455,49 @@ void Scheduler::plan_pass() {
   row_rejected_.assign(row_owner_.size(), 0);
 }
 
-// Drafts for a decoding slot's next pass: how many of them to verify (0: a plain row), at most
-// `budget`, the request's draft_max, the context's room and the tokens the request may still get.
-int Scheduler::plan_drafts(Slot& s, int budget) {
+// Drafts a decoding slot asks for in its next pass (0: a plain row), at most `budget`, the
+// request's draft_max, the context's room and the tokens the request may still get; a costly
+// source's count is the cost model's choice (made before drafting).
+int Scheduler::draft_want(Slot& s, int budget) {
   s.draft.clear();
   const int ctx_room = eng_.options().n_ctx - eng_.seq_length(s.id) - 1;
-  const int want = std::min({s.draft_max, budget, ctx_room, s.max_tokens - s.n_gen - 1});
-  s.draft_s = 0;
-  if (want < s.draft_min) return 0;
+  int want = std::min({s.draft_max, budget, ctx_room, s.max_tokens - s.n_gen - 1});
+  if (want >= s.draft_min && s.cost && drafter_->costly()) want = s.cost->choose(want);
+  return want < s.draft_min ? 0 : want;
+}
+
+// Every decoding slot's drafts for the next pass, asked of the draft source at once (a draft
+// model drafts all the slots in one batched pass per position); sets each slot's k. A speculating
+// slot that drafts nothing this pass lets the source observe its history (MTP keeps in step).
+void Scheduler::plan_drafts() {
+  int budget = std::min(opt_.step_tokens, eng_.options().n_batch);
+  for (auto& sp : slots_)
+    if (sp->req && sp->decoding) --budget;  // draft rows come after every decoding slot's own token
+  jobs_.clear();
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    s.want = 0;
+    s.draft_s = 0;
+    if (!s.req || !s.decoding || s.draft_max == 0) continue;
+    s.want = draft_want(s, budget);
+    if (s.want == 0) {
+      drafter_->observe(s.id, s.history);
+      continue;
+    }
+    budget -= s.want;
+    jobs_.push_back(SlotDraftJob{s.id, s.history, s.want, &s.draft});
+  }
+  if (jobs_.empty()) return;
   const double t0 = now_s();
-  opt_.draft->propose(s.history, want, s.draft);
-  s.draft_s = now_s() - t0;
-  int k = std::min(static_cast<int>(s.draft.tokens.size()), want);
-  if (s.cost && k >= s.draft_min) k = s.cost->choose(k);  // the lookup drafts first: the cost model picks among what it found
-  return k < s.draft_min ? 0 : k;
+  drafter_->propose(jobs_);
+  const double each = (now_s() - t0) / static_cast<double>(jobs_.size());  // the slots share the drafting passes
+  for (const SlotDraftJob& j : jobs_) {
+    Slot& s = *slots_[static_cast<size_t>(j.slot)];
+    s.draft_s = each;
+    int k = std::min(static_cast<int>(s.draft.tokens.size()), s.want);
+    if (s.cost && k >= s.draft_min && !drafter_->costly()) k = s.cost->choose(k);  // a lookup drafts first: the cost model picks among what it found
+    s.k = k < s.draft_min ? 0 : k;
+  }
 }
 
 void Scheduler::step() {

@@ -23,6 +23,7 @@
 
 #include "grammar/grammar.h"
 #include "runtime/draft.h"
+#include "runtime/slot_draft.h"
 #include "runtime/engine.h"
 #include "runtime/pass_routing.h"
 #include "runtime/sampler.h"
@@ -136,6 +137,9 @@ struct SchedulerOptions {
   // Draft source of per-slot speculation (shared by the slots: it keeps no per-sequence state, as
   // LookupDraft); null: no request speculates. Off too where the architecture cannot cut rows back.
   std::shared_ptr<DraftSource> draft;
+  // Or drafts with per-slot state (a draft model, MTP: runtime/slot_draft.h), all the slots' drafts
+  // of a pass asked for at once; used instead of `draft` when set.
+  std::shared_ptr<SlotDrafter> slot_draft;
   int draft_max = 4, draft_min = 1;  // for requests that leave GenParams::draft_max / draft_min at -1
   // true: each speculating slot's SpecCostModel chooses k per pass (0..what the lookup found) from
   // its acceptance and the passes' measured time and reads; false: every draft found is verified.
@@ -190,7 +194,7 @@ class Scheduler {
   int n_slots() const { return static_cast<int>(slots_.size()); }
   // Speculation for requests that do not set it: drafts per pass at most (0: none, also when there
   // is no draft source or the architecture cannot cut rows back), and the fewest that make a pass.
-  int default_draft_max() const { return opt_.draft && eng_.model().rewindable() ? opt_.draft_max : 0; }
+  int default_draft_max() const { return drafter_ && eng_.model().rewindable() ? opt_.draft_max : 0; }
   int default_draft_min() const { return opt_.draft_min; }
   void stop();
 
@@ -201,7 +205,8 @@ class Scheduler {
   void start(Slot& s);
   void step();
   void plan_pass();
-  int plan_drafts(Slot& s, int budget);
+  int draft_want(Slot& s, int budget);
+  void plan_drafts();
   int sample_outputs();
   int verify_drafts(Slot& s, const float* logits);
   bool take_token(Slot& s, const float* logits, int32_t draft, bool& accepted);
@@ -218,6 +223,7 @@ class Scheduler {
   Engine& eng_;
   const tok::Tokenizer& tok_;
   SchedulerOptions opt_;
+  std::shared_ptr<SlotDrafter> drafter_;  // slot_draft, or draft for every slot; null: none
   std::vector<std::unique_ptr<Slot>> slots_;
 
   mutable std::mutex mu_;
@@ -229,6 +235,7 @@ class Scheduler {
   // engine thread only
   std::vector<SeqInput> inputs_;   // the pass being run
   std::vector<Slot*> pass_slots_;  // the slot of each input
+  std::vector<SlotDraftJob> jobs_;  // the pass's draft requests
   std::vector<float> logits_;
   SpecPass pass_;  // the running pass's time and reads, for the slots' cost models
   // Per-slot shares of a pass with drafts (split_pass): which rows routed to which expert, each

@@ -1,5 +1,6 @@
 // `strata serve` as a subprocess: it listens, answers, and exits cleanly on SIGTERM.
 #include "serve_process.h"
+#include "../cli/cli_util.h"
 
 namespace strata::test {
 namespace {
@@ -44,6 +45,37 @@ TEST(ServeCli, ListensAnswersAndStopsOnSigterm) {
   const int st = serve.stop();
   EXPECT_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << serve.log();
   std::remove(tmpl.c_str());
+}
+
+// -md: the draft model's slots draft for the server's (speculation tokens counted in /metrics); a
+// draft of another vocabulary stops the server at start with an error naming both files.
+TEST(ServeCli, DraftModelDraftsAndAnotherVocabularyIsAnErrorAtStart) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  const std::string draft = server_fixture("qwen3-dense-q8_0"), other = server_fixture("kimi-k2-q8_0");
+  ServeProcess serve("serve_md_test", {"-m", server_fixture(), "-md", draft, "--port", "0", "--parallel", "2", "-c", "256", "-t", "1", "--draft-fixed"});
+  ASSERT_TRUE(serve.started()) << "cannot start " << STRATA_BINARY;
+  ASSERT_TRUE(serve.ready()) << serve.log();
+  httplib::Client c("127.0.0.1", serve.port());
+  auto r = c.Post("/v1/completions", json{{"prompt", "The quick brown fox"}, {"max_tokens", 16}, {"ignore_eos", true}, {"temperature", 0}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  const size_t at = m->body.find("\nstrata_draft_tokens_total ");
+  ASSERT_NE(at, std::string::npos) << m->body;
+  EXPECT_GT(std::stod(m->body.substr(at + 27)), 0) << m->body;
+  const int st = serve.stop();
+  EXPECT_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << serve.log();
+
+  const CmdResult bad = run_cmd("serve -m " + other + " -md " + draft + " --port 0 -c 256 -t 1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("error:"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find(draft), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find(other), std::string::npos) << bad.err;
+  const CmdResult no_md = run_cmd("serve -m " + server_fixture() + " --draft model --port 0 -c 256 -t 1");
+  EXPECT_NE(no_md.code, 0);
+  EXPECT_NE(no_md.err.find("-md FILE"), std::string::npos) << no_md.err;
 }
 
 }  // namespace
