@@ -74,6 +74,9 @@ struct MatmulJob {
   int64_t n = 0;
   float* y = nullptr;        // [n, w.rows]
   const uint8_t* in_gemm = nullptr;  // as matmul()'s
+  // nullptr, or x already in matmul_act_type(w.type)'s format, [n, ggml_row_size(that, w.cols)]
+  // (then x is not read): callers that quantize a row once for several products.
+  const uint8_t* xq = nullptr;
 };
 struct MatmulManyScratch {
   std::vector<std::vector<uint8_t>> act;  // per job: quantized activations (reused by later jobs on the same x)

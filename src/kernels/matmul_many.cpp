@@ -42,11 +42,14 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
     p.dot_tile = p.dot_xn ? k.vec_dot_tile[static_cast<uint32_t>(jb.w.type)] : nullptr;
     p.act = reinterpret_cast<const uint8_t*>(jb.x);
     p.act_stride = static_cast<size_t>(jb.w.cols) * sizeof(float);
-    if (at != GgmlType::F32) {
+    if (at != GgmlType::F32 && jb.xq) {
+      p.act_stride = ggml_row_size(at, jb.w.cols);
+      p.act = jb.xq;
+    } else if (at != GgmlType::F32) {
       p.act_stride = ggml_row_size(at, jb.w.cols);
       int same = -1;
       for (int i = 0; i < j && same < 0; ++i)
-        if (jobs[i].x == jb.x && jobs[i].n >= jb.n && jobs[i].w.cols == jb.w.cols && matmul_act_type(jobs[i].w.type) == at) same = i;
+        if (!jobs[i].xq && jobs[i].x == jb.x && jobs[i].n >= jb.n && jobs[i].w.cols == jb.w.cols && matmul_act_type(jobs[i].w.type) == at) same = i;
       if (same >= 0) {
         p.act = prep[same].act;
       } else {

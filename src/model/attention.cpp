@@ -130,9 +130,12 @@ void attend_heads(FwdCtx& c, int layer) {
   const int dq = lc.n_head * lc.head_dim_k;
   const int group = lc.n_head / lc.n_head_kv;
   const int dvo = lc.n_head * lc.head_dim_v;
-  c.parallel(static_cast<int64_t>(n) * lc.n_head, [&](int64_t a, int64_t e, int tid) {
+  // Items from the last token back: the costliest (most keys) first, the cheap ones even out the end.
+  const int64_t items = static_cast<int64_t>(n) * lc.n_head;
+  c.parallel_dynamic(items, std::clamp<int64_t>(items / 16, 1, lc.n_head), [&](int64_t a, int64_t e, int tid) {
     float* buf = st.thread_buf[tid].data();
-    for (int64_t it = a; it < e; ++it) {
+    for (int64_t x = a; x < e; ++x) {
+      const int64_t it = items - 1 - x;
       const int i = static_cast<int>(it / lc.n_head), h = static_cast<int>(it % lc.n_head);
       HeadAttn ha;
       ha.q = st.q.data() + static_cast<size_t>(i) * dq + h * lc.head_dim_k;
@@ -279,9 +282,11 @@ void mla_attend(FwdCtx& c, int layer, const KeySelection* sel) {
                   sizeof(float) * lc.kv_lora_rank);
   }
   // Attention in the latent space; output [n, n_head, kv_lora] in st.attn.
-  c.parallel(static_cast<int64_t>(n) * lc.n_head, [&](int64_t a, int64_t e, int tid) {
+  const int64_t items = static_cast<int64_t>(n) * lc.n_head;
+  c.parallel_dynamic(items, std::clamp<int64_t>(items / 16, 1, lc.n_head), [&](int64_t a, int64_t e, int tid) {
     float* buf = st.thread_buf[tid].data();
-    for (int64_t it = a; it < e; ++it) {
+    for (int64_t x = a; x < e; ++x) {
+      const int64_t it = items - 1 - x;  // the costliest first, as in attend_heads
       const int i = static_cast<int>(it / lc.n_head), h = static_cast<int>(it % lc.n_head);
       HeadAttn ha;
       ha.q = qabs + (static_cast<size_t>(i) * lc.n_head + h) * kvw;

@@ -191,10 +191,12 @@ class ExpertRun {
         k_(lc_.n_expert_used), f_(lc_.n_ff_exp), n_pending_(static_cast<int>(c.st.expert_list.size())) {}
 
   void run() {
+    const bool waves = c_.b.n > kGroupMaxTokens && st_.wave_rows > 0;
     while (n_pending_ > 0) {
       ExpertMats em;
       const int e = take(c_.experts->acquire_next(layer_, st_.expert_list.data(), n_pending_, &em));
-      if (g_.counts[e] > kGroupMaxTokens) run_alone(e, em);
+      if (waves && fits_wave(e, em)) run_wave(e, em);
+      else if (g_.counts[e] > kGroupMaxTokens) run_alone(e, em);
       else run_group(e, em);
     }
   }
@@ -283,6 +285,103 @@ class ExpertRun {
     }
   }
 
+  // Wave members share their gate/up activation format (st.xn's rows are quantized once per
+  // layer) and down's; a product matmul() would hand to BLAS keeps its own path.
+  bool fits_wave(int e, const ExpertMats& em) {
+    const GgmlType ax = matmul_act_type(em.gate.type), ag = matmul_act_type(em.down.type);
+    if (ax == GgmlType::F32 || ag == GgmlType::F32 || matmul_act_type(em.up.type) != ax || !c_.k.quantize_act[static_cast<uint32_t>(ax)] ||
+        !c_.k.quantize_act[static_cast<uint32_t>(ag)])
+      return false;
+    if (wave_ax_ != GgmlType::F32 && (ax != wave_ax_ || ag != wave_ag_)) return false;
+    const int m = g_.counts[e];
+    if (m > st_.wave_rows || matmul_blas_applies(c_.k, em.gate, m) || matmul_blas_applies(c_.k, em.up, m) ||
+        matmul_blas_applies(c_.k, em.down, m))
+      return false;
+    const size_t rx = ggml_row_size(ax, d_), rg = ggml_row_size(ag, f_);
+    if (rx * c_.b.n > st_.wave_xq.size() || rx * st_.wave_rows > st_.wave_ax.size() || rg * st_.wave_rows > st_.wave_ag.size()) return false;
+    if (wave_ax_ == GgmlType::F32) quantize_tokens(ax, ag);
+    return true;
+  }
+
+  // st.xn's rows in the gate/up activation format, once per layer (the pool's threads split them).
+  void quantize_tokens(GgmlType ax, GgmlType ag) {
+    wave_ax_ = ax;
+    wave_ag_ = ag;
+    row_x_ = ggml_row_size(ax, d_);
+    row_g_ = ggml_row_size(ag, f_);
+    const FromFloatFn quant = c_.k.quantize_act[static_cast<uint32_t>(ax)];
+    c_.parallel(c_.b.n, [&](int64_t a, int64_t b, int) {
+      for (int64_t t = a; t < b; ++t) quant(st_.xn.data() + t * d_, st_.wave_xq.data() + t * row_x_, d_);
+    });
+  }
+
+  // A prompt-size wave: expert e and every other pending expert in memory now (all of them when
+  // resident): one thread-pool pass for all gate/up products, one for GLU and down's activations,
+  // one for all down products. Every value is the one run_alone computes.
+  void run_wave(int e, const ExpertMats& em) {
+    int grp[kWaveMaxExperts], rows0[kWaveMaxExperts + 1];
+    ExpertMats mats[kWaveMaxExperts];
+    int ng = 0;
+    rows0[0] = 0;
+    auto add = [&](int ex, const ExpertMats& mx) {
+      grp[ng] = ex;
+      mats[ng] = mx;
+      rows0[ng + 1] = rows0[ng] + g_.counts[ex];
+      ++ng;
+    };
+    add(e, em);
+    for (int pi = 0; pi < n_pending_ && ng < kWaveMaxExperts;) {
+      const int ex = st_.expert_list[pi];
+      ExpertMats mx;
+      if (rows0[ng] + g_.counts[ex] <= st_.wave_rows && c_.experts->try_acquire(layer_, ex, &mx)) {
+        if (fits_wave(ex, mx)) {
+          add(take(pi), mx);  // the last pending moved into pi: look at pi again
+          continue;
+        }
+        c_.experts->release(layer_, ex);
+      }
+      ++pi;
+    }
+    uint8_t* ax = st_.wave_ax.data();
+    for (int gi = 0; gi < ng; ++gi)
+      for (int r = 0; r < g_.counts[grp[gi]]; ++r)
+        std::memcpy(ax + static_cast<size_t>(rows0[gi] + r) * row_x_,
+                    st_.wave_xq.data() + static_cast<size_t>(st_.tok_of[g_.starts[grp[gi]] + r]) * row_x_, row_x_);
+    float *gg = st_.wave_g.data(), *gu = st_.wave_u.data(), *gy = st_.wave_y.data();
+    MatmulJob jobs[2 * kWaveMaxExperts];
+    for (int gi = 0; gi < ng; ++gi) {
+      const int m = g_.counts[grp[gi]];
+      const uint8_t* xq = ax + static_cast<size_t>(rows0[gi]) * row_x_;
+      jobs[2 * gi] = MatmulJob{mats[gi].gate, nullptr, m, gg + static_cast<size_t>(rows0[gi]) * f_, nullptr, xq};
+      jobs[2 * gi + 1] = MatmulJob{mats[gi].up, nullptr, m, gu + static_cast<size_t>(rows0[gi]) * f_, nullptr, xq};
+    }
+    matmul_many(c_.k, c_.pool, jobs, 2 * ng, st_.mm_many);
+    glu_rows(grp, rows0, ng);
+    for (int gi = 0; gi < ng; ++gi)
+      jobs[gi] = MatmulJob{mats[gi].down, nullptr, g_.counts[grp[gi]], gy + static_cast<size_t>(rows0[gi]) * d_, nullptr,
+                           st_.wave_ag.data() + static_cast<size_t>(rows0[gi]) * row_g_};
+    matmul_many(c_.k, c_.pool, jobs, ng, st_.mm_many);
+    for (int gi = 0; gi < ng; ++gi) {
+      c_.experts->release(layer_, grp[gi]);
+      scatter(grp[gi], gy + static_cast<size_t>(rows0[gi]) * d_);
+    }
+  }
+
+  // Bias, GLU (row by row, as ggml applies it) and down's activations of a wave's rows.
+  void glu_rows(const int* grp, const int* rows0, int ng) {
+    const FromFloatFn quant = c_.k.quantize_act[static_cast<uint32_t>(wave_ag_)];
+    float *gg = st_.wave_g.data(), *gu = st_.wave_u.data();
+    c_.parallel(rows0[ng], [&](int64_t a, int64_t b, int) {
+      for (int64_t r = a; r < b; ++r) {
+        const int gi = static_cast<int>(std::upper_bound(rows0, rows0 + ng + 1, static_cast<int>(r)) - rows0) - 1;
+        float* g = gg + r * f_;
+        add_gate_up_bias(grp[gi], g, gu + r * f_, 1);
+        glu(lc_, lc_.swiglu_limit, g, gu + r * f_, g, f_);
+        quant(g, st_.wave_ag.data() + r * row_g_, f_);
+      }
+    });
+  }
+
   // Fills grp/mats/rows0 (first rows of each member) with e and the small pending experts the
   // provider has in memory now, up to kGroupMaxExperts / kGroupMaxRows; returns the member count.
   int collect_group(int e, const ExpertMats& em, int* grp, ExpertMats* mats, int* rows0) {
@@ -315,6 +414,9 @@ class ExpertRun {
   const int layer_, d_, k_;
   const int64_t f_;
   int n_pending_;
+  // The wave activation formats of this layer (F32: no wave yet) and their row sizes.
+  GgmlType wave_ax_ = GgmlType::F32, wave_ag_ = GgmlType::F32;
+  size_t row_x_ = 0, row_g_ = 0;
 };
 
 // 4. Sums each token's slots in selection order (as llama.cpp does) into st.out.

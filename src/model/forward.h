@@ -1,5 +1,7 @@
 #pragma once
 // Internals of the forward pass shared by model.cpp, attention.cpp and ffn.cpp.
+#include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -36,6 +38,14 @@ struct Model::State {
   std::vector<float> grp_x, grp_y;  // [rows, n_embd]
   std::vector<float> grp_g, grp_u;  // [rows, n_ff]
   MatmulManyScratch mm_many;
+  // Prompt-size MoE batches (ffn.cpp, ExpertRun::run_wave): many experts' products in one
+  // thread-pool pass per matrix kind, on up to wave_rows (token, slot) rows.
+  int wave_rows = 0;
+  std::vector<uint8_t> wave_xq;       // [n, act row] st.xn's rows quantized once for gate/up
+  std::vector<uint8_t> wave_ax;       // [wave_rows, act row] those rows gathered per expert
+  std::vector<uint8_t> wave_ag;       // [wave_rows, act row] GLU outputs quantized for down
+  std::vector<float> wave_g, wave_u;  // [wave_rows, n_ff]
+  std::vector<float> wave_y;          // [wave_rows, n_embd]
   // [n] 1 = the only token of its sequence in this batch (a decode step). Attention picks its
   // summation order per token from this, so a sequence's results do not depend on which other
   // sequences share the batch.
@@ -57,6 +67,10 @@ struct Model::State {
 inline constexpr int kGroupMaxTokens = 4;
 inline constexpr int kGroupMaxExperts = 32;
 inline constexpr int kGroupMaxRows = 64;
+// Batches of more tokens compute their experts in waves of up to kWaveMaxExperts experts /
+// kWaveMaxRows (token, slot) rows (all of a layer's experts at once when they are in memory).
+inline constexpr int kWaveMaxExperts = 128;
+inline constexpr int kWaveMaxRows = 4096;
 
 struct FwdCtx {
   const ModelConfig& cfg;
@@ -88,6 +102,19 @@ struct FwdCtx {
   void parallel(int64_t n, F&& f) {
     if (pool) pool->parallel_for(n, 1, f);
     else f(int64_t{0}, n, 0);
+  }
+  // The same for items of uneven cost (a prompt's causal attention: later tokens see more
+  // keys): ranges of `grain` items handed out from a counter, so threads finish together.
+  template <typename F>
+  void parallel_dynamic(int64_t n, int64_t grain, F&& f) {
+    if (!pool || pool->size() == 1 || n <= grain) {
+      f(int64_t{0}, n, 0);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    pool->run([&](int tid) {
+      for (int64_t a; (a = next.fetch_add(grain, std::memory_order_relaxed)) < n;) f(a, std::min(n, a + grain), tid);
+    });
   }
 };
 

@@ -95,6 +95,13 @@ void Model::State::ensure(const ModelConfig& cfg, int n, int n_ctx, int n_thread
   grp_y.assign(static_cast<size_t>(kGroupMaxRows) * w, 0);
   grp_g.assign(static_cast<size_t>(kGroupMaxRows) * std::max(ff, size_t{1}), 0);
   grp_u.assign(static_cast<size_t>(kGroupMaxRows) * std::max(ff, size_t{1}), 0);
+  wave_rows = 0;
+  if (ne > 1 && cap > kGroupMaxTokens) {
+    wave_rows = static_cast<int>(std::min<size_t>(N * kk, kWaveMaxRows));
+    wave_g.assign(static_cast<size_t>(wave_rows) * ff, 0);
+    wave_u.assign(static_cast<size_t>(wave_rows) * ff, 0);
+    wave_y.assign(static_cast<size_t>(wave_rows) * cfg.n_embd, 0);
+  }
   thread_buf.resize(std::max<size_t>(thread_buf.size(), static_cast<size_t>(n_threads)));
   for (auto& tb : thread_buf) tb.assign(static_cast<size_t>(ctx_cap) + row + 32 * row + 64, 0);
 }
@@ -112,16 +119,21 @@ void Model::State::reserve_matmul(int n, uint64_t max_row) {
   // Grouped decode products: up to 2 jobs per grouped expert, kGroupMaxTokens rows each; q/k/v: 3.
   mm_many.act.resize(std::max<size_t>(mm_many.act.size(), 2 * kGroupMaxExperts));
   for (auto& a : mm_many.act) a.reserve(static_cast<size_t>(kGroupMaxTokens) * row);
-  mm_many.first_chunk.reserve(2 * kGroupMaxExperts + 1);
+  mm_many.first_chunk.reserve(2 * std::max(kGroupMaxExperts, kWaveMaxExperts) + 1);
+  if (wave_rows > 0) {
+    wave_xq.resize(std::max(wave_xq.size(), static_cast<size_t>(cap) * row));
+    wave_ax.resize(std::max(wave_ax.size(), static_cast<size_t>(wave_rows) * row));
+    wave_ag.resize(std::max(wave_ag.size(), static_cast<size_t>(wave_rows) * row));
+  }
 }
 
 uint64_t Model::State::bytes() const {
   uint64_t b = 0;
   for (const auto* v : {&x, &xn, &q, &k, &v, &attn, &tmp, &out, &rope_cs, &router, &sel_w, &gather, &gate, &up, &slots, &logits_in, &nextn_in, &grp_x,
-                        &grp_y, &grp_g, &grp_u})
+                        &grp_y, &grp_g, &grp_u, &wave_g, &wave_u, &wave_y})
     b += cap_bytes(*v);
   for (const auto* v : {&sel, &tok_of, &slot_of, &expert_list, &seq_count}) b += cap_bytes(*v);
-  for (const auto* v : {&solo, &in_gemm, &in_gemm_out}) b += cap_bytes(*v);
+  for (const auto* v : {&solo, &in_gemm, &in_gemm_out, &wave_xq, &wave_ax, &wave_ag}) b += cap_bytes(*v);
   for (const auto& t : thread_buf) b += cap_bytes(t);
   b += cap_bytes(mm.act) + cap_bytes(mm.tile) + cap_bytes(mm_many.first_chunk);
   for (const auto& a : mm_many.act) b += cap_bytes(a);
