@@ -235,6 +235,13 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
   co.policy = opt.policy;
   co.mlock = opt.mlock;
   cache_ = std::make_unique<ExpertCache>(*store_, make_backend(opt), co);
+  plan_.streaming = true;
+  plan_.expert_cache = cache_->arena_bytes();
+  plan_.cache_slots = cache_->n_slots();
+  plan_.size_classes = cache_->n_size_classes();
+  // The warm fill starts now, on the cache's own thread: its reads overlap the dense copy below
+  // and whatever comes before the first pass.
+  if (opt.warm_start) start_warm(opt);
   // The mapping serves only the dense weights now: no readahead (it would pull neighbouring
   // expert bytes into the page cache, a second copy outside the budget), and the dense ranges
   // become process memory (same addresses): under the budget's pressure the kernel would
@@ -245,12 +252,7 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
   for (size_t p = 0; p < ranges.size(); ++p)
     for (const auto& [b, e] : ranges[p]) plan_.dense_copied += model.gguf().parts()[p]->map.make_anonymous(b, e - b);
   plan_.dense_copy_s = clock_s() - t0;
-  plan_.streaming = true;
-  plan_.expert_cache = cache_->arena_bytes();
-  plan_.cache_slots = cache_->n_slots();
-  plan_.size_classes = cache_->n_size_classes();
   model.set_expert_provider(cache_.get());
-  if (opt.warm_start) start_warm(opt);
 }
 
 void ExpertTier::start_warm(const TierOptions& opt) {
@@ -271,7 +273,7 @@ void ExpertTier::start_warm(const TierOptions& opt) {
   }
   std::vector<ExpertKey> order = ws->ranked();
   plan_.warm_queued = static_cast<int64_t>(order.size());
-  cache_->warm(std::move(order));
+  cache_->warm(std::move(order), /*background=*/true);
 }
 
 // Once per run (a second save would add the same counts again).
