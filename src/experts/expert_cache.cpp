@@ -184,6 +184,15 @@ void ExpertCache::warm(std::vector<ExpertKey> order, bool background) {
   warm_thread_ = std::thread([this] { warm_loop(); });
 }
 
+void ExpertCache::seed_popularity(std::span<const double> weight, std::span<const int> experts_per_token) {
+  quiesce();
+  const size_t E = static_cast<size_t>(n_expert_);
+  for (int l = 0; l < store_.n_layers(); ++l) {
+    if (!store_.is_moe(l) || static_cast<size_t>(l) >= experts_per_token.size() || (l + 1) * E > weight.size()) continue;
+    state_->policy().seed_popularity(l, weight.subspan(l * E, E), experts_per_token[l]);
+  }
+}
+
 // The background fill: the deep window while nothing else uses the cache.
 void ExpertCache::warm_loop() {
   while (!warm_stop_.load(std::memory_order_relaxed)) {

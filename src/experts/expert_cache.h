@@ -72,6 +72,9 @@ class ExpertCache final : public ExpertProvider {
   // dense weights' copy, the prompt's tokenization, a server waiting for its first request).
   void warm(std::vector<ExpertKey> order, bool background = false);
   bool warm_pending() const { return warm_pos_ < warm_order_.size(); }
+  // Warm start: earlier runs' routing counts ([n_layer * n_expert], the stats' layout) as the
+  // policy's prior popularity (CachePolicy::seed_popularity); experts_per_token: [n_layer].
+  void seed_popularity(std::span<const double> weight, std::span<const int> experts_per_token);
   // The background fill has ended by itself (nothing left it could read); for tests.
   bool warm_thread_done() const { return warm_done_.load(std::memory_order_acquire); }
 

@@ -271,6 +271,13 @@ void ExpertTier::start_warm(const TierOptions& opt) {
     if (!why.empty()) std::fprintf(stderr, "warning: warm start: ignoring %s: %s\n", warm_path_.c_str(), why.c_str());
     return;
   }
+  std::vector<int> k_used(static_cast<size_t>(st.n_layer()), 0);
+  const ModelConfig& cfg = model_.config();
+  for (size_t l = 0; l < k_used.size(); ++l) {
+    const size_t n = cfg.layers.size();
+    k_used[l] = l < n ? cfg.layers[l].n_expert_used : l - n < cfg.nextn.size() ? cfg.nextn[l - n].n_expert_used : 0;
+  }
+  cache_->seed_popularity(ws->weight, k_used);
   std::vector<ExpertKey> order = ws->ranked();
   plan_.warm_queued = static_cast<int64_t>(order.size());
   cache_->warm(std::move(order), /*background=*/true);
