@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Warm start vs cold start: the speed of the first 16 generated tokens of a streamed model
-# (`strata run`'s "first 16 tokens" figure), from a dropped page cache each time.
+# (`strata run`'s "first 16 tokens" figure), from a dropped page cache each time, and the whole
+# process's wall time (load included: the warm fill overlaps the load).
 #   1. cold: --no-warm-start (the cache starts empty)
 #   2. a run that records usage statistics (into a scratch --stats-dir)
 #   3. warm: the cache is filled in the background from those statistics at start
@@ -23,8 +24,8 @@ run() {  # label, extra options...
   local label=$1; shift
   drop_cache
   local line
-  line=$("$STRATA" run -m "$MODEL" --ram-budget "$BUDGET" -p "$PROMPT" -n "$TG" --temp 0 --stats-dir "$stats" $EXTRA "$@" 2>&1 |
-         grep -E '^\[prompt|^warm start' | tr '\n' ' ')
+  line=$(/usr/bin/time -f "process wall %e s" "$STRATA" run -m "$MODEL" --ram-budget "$BUDGET" -p "$PROMPT" -n "$TG" --temp 0 --stats-dir "$stats" $EXTRA "$@" 2>&1 |
+         grep -E '^\[prompt|^warm start|^process wall' | tr '\n' ' ')
   echo "$label: $line"
 }
 EXTRA=${EXTRA:-}

@@ -91,6 +91,14 @@ class CachePolicy {
   // Experts predicted for a later layer or token.
   virtual void hint_prefetch(int layer, std::span<const int32_t> experts, uint64_t now) { (void)layer, (void)experts, (void)now; }
 
+  // Warm start: what earlier runs routed to at `layer` (decayed counts per expert, n_expert of
+  // them; `experts_per_token` chosen per token) as prior popularity, so a policy that ranks by
+  // popularity keeps the warm-filled experts by their history instead of treating them as never
+  // used (the first victims). It decays as any observation. Default: ignored.
+  virtual void seed_popularity(int layer, std::span<const double> weight, int experts_per_token) {
+    (void)layer, (void)weight, (void)experts_per_token;
+  }
+
   // History-based prefetch (cachesim; an engine without a router lookahead could do the same):
   // after `layer`'s experts were accessed, the experts the policy wants read ahead of demand,
   // best first, appended to `out`. ExpertCacheState::prefetch loads each absent one into free

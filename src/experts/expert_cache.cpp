@@ -12,7 +12,8 @@
 namespace strata {
 
 namespace {
-constexpr uint64_t kWarmWindowSlots = 16;  // warm-start reads in flight at most
+constexpr uint64_t kWarmWindowSlots = 16;  // warm-start reads in flight at most once passes run
+constexpr uint64_t kWarmDeepBytes = 256ull << 20;  // before the first pass (background fill)
 
 uint64_t part_base(const ExpertLayer& L, int p) {
   uint64_t b = 0;
@@ -152,6 +153,7 @@ void ExpertCache::make_state(const std::vector<uint64_t>& n_slots) {
 }
 
 ExpertCache::~ExpertCache() {
+  quiesce();
   on_abort();
   io_.reset();
   if (arena_) ::munmap(arena_, arena_bytes_);
@@ -159,28 +161,66 @@ ExpertCache::~ExpertCache() {
 
 std::string ExpertCache::policy_name() const { return state_->policy().name(); }
 
-void ExpertCache::reset_layer_prof() { std::fill(prof_.begin(), prof_.end(), LayerProf{}); }
+void ExpertCache::reset_layer_prof() {
+  quiesce();
+  std::fill(prof_.begin(), prof_.end(), LayerProf{});
+}
 
 void ExpertCache::begin_batch(int) {
+  quiesce();
   state_->begin_token(++now_);
-  pump_warm();
+  pump_warm(shallow_warm_window());
 }
 
-void ExpertCache::warm(std::vector<ExpertKey> order) {
+void ExpertCache::warm(std::vector<ExpertKey> order, bool background) {
+  quiesce();
   warm_order_ = std::move(order);
   warm_pos_ = 0;
-  pump_warm();
+  if (!background) {
+    pump_warm(shallow_warm_window());
+    return;
+  }
+  warm_stop_.store(false);
+  warm_done_.store(false);
+  warm_thread_ = std::thread([this] { warm_loop(); });
 }
 
-void ExpertCache::pump_warm() {
+void ExpertCache::seed_popularity(std::span<const double> weight, std::span<const int> experts_per_token) {
+  quiesce();
+  const size_t E = static_cast<size_t>(n_expert_);
+  for (int l = 0; l < store_.n_layers(); ++l) {
+    if (!store_.is_moe(l) || static_cast<size_t>(l) >= experts_per_token.size() || (l + 1) * E > weight.size()) continue;
+    state_->policy().seed_popularity(l, weight.subspan(l * E, E), experts_per_token[l]);
+  }
+}
+
+// The background fill: the deep window while nothing else uses the cache.
+void ExpertCache::warm_loop() {
+  while (!warm_stop_.load(std::memory_order_relaxed)) {
+    pump_warm(kWarmDeepBytes);
+    if (warm_inflight_ == 0) break;  // nothing left that fits
+    reap(true);
+  }
+  warm_done_.store(true, std::memory_order_release);
+}
+
+void ExpertCache::stop_warm_thread() const {
+  warm_stop_.store(true, std::memory_order_relaxed);
+  warm_thread_.join();
+}
+
+// Once passes run: a few reads at a time, so a layer's demand reads never queue behind much of
+// the fill.
+uint64_t ExpertCache::shallow_warm_window() const { return std::min(opt_.prefetch_window, kWarmWindowSlots * slot_bytes_); }
+
+void ExpertCache::pump_warm(uint64_t window) {
   if (warm_pos_ >= warm_order_.size()) return;
   if (warm_inflight_ > 0) reap(false);  // landed warm reads free the window
   for (; warm_pos_ < warm_order_.size(); ++warm_pos_) {
     const ExpertKey k = warm_order_[warm_pos_];
     if (k.layer < 0 || k.layer >= store_.n_layers() || !store_.is_moe(k.layer) || k.expert < 0 || k.expert >= store_.layer(k.layer).n_expert) continue;
     const uint64_t bytes = layer_slot_bytes(k.layer);
-    // A few reads at a time, so a layer's demand reads never queue behind much of the fill.
-    if (warm_inflight_ + bytes > std::min(opt_.prefetch_window, kWarmWindowSlots * slot_bytes_)) return;
+    if (warm_inflight_ + bytes > window) return;
     Entry& en = entries_[idx(k.layer, k.expert)];
     if (state_->resident(k) || en.transient || en.st != St::Absent) continue;
     if (state_->pool_used(k.layer) + bytes > state_->pool_capacity(k.layer)) continue;  // free room only
@@ -284,6 +324,7 @@ void ExpertCache::start_transients() {
 }
 
 void ExpertCache::request(int layer, const int32_t* experts, int n) {
+  quiesce();
   state_->set_needed(layer, std::span<const int32_t>(experts, static_cast<size_t>(n)));
   for (int i = 0; i < n; ++i) {
     const ExpertKey k{layer, experts[i]};
@@ -327,10 +368,11 @@ void ExpertCache::request(int layer, const int32_t* experts, int n) {
     }
   }
   start_transients();
-  pump_warm();
+  pump_warm(shallow_warm_window());
 }
 
 void ExpertCache::prefetch(int layer, const int32_t* experts, int n) {
+  quiesce();
   state_->hint_predicted(layer, std::span<const int32_t>(experts, static_cast<size_t>(n)));
   for (int i = 0; i < n; ++i) {
     if (prefetch_inflight_ + layer_slot_bytes(layer) > opt_.prefetch_window) return;
@@ -352,6 +394,7 @@ void ExpertCache::prefetch(int layer, const int32_t* experts, int n) {
 }
 
 int ExpertCache::demote_fresh(std::span<const ExpertKey> keys) {
+  quiesce();
   int n = 0;
   for (const ExpertKey& k : keys) {
     const Entry& en = entries_[idx(k.layer, k.expert)];
@@ -363,6 +406,7 @@ int ExpertCache::demote_fresh(std::span<const ExpertKey> keys) {
 }
 
 uint64_t ExpertCache::batch_read_bytes(ExpertKey k) const {
+  quiesce();
   if (k.layer < 0 || k.layer >= store_.n_layers() || k.expert < 0 || k.expert >= n_expert_ || read_at_[idx(k.layer, k.expert)] != now_) return 0;
   uint64_t n = 0;
   for (int p = 0; p < kExpertParts; ++p) n += store_.part_read(k.layer, k.expert, p).aligned_len;
@@ -389,6 +433,7 @@ ExpertMats ExpertCache::views(int layer, int e, const Entry& en) const {
 }
 
 int ExpertCache::acquire_next(int layer, const int32_t* pending, int n, ExpertMats* out) {
+  quiesce();
   double waited = 0;
   for (;;) {
     bool loading = false;
@@ -418,6 +463,7 @@ int ExpertCache::acquire_next(int layer, const int32_t* pending, int n, ExpertMa
 }
 
 bool ExpertCache::try_acquire(int layer, int e, ExpertMats* out) {
+  quiesce();
   if (entries_[idx(layer, e)].st != St::Ready) reap(false);
   Entry& en = entries_[idx(layer, e)];
   if (en.st != St::Ready) return false;
@@ -426,6 +472,7 @@ bool ExpertCache::try_acquire(int layer, int e, ExpertMats* out) {
 }
 
 ExpertMats ExpertCache::acquire(int layer, int e) {
+  quiesce();
   const int32_t p = e;
   ExpertMats m;
   acquire_next(layer, &p, 1, &m);
@@ -433,6 +480,7 @@ ExpertMats ExpertCache::acquire(int layer, int e) {
 }
 
 void ExpertCache::release(int layer, int e) {
+  quiesce();
   Entry& en = entries_[idx(layer, e)];
   en.demanded = false;
   if (en.transient) {
@@ -453,6 +501,7 @@ void ExpertCache::release(int layer, int e) {
 }
 
 void ExpertCache::on_abort() {
+  quiesce();
   while (io_ && io_->in_flight() > 0) reap(true);
   for (const ExpertKey& k : pinned_) state_->unpin(k);
   pinned_.clear();

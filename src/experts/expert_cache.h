@@ -8,10 +8,12 @@
 // get a slot (evicting by policy, never an expert in use or needed by this layer) and their
 // reads are submitted in one batch. acquire_next() hands out experts in memory first, then
 // misses as they land. Experts the policy does not admit are read into transient buffers.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "experts/cache_state.h"
@@ -61,24 +63,48 @@ class ExpertCache final : public ExpertProvider {
   bool try_acquire(int layer, int e, ExpertMats* out) override;
   void release(int layer, int e) override;
   void on_abort() override;
-  // Warm start: reads these experts (hottest first) into free slots only, never evicting, with
-  // at most 16 reads (and the prefetch window) in flight; more are submitted after each layer's demand reads
-  // (begin_batch, request), so on-demand reads go first.
-  void warm(std::vector<ExpertKey> order);
-  bool warm_pending() const { return warm_pos_ < warm_order_.size(); }
+  // Warm start: reads these experts (hottest first) into free slots only, never evicting.
+  // background = false: at most 16 reads (and the prefetch window) in flight; more are submitted
+  // after each layer's demand reads (begin_batch, request), so on-demand reads go first.
+  // background = true: before that, a thread of the cache's own keeps kWarmDeepBytes in flight
+  // (the disk's best case: no demand read waits behind them yet) until the first call of any
+  // other member (quiesce): the fill overlaps what the engine does before its first pass (the
+  // dense weights' copy, the prompt's tokenization, a server waiting for its first request).
+  void warm(std::vector<ExpertKey> order, bool background = false);
+  bool warm_pending() const {
+    quiesce();
+    return warm_pos_ < warm_order_.size();
+  }
+  // Warm start: earlier runs' routing counts ([n_layer * n_expert], the stats' layout) as the
+  // policy's prior popularity (CachePolicy::seed_popularity); experts_per_token: [n_layer].
+  void seed_popularity(std::span<const double> weight, std::span<const int> experts_per_token);
+  // The background fill has ended by itself (nothing left it could read); for tests.
+  bool warm_thread_done() const { return warm_done_.load(std::memory_order_acquire); }
 
   // Of `keys`, the experts this batch (the latest begin_batch) read into cache slots go to the
   // low-priority end: evicted first (ExpertCacheState::demote). Returns how many.
   int demote_fresh(std::span<const ExpertKey> keys);
-  bool demoted(ExpertKey k) const { return state_->demoted(k); }
+  bool demoted(ExpertKey k) const {
+    quiesce();
+    return state_->demoted(k);
+  }
   // Bytes this batch (the latest begin_batch) read for the expert: into a slot, a transient buffer,
   // ahead of demand or for the warm start; 0 when it was not read.
   uint64_t batch_read_bytes(ExpertKey k) const;
 
-  const ExpertCacheCounters& counters() const { return c_; }
-  const std::vector<LayerProf>& layer_prof() const { return prof_; }
+  const ExpertCacheCounters& counters() const {
+    quiesce();
+    return c_;
+  }
+  const std::vector<LayerProf>& layer_prof() const {
+    quiesce();
+    return prof_;
+  }
   void reset_layer_prof();
-  const ExpertStats& stats() const { return state_->stats(); }
+  const ExpertStats& stats() const {
+    quiesce();
+    return state_->stats();
+  }
   int n_slots() const { return static_cast<int>(slots_.size()); }
   uint64_t slot_bytes() const { return slot_bytes_; }  // the largest size class
   int n_size_classes() const { return static_cast<int>(class_size_.size()); }
@@ -121,7 +147,15 @@ class ExpertCache final : public ExpertProvider {
   ExpertMats views(int layer, int e, const Entry& en) const;
   [[noreturn]] void fail_read(int layer, int e, const Entry& en) const;
   void drop_slot(ExpertKey k);
-  void pump_warm();
+  void pump_warm(uint64_t window);
+  uint64_t shallow_warm_window() const;
+  void warm_loop();
+  // Stops the background warm fill (its reads in flight stay in flight, reaped as any other):
+  // every public member that reads or changes the cache's state calls it first.
+  void quiesce() const {
+    if (warm_thread_.joinable()) [[unlikely]] stop_warm_thread();
+  }
+  void stop_warm_thread() const;
   // Construction steps, in order.
   std::vector<uint64_t> plan_size_classes();
   std::vector<uint64_t> plan_slots(const std::vector<uint64_t>& count, uint64_t room) const;
@@ -154,6 +188,9 @@ class ExpertCache final : public ExpertProvider {
   std::vector<ExpertKey> warm_order_;
   size_t warm_pos_ = 0;
   uint64_t warm_inflight_ = 0;
+  mutable std::thread warm_thread_;      // background fill (warm(order, true)) until quiesce()
+  mutable std::atomic<bool> warm_stop_{false};
+  std::atomic<bool> warm_done_{false};
   uint64_t now_ = 0;
   ExpertCacheCounters c_;
   std::vector<LayerProf> prof_;

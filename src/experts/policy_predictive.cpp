@@ -102,6 +102,18 @@ class Predictive : public CachePolicy {
     cur_layer_ = layer;
     ++gen_;
   }
+  // The prior counts as one half-life of tokens (64 without decay): q(j) = k * weight_j / total.
+  void seed_popularity(int layer, std::span<const double> weight, int k) override {
+    double total = 0;
+    for (double w : weight) total += w > 0 ? w : 0;
+    if (layer < 0 || layer >= shape_.n_layer || total <= 0 || k <= 0) return;
+    const double t = o_.half_life > 0 ? o_.half_life : 64.0;
+    const size_t E = shape_.n_expert;
+    tokens_[layer] += static_cast<float>(w_ * t);
+    for (size_t j = 0; j < std::min(E, weight.size()); ++j)
+      if (weight[j] > 0) pop_[size_t(layer) * E + j] += static_cast<float>(w_ * t * k * weight[j] / total);
+    ++gen_;
+  }
   // Keep the newcomer only if it is at least as likely to be needed next as its victim would be
   // (it is needed now, so this is about the next visit). Worth ~0.5 % hit rate on Mixtral.
   bool should_admit(ExpertKey k, std::span<const ExpertKey> c, uint64_t now) override {

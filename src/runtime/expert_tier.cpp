@@ -238,6 +238,13 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
   co.policy = opt.policy;
   co.mlock = opt.mlock;
   cache_ = std::make_unique<ExpertCache>(*store_, make_backend(opt), co);
+  plan_.streaming = true;
+  plan_.expert_cache = cache_->arena_bytes();
+  plan_.cache_slots = cache_->n_slots();
+  plan_.size_classes = cache_->n_size_classes();
+  // The warm fill starts now, on the cache's own thread: its reads overlap the dense copy below
+  // and whatever comes before the first pass.
+  if (opt.warm_start) start_warm(opt);
   // The mapping serves only the dense weights now: no readahead (it would pull neighbouring
   // expert bytes into the page cache, a second copy outside the budget), and the dense ranges
   // become process memory (same addresses): under the budget's pressure the kernel would
@@ -248,12 +255,7 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
   for (size_t p = 0; p < ranges.size(); ++p)
     for (const auto& [b, e] : ranges[p]) plan_.dense_copied += model.gguf().parts()[p]->map.make_anonymous(b, e - b);
   plan_.dense_copy_s = clock_s() - t0;
-  plan_.streaming = true;
-  plan_.expert_cache = cache_->arena_bytes();
-  plan_.cache_slots = cache_->n_slots();
-  plan_.size_classes = cache_->n_size_classes();
   model.set_expert_provider(cache_.get());
-  if (opt.warm_start) start_warm(opt);
 }
 
 void ExpertTier::start_warm(const TierOptions& opt) {
@@ -272,9 +274,16 @@ void ExpertTier::start_warm(const TierOptions& opt) {
     if (!why.empty()) std::fprintf(stderr, "warning: warm start: ignoring %s: %s\n", warm_path_.c_str(), why.c_str());
     return;
   }
+  std::vector<int> k_used(static_cast<size_t>(st.n_layer()), 0);
+  const ModelConfig& cfg = model_.config();
+  for (size_t l = 0; l < k_used.size(); ++l) {
+    const size_t n = cfg.layers.size();
+    k_used[l] = l < n ? cfg.layers[l].n_expert_used : l - n < cfg.nextn.size() ? cfg.nextn[l - n].n_expert_used : 0;
+  }
+  cache_->seed_popularity(ws->weight, k_used);
   std::vector<ExpertKey> order = ws->ranked();
   plan_.warm_queued = static_cast<int64_t>(order.size());
-  cache_->warm(std::move(order));
+  cache_->warm(std::move(order), /*background=*/true);
 }
 
 // Once per run (a second save would add the same counts again).

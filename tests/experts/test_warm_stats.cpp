@@ -1,6 +1,7 @@
 // Warm start: the usage statistics file round-trips, every damaged or foreign file is ignored
 // (never a crash), concurrent writers leave a valid file, and a run that loads statistics fills
-// the cache before its first token (hits on the very first pass) without changing a bit.
+// the cache before its first token (hits on the very first pass; the background fill completes
+// before any pass when nothing else runs) without changing a bit.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -184,5 +185,47 @@ TEST(WarmStats, WarmFillGivesFirstPassHitsAndSameOutput) {
   EXPECT_EQ(std::memcmp(cold.data(), off.data(), off.size() * sizeof(float)), 0);
   ASSERT_EQ(warm.size(), off.size());
   EXPECT_EQ(std::memcmp(warm.data(), off.data(), off.size() * sizeof(float)), 0);
+  fs::remove_all(dir);
+}
+
+// The fill starts with the cache, on its own thread, before the first pass: with nothing else
+// using the cache it reads until every free slot holds a ranked expert, so the first pass finds
+// them, and the output is the same bits as a cold run's.
+TEST(WarmStats, BackgroundFillCompletesBeforeTheFirstPass) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (warm start test)");
+  const std::string set = "qwen3moe-q4_k_m", path = fixtures_dir() + "/" + set + "/model.gguf";
+  auto prompt = read_json(fixtures_dir() + "/" + set + "/golden/p1.json")["prompt_tokens"].get<std::vector<int32_t>>();
+  const fs::path dir = scratch_dir("background");
+  auto run = [&](bool wait_for_fill, ExpertCacheCounters* after_fill, ExpertCacheCounters* after_pass, std::vector<float>* logits) {
+    EngineOptions eo;
+    eo.n_ctx = 256;
+    eo.n_threads = 2;
+    eo.type_k = eo.type_v = GgmlType::F32;
+    eo.tier.cache_experts = 20;
+    eo.tier.lookahead = 0;
+    eo.tier.warm_start = true;
+    eo.tier.stats_dir = dir.string();
+    Engine eng(Model::load(path), eo);
+    ExpertCache* cache = eng.tier().cache();
+    ASSERT_NE(cache, nullptr);
+    if (wait_for_fill)  // a condition the fill thread sets when it has nothing left to read
+      while (!cache->warm_thread_done()) std::this_thread::yield();
+    *after_fill = cache->counters();  // stops the fill where it is (quiesce)
+    eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, true, *logits);
+    *after_pass = eng.tier().cache()->counters();
+  };
+  ExpertCacheCounters cold_c, cold_pass, warm_c, warm_pass;
+  std::vector<float> cold, warm;
+  run(false, &cold_c, &cold_pass, &cold);  // no statistics yet: writes them
+  EXPECT_EQ(cold_c.warm_issued, 0u);
+  run(true, &warm_c, &warm_pass, &warm);
+  EXPECT_GT(warm_c.warm_issued, 0u);  // read before any pass...
+  EXPECT_LE(warm_c.warm_issued, 20u);
+  EXPECT_EQ(warm_c.hits + warm_c.misses, 0u);
+  EXPECT_EQ(warm_pass.warm_issued, warm_c.warm_issued);  // ...and nothing was left for the passes
+  EXPECT_GT(warm_pass.warm_used, 0u);
+  EXPECT_LT(warm_pass.misses, cold_pass.misses);
+  ASSERT_EQ(warm.size(), cold.size());
+  EXPECT_EQ(std::memcmp(warm.data(), cold.data(), cold.size() * sizeof(float)), 0);
   fs::remove_all(dir);
 }
