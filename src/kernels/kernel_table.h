@@ -58,6 +58,13 @@ struct KernelTable {
   // f16 rows (KV cache) against f32: converted in registers, no row buffer.
   float (*dot_f16_f32)(int64_t n, const uint16_t* a, const float* b) = nullptr;
   void (*axpy_f16)(int64_t n, float a, const uint16_t* x, float* y) = nullptr;  // y += a*x
+  // Grouped-query attention, m query heads sharing one KV head, each f16 row converted once:
+  // out[q] = dot_f16_f32(n, a, b[q]) for q < m; and the value sums y[q][0..dv) = 0, then for
+  // each key j ascending with w[q*w_stride + j] != 0, y[q] += w * v_j (v_j = v + j*v_stride),
+  // bit for bit as dot_f16_f32 and repeated axpy_f16 (accumulators stay in registers).
+  void (*dot_f16_f32_multi)(int64_t n, const uint16_t* a, const float* const* b, int m, float* out) = nullptr;
+  void (*vsum_f16_multi)(int64_t n_keys, int64_t dv, const uint16_t* v, int64_t v_stride, const float* w, int64_t w_stride, float* const* y,
+                         int m) = nullptr;
 };
 
 // Table for an ISA, or nullptr when the ISA is not compiled in or not supported by this CPU.

@@ -105,6 +105,27 @@ void attend(const KvCache& kv, const HeadAttn& h, int j0, int j1, float* out, fl
   }, out, lanes, attn_sum_lanes(h.solo, h.dv));
 }
 
+// The m query heads hs[0..m) of one KV head (same sequence, positions, f16 K and V caches, no
+// sparse selection): each key and value row is converted once for all of them. Per head the
+// arithmetic is attend()'s (dot_f16_f32, softmax, axpy_f16 skipping zero weights), bit for bit.
+// buf: [m * n] scores.
+void attend_group_f16(const KvCache& kv, const HeadAttn* hs, int m, int j0, int j1, float* const* out, float* buf) {
+  const HeadAttn& h = hs[0];
+  const int n = j1 - j0 + 1;
+  constexpr int kMaxGroup = 64;
+  const float* qs[kMaxGroup];
+  float w[kMaxGroup];
+  for (int g = 0; g < m; ++g) qs[g] = hs[g].q;
+  for (int j = 0; j < n; ++j) {
+    h.k->dot_f16_f32_multi(h.dk, kv.k_f16(h.layer, h.seq, j0 + j) + h.k_off, qs, m, w);
+    for (int g = 0; g < m; ++g) buf[static_cast<size_t>(g) * n + j] = w[g];
+  }
+  for (int g = 0; g < m; ++g) softmax_cells(buf + static_cast<size_t>(g) * n, n, j0, hs[g].scale, hs[g].sink);
+  const uint16_t* v0 = kv.v_f16(h.layer, h.seq, j0);
+  const int64_t v_stride = n > 1 ? kv.v_f16(h.layer, h.seq, j0 + 1) - v0 : 0;
+  h.k->vsum_f16_multi(n, h.dv, v0 + h.v_off, v_stride, buf, n, out, m);
+}
+
 // Gated attention (Qwen3.5): the q projection holds per head [query (head_dim_k) | gate
 // (head_dim_k)]; queries go to st.q [n, n_head * head_dim_k], gates to st.gather (same shape).
 void split_query_gate(FwdCtx& c, const LayerConfig& lc, const float* qg) {
@@ -121,7 +142,9 @@ void split_query_gate(FwdCtx& c, const LayerConfig& lc, const float* qg) {
 int window_start(const LayerConfig& lc, int pos) { return lc.sliding_window > 0 ? std::max(0, pos - lc.sliding_window + 1) : 0; }
 
 // Every query head of the batch (st.q: [n, n_head * head_dim_k]) against its sequence's cached
-// K/V rows of n_head_kv heads; output [n, n_head * head_dim_v] in st.attn.
+// K/V rows of n_head_kv heads; output [n, n_head * head_dim_v] in st.attn. With f16 K and V
+// caches the query heads of one KV head go together (attend_group_f16, as many as the thread's
+// buffer holds scores for), each row converted once for all of them; results are the same bits.
 void attend_heads(FwdCtx& c, int layer) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];
@@ -130,29 +153,52 @@ void attend_heads(FwdCtx& c, int layer) {
   const int dq = lc.n_head * lc.head_dim_k;
   const int group = lc.n_head / lc.n_head_kv;
   const int dvo = lc.n_head * lc.head_dim_v;
+  auto head = [&](int i, int h) {
+    HeadAttn ha;
+    ha.q = st.q.data() + static_cast<size_t>(i) * dq + h * lc.head_dim_k;
+    ha.dk = lc.head_dim_k;
+    ha.dv = lc.head_dim_v;
+    ha.layer = layer;
+    ha.seq = c.seq(i);
+    ha.kv_head = h / group;
+    ha.k_off = ha.kv_head * lc.head_dim_k;
+    ha.v_off = ha.kv_head * lc.head_dim_v;
+    ha.v_in_k = false;
+    ha.scale = lc.kq_scale;
+    ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
+    ha.k = &c.k;
+    ha.solo = c.solo(i);
+    return ha;
+  };
+  auto out_of = [&](int i, int h) { return st.attn.data() + static_cast<size_t>(i) * dvo + h * lc.head_dim_v; };
+  const bool grouped = group > 1 && c.kv.type_k() == GgmlType::F16 && c.kv.type_v() == GgmlType::F16;
+  const int per_item = grouped ? group : 1;
   // Items from the last token back: the costliest (most keys) first, the cheap ones even out the end.
-  const int64_t items = static_cast<int64_t>(n) * lc.n_head;
-  c.parallel_dynamic(items, std::clamp<int64_t>(items / 16, 1, lc.n_head), [&](int64_t a, int64_t e, int tid) {
+  const int64_t items = static_cast<int64_t>(n) * (lc.n_head / per_item);
+  const int64_t grain = std::clamp<int64_t>(items / 16, 1, lc.n_head / per_item);
+  c.parallel_dynamic(items, grain, [&](int64_t a, int64_t e, int tid) {
     float* buf = st.thread_buf[tid].data();
+    const size_t buf_floats = st.thread_buf[tid].size();
     for (int64_t x = a; x < e; ++x) {
       const int64_t it = items - 1 - x;
-      const int i = static_cast<int>(it / lc.n_head), h = static_cast<int>(it % lc.n_head);
-      HeadAttn ha;
-      ha.q = st.q.data() + static_cast<size_t>(i) * dq + h * lc.head_dim_k;
-      ha.dk = lc.head_dim_k;
-      ha.dv = lc.head_dim_v;
-      ha.layer = layer;
-      ha.seq = c.seq(i);
-      ha.kv_head = h / group;
-      ha.k_off = ha.kv_head * lc.head_dim_k;
-      ha.v_off = ha.kv_head * lc.head_dim_v;
-      ha.v_in_k = false;
-      ha.scale = lc.kq_scale;
-      ha.sink = lc.sinks ? lw.sinks.data + h : nullptr;
-      ha.k = &c.k;
-      ha.solo = c.solo(i);
-      const int pos = c.b.pos[i];
-      attend(c.kv, ha, window_start(lc, pos), pos, st.attn.data() + static_cast<size_t>(i) * dvo + h * lc.head_dim_v, buf);
+      const int i = static_cast<int>(it / (lc.n_head / per_item)), h0 = static_cast<int>(it % (lc.n_head / per_item)) * per_item;
+      const int pos = c.b.pos[i], j0 = window_start(lc, pos);
+      const int n_keys = pos - j0 + 1;
+      const int fit = static_cast<int>(std::min<size_t>(64, buf_floats / static_cast<size_t>(n_keys)));
+      if (per_item == 1 || fit < 2) {
+        for (int h = h0; h < h0 + per_item; ++h) attend(c.kv, head(i, h), j0, pos, out_of(i, h), buf);
+        continue;
+      }
+      for (int g0 = 0; g0 < per_item; g0 += fit) {
+        const int m = std::min(fit, per_item - g0);
+        HeadAttn hs[64];
+        float* outs[64];
+        for (int g = 0; g < m; ++g) {
+          hs[g] = head(i, h0 + g0 + g);
+          outs[g] = out_of(i, h0 + g0 + g);
+        }
+        attend_group_f16(c.kv, hs, m, j0, pos, outs, buf);
+      }
     }
   });
 }

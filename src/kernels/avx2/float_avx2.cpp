@@ -129,6 +129,68 @@ void axpy_f16(int64_t n, float a, const uint16_t* x, float* y) {
   for (; i < n; ++i) y[i] = std::fma(a, f16_to_f32(x[i]), y[i]);
 }
 
+namespace {
+// M queries (M <= 8) against one f16 row: each query's accumulator, reduction and tail as in
+// dot_f16_f32, the row's 8 values converted once for all of them.
+template <int M>
+void dot_f16_f32_m(int64_t n, const uint16_t* x, const float* const* y, float* out) {
+  __m256 s[M];
+  for (int q = 0; q < M; ++q) s[q] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = load_f16x8(x + i);
+    for (int q = 0; q < M; ++q) s[q] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(y[q] + i), s[q]);
+  }
+  for (int q = 0; q < M; ++q) {
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(s[q]), _mm256_extractf128_ps(s[q], 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    float r = _mm_cvtss_f32(t);
+    for (int64_t k = i; k < n; ++k) r = std::fma(f16_to_f32(x[k]), y[q][k], r);
+    out[q] = r;
+  }
+}
+}  // namespace
+
+void dot_f16_f32_multi(int64_t n, const uint16_t* x, const float* const* y, int m, float* out) {
+  using Fn = void (*)(int64_t, const uint16_t*, const float* const*, float*);
+  static constexpr Fn kFns[9] = {nullptr, dot_f16_f32_m<1>, dot_f16_f32_m<2>, dot_f16_f32_m<3>, dot_f16_f32_m<4>,
+                                 dot_f16_f32_m<5>, dot_f16_f32_m<6>, dot_f16_f32_m<7>, dot_f16_f32_m<8>};
+  for (int q = 0; q < m; q += 8) kFns[std::min(8, m - q)](n, x, y + q, out + q);
+}
+
+namespace {
+// Up to 8 queries' value sums over one 8-wide column of the value rows, accumulators in registers.
+template <int M>
+void vsum_f16_col(int64_t n_keys, const uint16_t* v, int64_t v_stride, const float* w, int64_t w_stride, float* const* y, int64_t c) {
+  __m256 acc[M];
+  for (int q = 0; q < M; ++q) acc[q] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const __m256 xv = load_f16x8(v + j * v_stride + c);
+    for (int q = 0; q < M; ++q)
+      if (const float a = w[q * w_stride + j]; a != 0.0f) acc[q] = _mm256_fmadd_ps(_mm256_set1_ps(a), xv, acc[q]);
+  }
+  for (int q = 0; q < M; ++q) _mm256_storeu_ps(y[q] + c, acc[q]);
+}
+}  // namespace
+
+void vsum_f16_multi(int64_t n_keys, int64_t dv, const uint16_t* v, int64_t v_stride, const float* w, int64_t w_stride, float* const* y, int m) {
+  using Fn = void (*)(int64_t, const uint16_t*, int64_t, const float*, int64_t, float* const*, int64_t);
+  static constexpr Fn kFns[9] = {nullptr, vsum_f16_col<1>, vsum_f16_col<2>, vsum_f16_col<3>, vsum_f16_col<4>,
+                                 vsum_f16_col<5>, vsum_f16_col<6>, vsum_f16_col<7>, vsum_f16_col<8>};
+  const int64_t d8 = dv / 8 * 8;
+  for (int q0 = 0; q0 < m; q0 += 8) {
+    const int mq = std::min(8, m - q0);
+    for (int64_t c = 0; c < d8; c += 8) kFns[mq](n_keys, v, v_stride, w + q0 * w_stride, w_stride, y + q0, c);
+  }
+  for (int q = 0; q < m; ++q) {  // columns past the last 8: as axpy_f16's tail
+    std::fill(y[q] + d8, y[q] + dv, 0.0f);
+    for (int64_t j = 0; j < n_keys; ++j)
+      if (const float a = w[q * w_stride + j]; a != 0.0f)
+        for (int64_t k = d8; k < dv; ++k) y[q][k] = std::fma(a, f16_to_f32(v[j * v_stride + k]), y[q][k]);
+  }
+}
+
 void scale_f32(int64_t n, float a, float* y) {
   const __m256 va = _mm256_set1_ps(a);
   int64_t i = 0;

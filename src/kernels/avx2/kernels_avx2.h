@@ -81,5 +81,7 @@ void axpy_f32(int64_t n, float a, const float* x, float* y);
 void scale_f32(int64_t n, float a, float* y);
 float dot_f16_f32(int64_t n, const uint16_t* x, const float* y);
 void axpy_f16(int64_t n, float a, const uint16_t* x, float* y);
+void dot_f16_f32_multi(int64_t n, const uint16_t* x, const float* const* y, int m, float* out);
+void vsum_f16_multi(int64_t n_keys, int64_t dv, const uint16_t* v, int64_t v_stride, const float* w, int64_t w_stride, float* const* y, int m);
 
 }  // namespace strata::avx2

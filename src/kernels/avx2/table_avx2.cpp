@@ -82,6 +82,8 @@ void fill_avx2_table(KernelTable& t) {
   t.scale_f32 = avx2::scale_f32;
   t.dot_f16_f32 = avx2::dot_f16_f32;
   t.axpy_f16 = avx2::axpy_f16;
+  t.dot_f16_f32_multi = avx2::dot_f16_f32_multi;
+  t.vsum_f16_multi = avx2::vsum_f16_multi;
 }
 
 }  // namespace strata

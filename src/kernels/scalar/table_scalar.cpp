@@ -1,3 +1,4 @@
+#include <algorithm>
 // Scalar kernel table: the reference.
 #include <cmath>
 
@@ -53,6 +54,17 @@ static float dot_f16_f32_scalar(int64_t n, const uint16_t* a, const float* b) {
 static void axpy_f16_scalar(int64_t n, float a, const uint16_t* x, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a, f16_to_f32(x[i]), y[i]);
 }
+static void dot_f16_f32_multi_scalar(int64_t n, const uint16_t* a, const float* const* b, int m, float* out) {
+  for (int q = 0; q < m; ++q) out[q] = dot_f16_f32_scalar(n, a, b[q]);
+}
+static void vsum_f16_multi_scalar(int64_t n_keys, int64_t dv, const uint16_t* v, int64_t v_stride, const float* w, int64_t w_stride,
+                                  float* const* y, int m) {
+  for (int q = 0; q < m; ++q) {
+    std::fill(y[q], y[q] + dv, 0.0f);
+    for (int64_t j = 0; j < n_keys; ++j)
+      if (const float a = w[q * w_stride + j]; a != 0.0f) axpy_f16_scalar(dv, a, v + j * v_stride, y[q]);
+  }
+}
 static void scale_f32_scalar(int64_t n, float a, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
 }
@@ -76,6 +88,8 @@ void fill_scalar_table(KernelTable& t) {
   t.scale_f32 = scale_f32_scalar;
   t.dot_f16_f32 = dot_f16_f32_scalar;
   t.axpy_f16 = axpy_f16_scalar;
+  t.dot_f16_f32_multi = dot_f16_f32_multi_scalar;
+  t.vsum_f16_multi = vsum_f16_multi_scalar;
 }
 
 }  // namespace strata
