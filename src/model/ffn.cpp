@@ -321,27 +321,9 @@ class ExpertRun {
   void run_wave(int e, const ExpertMats& em) {
     int grp[kWaveMaxExperts], rows0[kWaveMaxExperts + 1];
     ExpertMats mats[kWaveMaxExperts];
-    int ng = 0;
-    rows0[0] = 0;
-    auto add = [&](int ex, const ExpertMats& mx) {
-      grp[ng] = ex;
-      mats[ng] = mx;
-      rows0[ng + 1] = rows0[ng] + g_.counts[ex];
-      ++ng;
-    };
-    add(e, em);
-    for (int pi = 0; pi < n_pending_ && ng < kWaveMaxExperts;) {
-      const int ex = st_.expert_list[pi];
-      ExpertMats mx;
-      if (rows0[ng] + g_.counts[ex] <= st_.wave_rows && c_.experts->try_acquire(layer_, ex, &mx)) {
-        if (fits_wave(ex, mx)) {
-          add(take(pi), mx);  // the last pending moved into pi: look at pi again
-          continue;
-        }
-        c_.experts->release(layer_, ex);
-      }
-      ++pi;
-    }
+    const int ng = collect(
+        e, em, grp, mats, rows0, kWaveMaxExperts, [&](int ex, int rows) { return rows + g_.counts[ex] <= st_.wave_rows; },
+        [&](int ex, const ExpertMats& mx) { return fits_wave(ex, mx); });
     uint8_t* ax = st_.wave_ax.data();
     for (int gi = 0; gi < ng; ++gi)
       for (int r = 0; r < g_.counts[grp[gi]]; ++r)
@@ -385,6 +367,17 @@ class ExpertRun {
   // Fills grp/mats/rows0 (first rows of each member) with e and the small pending experts the
   // provider has in memory now, up to kGroupMaxExperts / kGroupMaxRows; returns the member count.
   int collect_group(int e, const ExpertMats& em, int* grp, ExpertMats* mats, int* rows0) {
+    return collect(
+        e, em, grp, mats, rows0, kGroupMaxExperts,
+        [&](int ex, int rows) { return g_.counts[ex] <= kGroupMaxTokens && rows + g_.counts[ex] <= kGroupMaxRows; },
+        [](int, const ExpertMats&) { return true; });
+  }
+
+  // e, then pending experts the provider has in memory now, while fewer than max_n: those that
+  // `admit` (expert, rows so far) before they are acquired and `fits` (expert, mats) after (else
+  // released). grp/mats/rows0: members and their first rows; returns the member count.
+  template <class Admit, class Fits>
+  int collect(int e, const ExpertMats& em, int* grp, ExpertMats* mats, int* rows0, int max_n, Admit&& admit, Fits&& fits) {
     int ng = 0;
     rows0[0] = 0;
     auto add = [&](int ex, const ExpertMats& mx) {
@@ -394,14 +387,17 @@ class ExpertRun {
       ++ng;
     };
     add(e, em);
-    for (int pi = 0; pi < n_pending_ && ng < kGroupMaxExperts;) {
+    for (int pi = 0; pi < n_pending_ && ng < max_n;) {
       const int ex = st_.expert_list[pi];
       ExpertMats mx;
-      if (g_.counts[ex] <= kGroupMaxTokens && rows0[ng] + g_.counts[ex] <= kGroupMaxRows && c_.experts->try_acquire(layer_, ex, &mx)) {
-        add(take(pi), mx);  // the last pending moved into pi: look at pi again
-      } else {
-        ++pi;
+      if (admit(ex, rows0[ng]) && c_.experts->try_acquire(layer_, ex, &mx)) {
+        if (fits(ex, mx)) {
+          add(take(pi), mx);  // the last pending moved into pi: look at pi again
+          continue;
+        }
+        c_.experts->release(layer_, ex);
       }
+      ++pi;
     }
     return ng;
   }
