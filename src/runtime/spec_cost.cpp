@@ -62,7 +62,15 @@ int SpecCostModel::choose(int k_avail) {
   if (++plain_streak_ < probe_gap_) return 0;
   plain_streak_ = 0;
   probing_ = true;
-  return k_avail;
+  return 1;  // one draft tells whether drafts land again, at the cost of one row
+}
+
+void SpecCostModel::new_sequence() {
+  std::fill(acc_.begin(), acc_.end(), 0.0);
+  std::fill(seen_.begin(), seen_.end(), 0.0);
+  plain_streak_ = 0;
+  probe_gap_ = kProbeGap;
+  probing_ = false;
 }
 
 void SpecCostModel::observe(const SpecPass& p) {

@@ -15,8 +15,8 @@
 // Figures are running means (exponentially weighted after the first 8 passes). A k > 0 is chosen
 // only when its rate beats a plain pass's by more than `margin`. Warm-up: plain, every draft,
 // plain, every draft (so no single noisy pass sets a fit); while it keeps
-// choosing 0 it still probes with every draft after 8, 16, 32, ... plain passes (the gap resets
-// when a probe gets a draft accepted), so it notices when drafts start to land.
+// choosing 0 it still probes with one draft after 8, 16, 32, ... plain passes (the gap resets
+// when a probe gets it accepted), so it notices when drafts start to land.
 #include <cstdint>
 #include <vector>
 
@@ -41,7 +41,12 @@ class SpecCostModel {
   double expected_tokens(int k) const;  // per pass of k drafts
   double pass_seconds(int k) const;     // estimated
   double acceptance(int i) const;       // a_i
+  int k_max() const { return k_max_; }
   bool fitted() const { return n_plain_ >= 2 && n_multi_ >= 2; }
+  // A new sequence on the same engine (a server slot's next request): acceptance and probing
+  // start over (they belong to the text), the cost fits (compute and bytes per row, draft time,
+  // bandwidth: the machine's and the model's) are kept, so no warm-up passes are repeated.
+  void new_sequence();
 
  private:
   static constexpr double kDecay = 0.96;  // per observation: counts halve over ~17 observations

@@ -313,8 +313,11 @@ void Scheduler::start(Slot& s) {
   s.draft_max = can_draft ? (p.draft_max < 0 ? opt_.draft_max : p.draft_max) : 0;
   s.draft_min = std::max(1, p.draft_min < 0 ? opt_.draft_min : p.draft_min);
   s.k = 0;
-  s.cost.reset();
-  if (s.draft_max > 0 && opt_.draft_adaptive) s.cost = std::make_unique<SpecCostModel>(s.draft_max);
+  // The slot's cost fits carry over to its next request with the same draft_max (no warm-up again).
+  if (s.draft_max > 0 && opt_.draft_adaptive) {
+    if (s.cost && s.cost->k_max() == s.draft_max) s.cost->new_sequence();
+    else s.cost = std::make_unique<SpecCostModel>(s.draft_max);
+  }
   if (s.draft_max > 0 && !s.sampler->greedy()) {
     s.spec_p.resize(static_cast<size_t>(eng_.config().n_vocab));
     s.spec_r.resize(static_cast<size_t>(eng_.config().n_vocab));
@@ -443,6 +446,7 @@ void Scheduler::plan_pass() {
   // Each row's draft owner (-1: a row the pass has anyway), for split_pass and demote_rejected.
   row_owner_.clear();
   n_decoding_ = 0;
+  draft_rows_ = 0;
   routed_ = false;
   for (size_t i = 0; i < inputs_.size(); ++i) {
     Slot& s = *pass_slots_[i];
@@ -450,6 +454,7 @@ void Scheduler::plan_pass() {
     n_decoding_ += s.decoding ? 1 : 0;
     routed_ = routed_ || (s.decoding && s.k > 0);
     for (int r = 0; r < inputs_[i].n; ++r) row_owner_.push_back(s.decoding && s.k > 0 && r > 0 ? s.id : -1);
+    draft_rows_ += s.decoding && s.k > 0 ? inputs_[i].n - 1 : 0;
   }
   routed_ = routed_ && routing_ != nullptr;
   row_rejected_.assign(row_owner_.size(), 0);
@@ -520,6 +525,11 @@ void Scheduler::step() {
   pass_.bytes_read = after.bytes_read - before.bytes_read;
   pass_.io_wait_s = after.wait_s - before.wait_s;
   pass_.compute_s = std::max(0.0, now_s() - t0 - pass_.io_wait_s);
+  if (draft_rows_ == 0) {  // a plain pass of this many rows
+    const size_t rows = row_owner_.size();
+    if (plain_s_.size() <= rows) plain_s_.resize(rows + 1, 0.0), plain_n_.resize(rows + 1, 0);
+    plain_s_[rows] += std::max(0.125, 1.0 / static_cast<double>(++plain_n_[rows])) * (pass_.compute_s - plain_s_[rows]);
+  }
   split_pass();
   int tokens = 0;
   for (const SeqInput& in : inputs_) tokens += in.n;
@@ -663,12 +673,13 @@ int Scheduler::verify_drafts(Slot& s, const float* lg) {
 // A speculating slot's cost model learns from the pass: its drafts and how many were kept, its
 // drafting time, and its share of the pass's time and reads: the common part (split_pass) split
 // equally among the decoding slots, plus what its own draft rows alone needed. Reads: the bytes
-// of those experts; compute: the pass's compute in proportion to experts (a decoding pass's time
-// goes mostly to its experts' weights); I/O wait in proportion to bytes. So another slot's drafts
+// of those experts; compute: a plain pass's share of the same rows without drafts plus this slot's
+// part of what the drafts added (before plain passes of that size were timed: the pass's compute in
+// proportion to experts); I/O wait in proportion to bytes. So another slot's drafts
 // never look like this slot's cost, and a plain pass costs each slot its share, as the rate a
 // draft must beat is the pass's tokens per second.
 void Scheduler::observe_pass(Slot& s, int k, int accepted) {
-  if (!s.cost) return;
+  if (!s.cost || s.draft_max == 0) return;
   SpecPass p = pass_;
   p.k = k;
   p.accepted = accepted;
@@ -680,6 +691,13 @@ void Scheduler::observe_pass(Slot& s, int k, int accepted) {
   p.io_wait_s = pass_.bytes_read > 0 ? pass_.io_wait_s * bytes / static_cast<double>(pass_.bytes_read) : 0.0;
   const double ex = static_cast<double>(split_.experts);
   p.compute_s = ex > 0 ? pass_.compute_s * (split_.common_experts / n + d.experts) / ex : pass_.compute_s / n;
+  // Compute, when plain passes of the rows without drafts have been timed: a plain share of
+  // that, plus this slot's part (by draft rows) of everything the drafts added (a larger batch
+  // can take a costlier path; each draft row has its own logits row).
+  const size_t base = row_owner_.size() - static_cast<size_t>(draft_rows_);
+  if (draft_rows_ == 0) p.compute_s = pass_.compute_s / n;
+  else if (base < plain_n_.size() && plain_n_[base] > 0)
+    p.compute_s = plain_s_[base] / n + std::max(0.0, pass_.compute_s - plain_s_[base]) * k / draft_rows_;
   s.cost->observe(p);
 }
 

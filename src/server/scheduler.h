@@ -243,6 +243,11 @@ class Scheduler {
   std::unique_ptr<PassRouting> routing_;
   bool routed_ = false;            // the pass ran with routing_ installed
   int n_decoding_ = 0;             // decoding slots in the pass
+  int draft_rows_ = 0;             // rows of the pass that are drafts
+  // Compute seconds of passes without drafts, by their row count (running means): the base a
+  // pass with drafts is measured against, so its draft rows carry all of what they added.
+  std::vector<double> plain_s_;
+  std::vector<int64_t> plain_n_;
   std::vector<int> row_owner_, seen_;
   std::vector<uint8_t> row_rejected_;
   std::vector<uint64_t> read_;

@@ -113,3 +113,33 @@ TEST(SpecCost, ProbesNoticeWhenDraftsStartToLand) {
   }
   EXPECT_GT(with_drafts, 150);
 }
+
+// Probes verify one draft; a new sequence keeps the cost fits (no second warm-up) and starts
+// acceptance and probing over.
+TEST(SpecCost, ProbesVerifyOneDraftAndANewSequenceKeepsTheFits) {
+  SpecCostModel m(4);
+  int probes = 0;
+  for (int i = 0; i < 200; ++i) {
+    const int k = m.choose(4);
+    if (i >= 4 && k > 0) {
+      EXPECT_EQ(k, 1);
+      ++probes;
+    }
+    m.observe(pass(k, 0, 1.0 + 0.3 * k));
+  }
+  EXPECT_GT(probes, 0);
+  const double plain = m.pass_seconds(0), row = m.pass_seconds(1) - plain;
+  m.new_sequence();
+  EXPECT_TRUE(m.fitted());
+  EXPECT_DOUBLE_EQ(m.pass_seconds(0), plain);
+  EXPECT_DOUBLE_EQ(m.pass_seconds(1) - plain, row);
+  EXPECT_DOUBLE_EQ(m.acceptance(0), 0.5);  // the prior again
+  // Drafts that cost 0.3 of a pass at acceptance 1/2 are not worth it; with cheap rows they are.
+  SpecCostModel cheap(4);
+  for (int i = 0; i < 4; ++i) {
+    const int k = cheap.choose(4);
+    cheap.observe(pass(k, k > 0 ? 4 : 0, 1.0 + 0.01 * k));
+  }
+  cheap.new_sequence();
+  EXPECT_GT(cheap.choose(4), 0);  // no warm-up plain pass first
+}
