@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "../fixture_sets.h"
@@ -103,6 +104,47 @@ inline std::string sse_text(const Sse& s, bool chat, std::string* finish = nullp
     if (finish && !ch["finish_reason"].is_null()) *finish = ch["finish_reason"].get<std::string>();
   }
   return t;
+}
+
+// A streamed chat completion at temperature 0 with per-token logprobs and usage (the speculation
+// tests compare such streams with and without drafts).
+struct GreedyStream {
+  std::string text, finish;
+  std::vector<std::string> tokens;  // from the logprobs, one per generated token
+  std::vector<double> logprobs;
+  long completion_tokens = -1;
+  bool whole = false;
+};
+
+inline GreedyStream greedy_stream(httplib::Client& client, nlohmann::json req) {
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  req["temperature"] = 0;
+  req["logprobs"] = true;
+  GreedyStream out;
+  auto r = client.Post("/v1/chat/completions", req.dump(), "application/json");
+  if (!r || r->status != 200) {
+    out.text = r ? "<status " + std::to_string(r->status) + ": " + r->body + ">" : "<no response>";
+    return out;
+  }
+  const Sse s = parse_sse(r->body);
+  out.whole = s.done && s.well_framed;
+  out.text = sse_text(s, /*chat=*/true, &out.finish);
+  for (const auto& c : s.chunks) {
+    if (c.contains("usage") && c["usage"].is_object()) out.completion_tokens = c["usage"]["completion_tokens"].get<long>();
+    if (!c.contains("choices") || c["choices"].empty()) continue;
+    const nlohmann::json& lp = c["choices"][0]["logprobs"];
+    if (!lp.is_object() || !lp["content"].is_array()) continue;
+    for (const auto& t : lp["content"]) {
+      out.tokens.push_back(t["token"].get<std::string>());
+      out.logprobs.push_back(t["logprob"].get<double>());
+    }
+  }
+  return out;
+}
+
+inline nlohmann::json user_chat(const std::string& user, int max_tokens) {
+  return nlohmann::json{{"messages", nlohmann::json::array({nlohmann::json{{"role", "user"}, {"content", user}}})}, {"max_tokens", max_tokens}};
 }
 
 }  // namespace strata::test

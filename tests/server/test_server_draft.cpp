@@ -63,41 +63,11 @@ struct DraftServer {
   }
 };
 
-struct DraftStream {
-  std::string text, finish;
-  std::vector<std::string> tokens;
-  std::vector<double> logprobs;
-  bool whole = false;
-};
+using DraftStream = GreedyStream;
 
-DraftStream draft_stream(const DraftServer& srv, json req) {
-  req["stream"] = true;
-  req["temperature"] = 0;
-  req["logprobs"] = true;
-  DraftStream out;
-  auto r = srv.client()->Post("/v1/chat/completions", req.dump(), "application/json");
-  if (!r || r->status != 200) {
-    out.text = r ? "<status " + std::to_string(r->status) + ": " + r->body + ">" : "<no response>";
-    return out;
-  }
-  const Sse s = parse_sse(r->body);
-  out.whole = s.done && s.well_framed;
-  out.text = sse_text(s, /*chat=*/true, &out.finish);
-  for (const auto& c : s.chunks) {
-    if (!c.contains("choices") || c["choices"].empty()) continue;
-    const json& lp = c["choices"][0]["logprobs"];
-    if (!lp.is_object() || !lp["content"].is_array()) continue;
-    for (const auto& t : lp["content"]) {
-      out.tokens.push_back(t["token"].get<std::string>());
-      out.logprobs.push_back(t["logprob"].get<double>());
-    }
-  }
-  return out;
-}
+DraftStream draft_stream(const DraftServer& srv, json req) { return greedy_stream(*srv.client(), std::move(req)); }
 
-json draft_chat(const std::string& user, int max_tokens) {
-  return json{{"messages", json::array({json{{"role", "user"}, {"content", user}}})}, {"max_tokens", max_tokens}};
-}
+json draft_chat(const std::string& user, int max_tokens) { return user_chat(user, max_tokens); }
 
 std::vector<json> draft_requests() {
   return {draft_chat(kDraftQuote, 48), draft_chat("Write a poem about the sea", 40), draft_chat("1 2 3 4 5 6 7 8", 33),

@@ -26,44 +26,11 @@ double spec_metric(const std::string& text, const std::string& name) {
   return at == std::string::npos ? -1 : std::stod(text.substr(at + key.size()));
 }
 
-struct SpecStream {
-  std::string text, finish;
-  std::vector<std::string> tokens;  // from the logprobs, one per generated token
-  std::vector<double> logprobs;
-  long completion_tokens = -1;
-  bool whole = false;
-};
+using SpecStream = GreedyStream;
 
-SpecStream spec_stream(const TestServer& srv, json req) {
-  req["stream"] = true;
-  req["stream_options"] = {{"include_usage", true}};
-  req["temperature"] = 0;
-  req["logprobs"] = true;
-  SpecStream out;
-  auto r = srv.client()->Post("/v1/chat/completions", req.dump(), "application/json");
-  if (!r || r->status != 200) {
-    out.text = r ? "<status " + std::to_string(r->status) + ": " + r->body + ">" : "<no response>";
-    return out;
-  }
-  const Sse s = parse_sse(r->body);
-  out.whole = s.done && s.well_framed;
-  out.text = sse_text(s, /*chat=*/true, &out.finish);
-  for (const auto& c : s.chunks) {
-    if (c.contains("usage") && c["usage"].is_object()) out.completion_tokens = c["usage"]["completion_tokens"].get<long>();
-    if (!c.contains("choices") || c["choices"].empty()) continue;
-    const json& lp = c["choices"][0]["logprobs"];
-    if (!lp.is_object() || !lp["content"].is_array()) continue;
-    for (const auto& t : lp["content"]) {
-      out.tokens.push_back(t["token"].get<std::string>());
-      out.logprobs.push_back(t["logprob"].get<double>());
-    }
-  }
-  return out;
-}
+SpecStream spec_stream(const TestServer& srv, json req) { return greedy_stream(*srv.client(), std::move(req)); }
 
-json spec_chat(const std::string& user, int max_tokens) {
-  return json{{"messages", json::array({json{{"role", "user"}, {"content", user}}})}, {"max_tokens", max_tokens}};
-}
+json spec_chat(const std::string& user, int max_tokens) { return user_chat(user, max_tokens); }
 
 class ServerSpec : public ::testing::Test {
  protected:
