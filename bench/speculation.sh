@@ -11,7 +11,8 @@
 # "free" (a short prompt, free writing). Modes: plain; lookup and model drafts with the cost model
 # (auto); the same with every draft verified (--draft-fixed). "cpu s": user + system seconds of the
 # whole process (load and prompt included; steadier than tok/s on a busy machine). BUDGETS: --ram-budget values
-# (0 = in RAM). LIMIT=6G runs every command under ../shared/peer/cgroup-run.sh $LIMIT.
+# (0 = in RAM). LIMIT=6G runs every command under ../shared/peer/cgroup-run.sh $LIMIT. ROUNDS=R runs
+# every mode R times, alternating, and prints each mode's median run (and the range of its tok/s).
 # Not a test: timings depend on the machine and its load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,7 @@ MODES=${MODES:-"plain lookup model lookup-fixed model-fixed"}
 WORKLOADS=${WORKLOADS:-"edit free"}
 LIMIT=${LIMIT:-}
 EXTRA=${EXTRA:-}
+ROUNDS=${ROUNDS:-1}
 
 [ -x "$STRATA" ] || { echo "no $STRATA: build it first (ninja -C build strata)" >&2; exit 1; }
 tmp=$(mktemp -d)
@@ -61,28 +63,42 @@ printf '%-8s %-4s %-6s %-13s %8s %6s %6s %6s %7s %-22s %-16s %10s %s\n' workload
 for b in $BUDGETS; do
   for t in $TEMPS; do
     for w in $WORKLOADS; do
+      rm -f "$tmp"/runs-*
+      # Rounds alternate the modes, so slow spells of a noisy machine hit every mode alike.
+      for r in $(seq "$ROUNDS"); do
+        for m in $MODES; do
+          j=$(run "$w" "$t" "$b" "$m") || { echo "run failed: $(tail -n 3 "$tmp/err")" >&2; continue; }
+          printf '%s\t%s\n' "$(cat "$tmp/cpu")" "$j" >> "$tmp/runs-$m"
+        done
+      done
       base=""
       for m in $MODES; do
-        j=$(run "$w" "$t" "$b" "$m") || { echo "run failed: $(tail -n 3 "$tmp/err")" >&2; continue; }
-        line=$(python3 - "$j" "$base" "$(cat "$tmp/cpu")" <<'EOF'
+        [ -s "$tmp/runs-$m" ] || continue
+        line=$(python3 - "$tmp/runs-$m" "$base" <<'EOF2'
 import json, sys
-j = json.loads(sys.argv[1]); tps = j["timings"]["gen_tps"]
-cpu = sum(float(x) for x in sys.argv[3].split()[-2:])
+runs = []
+for l in open(sys.argv[1]):
+    cpu, j = l.rstrip("\n").split("\t", 1)
+    j = json.loads(j)
+    runs.append((j["timings"]["gen_tps"], sum(float(x) for x in cpu.split()[-2:]), j))
+runs.sort(key=lambda r: r[0])
+tps, cpu, j = runs[len(runs) // 2]  # the median run (the upper one of an even count)
 base = float(sys.argv[2]) if sys.argv[2] else tps
+spread = f"[{runs[0][0]:.0f}-{runs[-1][0]:.0f}]" if len(runs) > 1 else ""
 s = j.get("speculative")
 if not s:
-    print(f"{tps:8.1f} {tps / base:5.2f}x {cpu:6.2f} {'1.00':>6} {'-':>7} {'-':22} {'-':16} {'-':>10} -"); sys.exit()
+    print(f"{tps:8.1f} {tps / base:5.2f}x {cpu:6.2f} {'1.00':>6} {'-':>7} {'-':22} {'-':16} {'-':>10} - {spread}|{tps}"); sys.exit()
 p = max(1, s["passes"]); n = s["accepted"] + s["passes"]
 acc = " ".join(f"{100 * a / q:.0f}" if q else "-" for a, q in zip(s["accepted_at"], s["proposed_at"]))
 kh = "/".join(str(x) for x in s["k_hist"])
 rb = s["bytes_read"] / max(1, n) / 1024
 comp = max(0.0, s["verify_s"] - s["io_wait_s"])
 print(f"{tps:8.1f} {tps / base:5.2f}x {cpu:6.2f} {n / p:6.2f} {100 * s['accepted'] / max(1, s['proposed']):6.1f}% {acc:22} {kh:16} {rb:7.0f}KiB "
-      f"{s['expert_union'] / p:5.1f}/{s['expert_slots'] / p:5.1f}  {s['draft_s']:.2f}/{s['io_wait_s']:.2f}/{comp:.2f}")
-EOF
+      f"{s['expert_union'] / p:5.1f}/{s['expert_slots'] / p:5.1f}  {s['draft_s']:.2f}/{s['io_wait_s']:.2f}/{comp:.2f} {spread}|{tps}")
+EOF2
 )
-        [ -n "$base" ] || base=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["timings"]["gen_tps"])' "$j")
-        printf '%-8s %-4s %-6s %-13s %s\n' "$w" "$t" "$b" "$m" "$line"
+        [ -n "$base" ] || base=${line##*|}
+        printf '%-8s %-4s %-6s %-13s %s\n' "$w" "$t" "$b" "$m" "${line%|*}"
       done
     done
   done

@@ -37,8 +37,8 @@ KvCache::KvCache(const ModelConfig& cfg, const KvCacheOptions& opt) : opt_(opt) 
     L.k_row = row_bytes(opt.type_k, L.k_width);
     L.v_row = row_bytes(opt.type_v, L.v_width);
     const size_t n_rows = static_cast<size_t>(opt.n_ctx) * static_cast<size_t>(opt.n_seq);
-    L.k.assign(n_rows * L.k_row, 0);
-    L.v.assign(n_rows * L.v_row, 0);
+    L.k = ZeroBuffer(n_rows * L.k_row);
+    L.v = ZeroBuffer(n_rows * L.v_row);
     bytes_ += L.k.size() + L.v.size();
   }
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/zero_buffer.h"
 #include "gguf/ggml_type.h"
 #include "model/config.h"
 
@@ -67,7 +68,7 @@ class KvCache {
   struct Layer {
     int k_width = 0, v_width = 0;
     size_t k_row = 0, v_row = 0;  // bytes per row
-    std::vector<uint8_t> k, v;    // [n_seq, n_ctx, row]
+    ZeroBuffer k, v;              // [n_seq, n_ctx, row]; pages are touched as positions are written
   };
   void store_row(GgmlType t, const float* src, uint8_t* dst, int n) const;
   void read_rows(GgmlType t, const uint8_t* src, size_t row, int n_rows, int width, float* out) const;
