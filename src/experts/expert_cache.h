@@ -80,6 +80,11 @@ class ExpertCache final : public ExpertProvider {
   void seed_popularity(std::span<const double> weight, std::span<const int> experts_per_token);
   // The background fill has ended by itself (nothing left it could read); for tests.
   bool warm_thread_done() const { return warm_done_.load(std::memory_order_acquire); }
+  // Waits until every page of the arena is faulted in (a background thread does it from the
+  // construction on; with --mlock, or without MADV_POPULATE_WRITE, the constructor did).
+  void wait_populated();
+  const uint8_t* arena() const { return arena_; }
+  uint64_t arena_bytes() const { return arena_bytes_; }
 
   // Of `keys`, the experts this batch (the latest begin_batch) read into cache slots go to the
   // low-priority end: evicted first (ExpertCacheState::demote). Returns how many.
@@ -110,7 +115,6 @@ class ExpertCache final : public ExpertProvider {
   int n_size_classes() const { return static_cast<int>(class_size_.size()); }
   uint64_t class_slot_bytes(int c) const { return class_size_[c]; }
   int class_slots(int c) const { return pool_slots_[c]; }
-  uint64_t arena_bytes() const { return arena_bytes_; }
   std::string policy_name() const;
 
  private:
@@ -160,6 +164,7 @@ class ExpertCache final : public ExpertProvider {
   std::vector<uint64_t> plan_size_classes();
   std::vector<uint64_t> plan_slots(const std::vector<uint64_t>& count, uint64_t room) const;
   void map_arena(uint64_t bytes);
+  void start_populate();
   void lay_out_slots(const std::vector<uint64_t>& n_slots, int n_transient);
   void make_state(const std::vector<uint64_t>& n_slots);
   void start_transients();
@@ -177,6 +182,9 @@ class ExpertCache final : public ExpertProvider {
   std::vector<uint64_t> slot_off_;  // [n_slots] byte offset of each slot in the arena
   uint64_t arena_bytes_ = 0;
   uint8_t* arena_ = nullptr;      // [class 0 slots | class 1 slots | ... | transients]
+  uint64_t transient_start_ = 0;  // offset of the transients in the arena
+  std::thread populate_thread_;   // faults the arena's pages in (start_populate)
+  std::atomic<bool> populate_stop_{false};
   uint8_t* transient_ = nullptr;  // [n_transient * slot_bytes]
   std::vector<ExpertKey> slots_;  // owner of each slot (layer -1: free)
   std::vector<std::vector<int>> free_slots_;  // [n_class]
