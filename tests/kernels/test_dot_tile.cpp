@@ -158,7 +158,7 @@ TEST(DotTile, MatmulAndManyEqualPerToken) {
       const size_t rs = ggml_row_size(g.type, cols);
       const auto bytes = tile_rows(g, rows, cols, rs, rng);
       const QMatrix m{g.type, rows, cols, bytes.data(), rs};
-      for (int64_t n : {5, 9, 33, 70}) {
+      for (int64_t n : {5, 9, 33, 70, 140}) {  // 140: more than one token tile of matmul and of the tiles
         SCOPED_TRACE(std::string(k->name) + " " + stem + " n=" + std::to_string(n));
         std::vector<float> x(n * cols);
         for (auto& v : x) v = nd(rng);
