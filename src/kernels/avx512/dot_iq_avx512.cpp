@@ -75,9 +75,10 @@ struct IqTile512 {
       __m512i corr = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
-        const IqGroup x0 = d0.group(g), x1 = d1.group(g);
-        const __m512i sw = join(_mm256_sign_epi8(x0.u, x0.s), _mm256_sign_epi8(x1.u, x1.s));
-        const __m512i ls = join(x0.ls, x1.ls);
+        const IqGroup x0 = d0.group(g), x1 = d1.group(g);  // their sign bytes unused (left to the optimizer)
+        const __m512i u = join(x0.u, x1.u), ls = join(x0.ls, x1.ls);
+        const __mmask64 neg = _cvtu64_mask64(d0.sign_bits(g) | (static_cast<uint64_t>(d1.sign_bits(g)) << 32));
+        const __m512i sw = _mm512_mask_sub_epi8(u, neg, _mm512_setzero_si512(), u);
         p.g[c][g] = {sw, ls};
         corr = _mm512_dpwssd_epi32(corr, _mm512_maddubs_epi16(k128, sw), ls);
       }
