@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -62,7 +63,8 @@ TEST(DotTile, BitIdenticalToSingleTokenAtEveryEdge) {
       const VecDotTileFn tile = k->vec_dot_tile[ti];
       ASSERT_NE(tile, nullptr) << k->name << " " << stem << ": no tile kernel";
       const VecDotFn dot = k->vec_dot[ti];
-      for (int64_t cols : {256, 1280, 2048}) {  // 1, 5 (a panel and a remainder) and 8 super-blocks
+      // 1, 5 (a panel and a remainder), 8 and 17 super-blocks (the 512-bit tiles decode up to 8 at a time)
+      for (int64_t cols : {256, 1280, 2048, 4352}) {
         const size_t wstride = ggml_row_size(g.type, cols) + (cols == 1280 ? 48 : 0);
         const auto w = tile_rows(g, 11, cols, wstride, rng);
         const size_t astride = ggml_row_size(GgmlType::Q8_K, cols) + (cols == 2048 ? 64 : 0);
@@ -92,6 +94,43 @@ TEST(DotTile, BitIdenticalToSingleTokenAtEveryEdge) {
   EXPECT_GT(checked, 0);
 }
 
+// The 512-bit tiles dot (a + 128) against signed weights, which equals the sign-the-activation
+// form of the one-token dot only for a != -128: no Q8_K quantizer may emit -128, whatever the
+// input (ordinary, tiny, subnormal, infinite or NaN values).
+TEST(DotTile, ActivationQuantizerNeverEmitsMinus128) {
+  std::vector<const KernelTable*> tables = simd_kernel_tables();
+  tables.push_back(kernel_table(Isa::Scalar));
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<std::vector<float>> blocks;
+  for (float scale : {1e-45f, 1e-40f, 1e-38f, 3e-37f, 1e-3f, 1.0f, 1e30f}) {
+    std::vector<float> x(QK_K);
+    for (auto& v : x) v = scale * nd(rng);
+    blocks.push_back(x);
+    for (float special : {inf, -inf, nan}) {  // one special value among ordinary ones
+      auto y = x;
+      y[static_cast<size_t>(rng() % QK_K)] = special;
+      blocks.push_back(y);
+    }
+  }
+  std::vector<float> ramp(QK_K);  // exact -127 and 127 codes, and everything between
+  for (int i = 0; i < QK_K; ++i) ramp[static_cast<size_t>(i)] = static_cast<float>(i - 128) / 127.0f;
+  blocks.push_back(ramp);
+  int checked = 0;
+  for (const KernelTable* k : tables) {
+    const FromFloatFn quant = k->quantize_act[static_cast<uint32_t>(GgmlType::Q8_K)];
+    ASSERT_NE(quant, nullptr) << k->name;
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      block_q8_K q{};
+      quant(blocks[b].data(), &q, QK_K);
+      for (int i = 0; i < QK_K; ++i) ASSERT_NE(q.qs[i], -128) << k->name << " block " << b << " value " << i;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, static_cast<int>(tables.size() * blocks.size()));
+}
+
 // A tile entry exists only beside a multi-token kernel of the same table; the scalar reference
 // has none.
 TEST(DotTile, PairedWithMultiTokenKernel) {
@@ -119,7 +158,7 @@ TEST(DotTile, MatmulAndManyEqualPerToken) {
       const size_t rs = ggml_row_size(g.type, cols);
       const auto bytes = tile_rows(g, rows, cols, rs, rng);
       const QMatrix m{g.type, rows, cols, bytes.data(), rs};
-      for (int64_t n : {5, 9, 33, 70}) {
+      for (int64_t n : {5, 9, 33, 70, 140}) {  // 140: more than one token tile of matmul and of the tiles
         SCOPED_TRACE(std::string(k->name) + " " + stem + " n=" + std::to_string(n));
         std::vector<float> x(n * cols);
         for (auto& v : x) v = nd(rng);

@@ -70,8 +70,15 @@ inline uint32_t load_u32(const void* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
+// Four 7-bit sign codes (bits 0..27 of `aux`) -> 32 sign bits (bit j set: value j negative).
+inline uint32_t sign_bits4(uint32_t aux) {
+  const uint8_t* t = iq::kSignsIq2.data();
+  return t[aux & 127] | (t[(aux >> 7) & 127] << 8) | (t[(aux >> 14) & 127] << 16) | (static_cast<uint32_t>(t[(aux >> 21) & 127]) << 24);
+}
 
-// Decoders: Dec(block) prepares per-block state, group(g) decodes values 32g..32g+31.
+// Decoders: Dec(block) prepares per-block state, group(g) decodes values 32g..32g+31; the
+// formats without a delta term also give sign_bits(g): bit j set where value 32g+j is negative
+// (the sign of group(g).s, for kernels that apply the signs to the weights).
 // kFactor: the final factor of the horizontal sum; kDelta: IQ1 delta term (None, S: one int
 // per block from the activation's per-16 sums, M: lanes of their own).
 enum class Delta { None, S, M };
@@ -87,6 +94,7 @@ struct Iq2xxs {
     const uint8_t* p = q + 8 * g;
     return {rows4(iq::kIq2xxsGrid.data(), p[0], p[1], p[2], p[3]), signs4(aux), ls_one(aux >> 28)};
   }
+  uint32_t sign_bits(int g) const { return sign_bits4(load_u32(q + 8 * g + 4)); }
 };
 
 struct Iq2xs {
@@ -101,6 +109,11 @@ struct Iq2xs {
     const __m256i u = rows4(iq::kIq2xsGrid.data(), q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
     const __m256i s = rows4(iq::kSignBytesIq2.data(), q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9);
     return {u, s, ls.group(g)};
+  }
+  uint32_t sign_bits(int g) const {
+    const uint16_t* q = b.qs + 4 * g;
+    const uint8_t* t = iq::kSignsIq2.data();
+    return t[q[0] >> 9] | (t[q[1] >> 9] << 8) | (t[q[2] >> 9] << 16) | (static_cast<uint32_t>(t[q[3] >> 9]) << 24);
   }
 };
 
@@ -118,6 +131,7 @@ struct Iq2s {
                             q[3] | ((h << 2) & 0x300));
     return {u, signs32(load_u32(b.qs + QK_K / 8 + 4 * g)), ls.group(g)};
   }
+  uint32_t sign_bits(int g) const { return load_u32(b.qs + QK_K / 8 + 4 * g); }
 };
 
 struct Iq3xxs {
@@ -132,6 +146,7 @@ struct Iq3xxs {
     const uint32_t aux = load_u32(b.qs + QK_K / 4 + 4 * g);
     return {rows8(iq::kIq3xxsGrid.data(), idx), signs4(aux), ls_one(aux >> 28)};
   }
+  uint32_t sign_bits(int g) const { return sign_bits4(load_u32(b.qs + QK_K / 4 + 4 * g)); }
 };
 
 struct Iq3s {
@@ -147,6 +162,7 @@ struct Iq3s {
                              q[4] | ((h << 4) & 256), q[5] | ((h << 3) & 256), q[6] | ((h << 2) & 256), q[7] | ((h << 1) & 256)};
     return {rows8(iq::kIq3sGrid.data(), idx), signs32(load_u32(b.signs + 4 * g)), ls_one((b.scales[g / 2] >> (4 * (g % 2))) & 0xF)};
   }
+  uint32_t sign_bits(int g) const { return load_u32(b.signs + 4 * g); }
 };
 
 // IQ1_S / IQ1_M grid values are signed (-1, 0, +1): u = |v|, s = v.

@@ -5,10 +5,17 @@
 // activation vector once and uses it for all R rows, and each decoded group once per pass for
 // all N tokens. Against IqPanel (one row at a time) the activation loads drop by R, which is
 // what limits a prompt's expert products (each expert sees ~32 tokens at 512 prompt tokens).
-// Per (row, token): the same int32 lanes (vpmaddubsw / vpmaddwd or vpdpwssd over the same
-// values, int32 adds exact in any order), the same block scale product wd * d_a, the same fused
-// multiply-add per block in block order and the same horizontal sum as IqDot / IqPanel, so
-// every result is bit-identical to the single-token dot of the same table.
+// The panels hold signed weights (the signs applied once per decode) and each activation group
+// is made unsigned once per pass (a + 128: xor 0x80) for all R rows: per (group, token, row)
+// one vpmaddubsw and one madd_acc instead of a vpsignb more. Per int32 lane that adds
+// 128 * sum ls * w, which depends on the weights only: its negation (`base`, the same two
+// instructions with a = 0) starts each block's sums. No int16 saturates (|w| <= 62, a + 128 <=
+// 255); the integers equal the sign-the-activation form's wherever a != -128, which the Q8_K
+// quantizer never emits (DotTile.ActivationQuantizerNeverEmitsMinus128).
+// Per (row, token): the same int32 lanes as IqDot / IqPanel (int32 adds wrap, exact in any
+// order), the same block scale product wd * d_a, the same fused multiply-add per block in block
+// order and the same horizontal sum, so every result is bit-identical to the single-token dot
+// of the same table.
 // Include only from translation units compiled with at least -mavx2 -mfma -mf16c.
 #include "kernels/avx2/dot_iq_impl.h"
 
@@ -19,25 +26,34 @@ template <class D, class Ops, int R, int N>
 struct IqTile {
   static_assert(D::kDelta == Delta::None);
   using Block = typename D::Block;
-  using Panel = typename IqPanel<D, Ops, N>::Panel;
   static constexpr int kMaxTok = IqPanel<D, Ops, N>::kMaxTok;
+  struct Group {
+    __m256i w;   // signed weights
+    __m256i ls;  // int16 scales
+  };
+  struct Panel {
+    Group g[kPanelBlocks][8];
+    __m256i base[kPanelBlocks];  // -128 * sum over the block's groups of ls * w, per int32 lane
+    float wd[kPanelBlocks];
+  };
 
   // Tokens t0..t0+M-1 against blocks i0..i0+nc-1 of the R panels.
   template <int M>
   static void tokens(const Panel* p, int nc, int64_t i0, const uint8_t* act, size_t as, int t0, __m256 (*acc)[kMaxTok]) {
     for (int c = 0; c < nc; ++c) {
+      const __m256i k80 = _mm256_set1_epi8(static_cast<char>(0x80));
       __m256i sum[R][M];
       for (int r = 0; r < R; ++r)
-        for (int t = 0; t < M; ++t) sum[r][t] = _mm256_setzero_si256();
+        for (int t = 0; t < M; ++t) sum[r][t] = p[r].base[c];
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
 #pragma GCC unroll 8
         for (int t = 0; t < M; ++t) {
-          const __m256i q8 = load256(act_block<block_q8_K>(act, as, t0 + t, i0 + c)->qs + 32 * g);
+          const __m256i a = _mm256_xor_si256(load256(act_block<block_q8_K>(act, as, t0 + t, i0 + c)->qs + 32 * g), k80);
 #pragma GCC unroll 4
           for (int r = 0; r < R; ++r) {
-            const IqGroup& x = p[r].g[c][g];
-            sum[r][t] = Ops::madd_acc(sum[r][t], _mm256_maddubs_epi16(x.u, _mm256_sign_epi8(q8, x.s)), x.ls);
+            const Group& x = p[r].g[c][g];
+            sum[r][t] = Ops::madd_acc(sum[r][t], _mm256_maddubs_epi16(a, x.w), x.ls);
           }
         }
       }
@@ -74,8 +90,15 @@ struct IqTile {
           prefetch_block(&b, sizeof(Block));
           const D dec(b);
           p[r].wd[c] = weight_scale(dec, b);
+          __m256i corr = _mm256_setzero_si256();
 #pragma GCC unroll 8
-          for (int g = 0; g < 8; ++g) p[r].g[c][g] = dec.group(g);
+          for (int g = 0; g < 8; ++g) {
+            const IqGroup x = dec.group(g);
+            const __m256i w = _mm256_sign_epi8(x.u, x.s);
+            p[r].g[c][g] = {w, x.ls};
+            corr = Ops::madd_acc(corr, _mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(0x80)), w), x.ls);
+          }
+          p[r].base[c] = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
         }
       }
       int t0 = 0;

@@ -62,7 +62,9 @@ void quantize_q8_1(const float* x, void* vy, int64_t n) {
 }
 
 // Q8_K: the scale comes from the signed value of largest magnitude (the first one on ties),
-// so that value maps to exactly -127; codes are clamped to 127.
+// so that value maps to exactly -127; codes are clamped to [-127, 127] (a product that is not
+// finite, e.g. a block whose largest magnitude is below 127 / FLT_MAX, would pack to -128; the
+// integer kernels rely on -128 never occurring: the 512-bit tiles' a + 128 form).
 void quantize_q8_K(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<block_q8_K*>(vy);
   for (int64_t i = 0; i < n / QK_K; ++i, x += QK_K) {
@@ -82,10 +84,10 @@ void quantize_q8_K(const float* x, void* vy, int64_t n) {
     }
     const float iscale = -127.0f / max;
     for (int j = 0; j < QK_K; j += 32) quantize32(x + j, iscale, y[i].qs + j);
-    const __m256i cap = _mm256_set1_epi8(127);
+    const __m256i cap = _mm256_set1_epi8(127), floor = _mm256_set1_epi8(-127);
     for (int j = 0; j < QK_K; j += 32) {
       auto* p = reinterpret_cast<__m256i*>(y[i].qs + j);
-      _mm256_storeu_si256(p, _mm256_min_epi8(_mm256_loadu_si256(p), cap));
+      _mm256_storeu_si256(p, _mm256_max_epi8(_mm256_min_epi8(_mm256_loadu_si256(p), cap), floor));
     }
     for (int j = 0; j < QK_K / 16; ++j) {
       const __m128i q = load128(y[i].qs + 16 * j);
