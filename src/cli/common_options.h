@@ -40,6 +40,11 @@ struct ModelOptions {
 void add_model_options(CLI::App* sub, ModelOptions& o);
 void add_sampling_options(CLI::App* sub, SamplerParams& p);
 
+// A draft model's engine (-md FILE, checked against the target's vocabulary) with n_seq slots and the
+// target's context, batch, threads and cache types, loaded before the target so that the target's
+// memory plan counts what it holds: sets o.draft_bytes.
+std::unique_ptr<Engine> load_draft_for(ModelOptions& o, const std::string& draft_path, int n_seq);
+
 struct Loaded {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<tok::Tokenizer> tokenizer;
