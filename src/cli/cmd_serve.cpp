@@ -63,7 +63,7 @@ int serve(ServeOptions& o) {
   std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
   o.model.n_seq = o.parallel;
   std::shared_ptr<SlotDrafter> draft = load_serve_draft(o);
-  o.model.nextn_kv = o.server.draft == "mtp";
+  o.model.nextn_kv = o.model.nextn_hidden_copy = o.server.draft == "mtp";
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler
   std::signal(SIGTERM, on_term);
   srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft));

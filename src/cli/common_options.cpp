@@ -102,6 +102,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.load = o.load_wait ? LoadMode::Wait : LoadMode::Background;
   eo.tier.draft_bytes = o.draft_bytes;
   eo.nextn_kv = o.nextn_kv;
+  eo.nextn_hidden_copy = o.nextn_hidden_copy;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
 }

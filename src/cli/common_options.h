@@ -35,6 +35,7 @@ struct ModelOptions {
   // beside the KV cache; the engine's per-slot NextN KV rows for --draft mtp.
   uint64_t draft_bytes = 0;
   bool nextn_kv = false;
+  bool nextn_hidden_copy = false;  // serve --draft mtp: the drafter's copy of the hidden rows
 };
 
 void add_model_options(CLI::App* sub, ModelOptions& o);
