@@ -155,7 +155,9 @@ TEST(SpecCost, ProbesAcceptedAtALosingRateBackOff) {
     if (k > 0) {
       ++probes;
       late += i >= 1000;
-      if (i >= 4) EXPECT_EQ(k, 1) << "pass " << i << ": drafts that do not pay were chosen";  // after the warm-up
+      if (i >= 4) {  // after the warm-up
+        EXPECT_EQ(k, 1) << "pass " << i << ": drafts that do not pay were chosen";
+      }
     }
     m.observe(pass(k, k > 0 && (n++ % 4 == 3) ? 1 : 0, 1.0 + 0.3 * k));
   }
