@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <numeric>
 #include <random>
 
 #include "cli/commands.h"
@@ -28,6 +30,12 @@ struct BenchOptions {
   // greedy continuation (on random-weight models it tends to repeat a few tokens, whose experts
   // then always hit the cache: flattering figures).
   std::string tg_input = "random";
+  // --pass-rows: compute time per forward pass by row count, passes built as the server's
+  // decoding slots build them (instead of pp/tg).
+  int pass_rows = 0;
+  int pass_slots = 4;
+  int pass_reps = 30;
+  int pass_pos = 64;  // each slot's cached rows before a timed pass
 };
 
 int probe_depth(const ModelOptions& mo) { return disk_probe_depth(mo.ram_budget.empty() ? 0 : parse_bytes(mo.ram_budget), mo.queue_depth); }
@@ -60,7 +68,87 @@ void print_weight_mix(const ModelSummary& s, nlohmann::json& j) {
   j["routed_bytes_per_token_uncached"] = s.touched_routed;
 }
 
+// The rows of slot i in a pass of `rows` rows over `slots` decoding slots: one decoding token
+// each (the first min(rows, slots) slots), the rows beyond that drafts dealt out in turn.
+int pass_rows_of(int i, int rows, int slots) {
+  const int active = std::min(rows, slots);
+  if (i >= active) return 0;
+  const int extra = rows - active;
+  return 1 + extra / active + (i < extra % active ? 1 : 0);
+}
+
+// Compute seconds (wall minus time blocked on expert reads) of forward passes of 1..pass_rows
+// rows as a server with pass_slots decoding slots builds them: a slot with drafts verifies its
+// rows in decode order with every row's logits, a slot without one decodes its one token. Row
+// counts take turns, each repetition runs every count once (load changes hit them alike); after
+// each pass the slots drop the new rows again.
+int bench_pass_rows(const BenchOptions& o, Engine& eng) {
+  const int slots = o.pass_slots, nv = eng.config().n_vocab;
+  STRATA_CHECK(slots >= 1 && slots <= eng.n_seq(), "--pass-slots {} needs 1..{} sequence slots", slots, eng.n_seq());
+  STRATA_CHECK(o.pass_rows >= 1 && o.pass_rows <= eng.options().n_batch, "--pass-rows {} is outside 1..{} (-b)", o.pass_rows, eng.options().n_batch);
+  STRATA_CHECK(o.pass_pos + o.pass_rows <= eng.options().n_ctx, "--pass-pos {} + --pass-rows {} exceed the context {} (use -c)", o.pass_pos, o.pass_rows,
+               eng.options().n_ctx);
+  std::mt19937 rng(1234);
+  auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(nv)); };
+  std::vector<float> logits;
+  for (int s = 0; s < slots; ++s) {
+    std::vector<int32_t> prompt(static_cast<size_t>(o.pass_pos));
+    for (auto& t : prompt) t = token();
+    eng.eval(s, prompt.data(), o.pass_pos, 0, false, logits);
+  }
+  const int R = o.pass_rows;
+  std::vector<std::vector<double>> secs(static_cast<size_t>(R) + 1);
+  std::vector<std::vector<int32_t>> toks(static_cast<size_t>(slots));
+  std::vector<SeqInput> inputs;
+  for (int rep = 0; rep < o.pass_reps + 1; ++rep) {  // repetition 0 warms up
+    for (int rows = 1; rows <= R; ++rows) {
+      inputs.clear();
+      for (int s = 0; s < slots; ++s) {
+        const int n = pass_rows_of(s, rows, slots);
+        if (n == 0) continue;
+        toks[s].resize(static_cast<size_t>(n));
+        for (auto& t : toks[s]) t = token();
+        inputs.push_back(n == 1 ? SeqInput{s, toks[s].data(), 1, Logits::Last} : SeqInput{s, toks[s].data(), n, Logits::All, /*decode_order=*/true});
+      }
+      const double wait0 = eng.tier().counters().wait_s, t0 = clock_s();
+      eng.forward(inputs, logits);
+      const double dt = clock_s() - t0 - (eng.tier().counters().wait_s - wait0);
+      if (rep > 0) secs[static_cast<size_t>(rows)].push_back(dt);
+      for (const SeqInput& in : inputs) eng.truncate(in.seq, o.pass_pos);
+    }
+  }
+  fmt::print("{}\n", eng.tier().plan().describe());
+  fmt::print("compute per pass ({} decoding slots at position {}, {} passes per row count, {} threads)\n", slots, o.pass_pos, o.pass_reps,
+             eng.options().n_threads);
+  fmt::print("| rows | rows per slot | median ms | mean ms | ms per row | median / {}-row median |\n", std::min(slots, R));
+  fmt::print("|------|---------------|-----------|---------|------------|-----------------------|\n");
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double base = median(secs[static_cast<size_t>(std::min(slots, R))]);
+  nlohmann::json j = nlohmann::json::array();
+  for (int rows = 1; rows <= R; ++rows) {
+    const auto& v = secs[static_cast<size_t>(rows)];
+    const double med = median(v), mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(std::max<size_t>(1, v.size()));
+    std::string per;
+    for (int s = 0; s < slots; ++s)
+      if (const int n = pass_rows_of(s, rows, slots)) per += fmt::format("{}{}", per.empty() ? "" : "+", n);
+    fmt::print("| {:>4} | {:<13} | {:>9.3f} | {:>7.3f} | {:>10.3f} | {:>21.2f} |\n", rows, per, med * 1e3, mean * 1e3, med * 1e3 / rows,
+               base > 0 ? med / base : 0.0);
+    j.push_back({{"rows", rows}, {"rows_per_slot", per}, {"median_s", med}, {"mean_s", mean}});
+  }
+  if (o.json) fmt::print("{}\n", nlohmann::json{{"pass_rows", j}}.dump());
+  return 0;
+}
+
 int bench(const BenchOptions& o) {
+  if (o.pass_rows > 0) {
+    ModelOptions mo = o.model;
+    mo.n_seq = std::max(mo.n_seq, o.pass_slots);
+    auto loaded = load_engine(mo);
+    return bench_pass_rows(o, *loaded.engine);
+  }
   auto loaded = load_engine(o.model);
   Engine& eng = *loaded.engine;
   const int nv = eng.config().n_vocab;
@@ -144,6 +232,13 @@ Command add_bench(CLI::App& app) {
                   "argmax continuation; repeats on random-weight models, flattering the cache)")
       ->check(CLI::IsMember({"random", "greedy"}));
   sub->add_flag("--json", o->json, "Also print one JSON line");
+  sub->add_option("--pass-rows", o->pass_rows,
+                  "Instead of pp/tg: compute time per forward pass of 1..N rows built as the server's decoding slots build them "
+                  "(one token per slot, the rows beyond verified drafts)")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--pass-slots", o->pass_slots, "--pass-rows: decoding slots")->check(CLI::Range(1, 256));
+  sub->add_option("--pass-reps", o->pass_reps, "--pass-rows: timed passes per row count")->check(CLI::Range(1, 100000));
+  sub->add_option("--pass-pos", o->pass_pos, "--pass-rows: rows each slot holds before a timed pass")->check(CLI::Range(1, 1 << 20));
   return {sub, [o]() { return bench(*o); }};
 }
 

@@ -130,7 +130,7 @@ bool emit(const tok::Tokenizer& tk, const RunOptions& o, tok::StreamDecoder& dec
 }
 
 // The draft source --draft / -md ask for (nullptr: none, or the architecture cannot rewind).
-std::unique_ptr<DraftSource> make_draft(const RunOptions& o, Engine& eng, const tok::Tokenizer& tk) {
+std::unique_ptr<DraftSource> make_draft(const RunOptions& o, Engine& eng, const tok::Tokenizer& tk, std::unique_ptr<Engine> draft_eng) {
   std::string kind = o.draft;
   if (kind.empty() && !o.draft_model.empty()) kind = "model";
   if (kind.empty()) return nullptr;
@@ -144,7 +144,7 @@ std::unique_ptr<DraftSource> make_draft(const RunOptions& o, Engine& eng, const 
   SamplerParams sp = o.sampling;
   sp.seed ^= 0x5eed5eed5eed5eedULL;  // the draft's own random stream
   if (kind == "mtp") return std::make_unique<MtpDraft>(eng, 0, sp, std::clamp(o.spec.k_max, 1, 2));
-  return load_model_draft(o.draft_model, o.model.path, tk.vocab(), eng.options(), sp);
+  return std::make_unique<ModelDraft>(std::move(draft_eng), sp);
 }
 
 // Speculative generation: one verification pass per step, 1..k+1 tokens each.
@@ -254,6 +254,9 @@ void reset_profile(Engine& eng) {
 int run(const RunOptions& o) {
   ModelOptions mo = o.model;
   mo.nextn_kv = o.draft == "mtp";  // the NextN KV rows in the engine's memory plan
+  // -md: the draft model's engine first, its memory in the target's plan (mo.draft_bytes).
+  std::unique_ptr<Engine> draft_eng;
+  if (!o.draft_model.empty() && (o.draft.empty() || o.draft == "model")) draft_eng = load_draft_for(mo, o.draft_model, 1);
   auto loaded = load_engine(mo);
   Engine& eng = *loaded.engine;
   const tok::Tokenizer& tk = *loaded.tokenizer;
@@ -268,7 +271,7 @@ int run(const RunOptions& o) {
   reset_profile(eng);
 
   // Before the prompt: MTP's NextN rows follow the prompt's passes.
-  std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk);
+  std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk, std::move(draft_eng));
   std::vector<float> logits;
   const double t0 = now_s();
   const bool all = o.top_logits > 0;
@@ -312,7 +315,7 @@ int run(const RunOptions& o) {
     const MemoryPlan& mp = eng.tier().plan();
     j["memory"] = {{"budget", mp.budget},       {"dense", mp.dense},       {"kv", mp.kv},
                    {"scratch", mp.scratch},     {"expert_cache", mp.expert_cache}, {"streaming", mp.streaming},
-                   {"peak_rss", process_peak_rss()}};
+                   {"draft", mp.draft},         {"peak_rss", process_peak_rss()}};
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
                     {"first16_tps", g.t_16 > 0 ? 16.0 / (g.t_16 - t1) : 0.0}};
     std::fprintf(stderr, "%s\n", figures.c_str());

@@ -31,17 +31,7 @@ struct ServeOptions {
 std::shared_ptr<SlotDrafter> load_serve_draft(ServeOptions& o) {
   if (o.server.draft != "model") return nullptr;
   STRATA_CHECK(!o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
-  std::unique_ptr<tok::Vocab> target_vocab = tok::Vocab::from_gguf(Model::load(o.model.path)->gguf());
-  EngineOptions eo;
-  eo.n_ctx = o.model.n_ctx;
-  eo.n_seq = o.parallel;
-  eo.n_threads = o.model.n_threads;
-  eo.n_batch = o.model.n_batch;
-  eo.type_k = cache_type(o.model.cache_type_k);
-  eo.type_v = cache_type(o.model.cache_type_v);
-  auto eng = load_draft_engine(o.draft_model, o.model.path, *target_vocab, eo);
-  const MemoryPlan& p = eng->tier().plan();
-  o.model.draft_bytes = p.dense + p.kv + p.scratch - kProcessAllowance + p.experts_total;
+  auto eng = load_draft_for(o.model, o.draft_model, o.parallel);
   std::fprintf(stderr, "strata serve: draft model %s (%s): %s\n", o.draft_model.c_str(), eng->config().arch.c_str(), format_bytes(o.model.draft_bytes).c_str());
   return std::make_shared<ModelSlotDrafter>(std::move(eng));
 }
@@ -73,7 +63,7 @@ int serve(ServeOptions& o) {
   std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
   o.model.n_seq = o.parallel;
   std::shared_ptr<SlotDrafter> draft = load_serve_draft(o);
-  o.model.nextn_kv = o.server.draft == "mtp";
+  o.model.nextn_kv = o.model.nextn_hidden_copy = o.server.draft == "mtp";
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler
   std::signal(SIGTERM, on_term);
   srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft));

@@ -11,6 +11,8 @@
 #include "core/units.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "runtime/slot_draft.h"
+#include "tokenizer/vocab.h"
 
 namespace strata::cli {
 
@@ -58,6 +60,21 @@ GgmlType cache_type(const std::string& s) {
   fail("unsupported cache type '{}' (f32, f16, q8_0)", s);
 }
 
+std::unique_ptr<Engine> load_draft_for(ModelOptions& o, const std::string& draft_path, int n_seq) {
+  std::unique_ptr<tok::Vocab> target_vocab = tok::Vocab::from_gguf(Model::load(o.path)->gguf());
+  EngineOptions eo;
+  eo.n_ctx = o.n_ctx;
+  eo.n_seq = n_seq;
+  eo.n_threads = o.n_threads;
+  eo.n_batch = o.n_batch;
+  eo.type_k = cache_type(o.cache_type_k);
+  eo.type_v = cache_type(o.cache_type_v);
+  auto eng = load_draft_engine(draft_path, o.path, *target_vocab, eo);
+  const MemoryPlan& p = eng->tier().plan();
+  o.draft_bytes = p.dense + p.kv + p.scratch - kProcessAllowance + p.experts_total;
+  return eng;
+}
+
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
@@ -85,6 +102,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.load = o.load_wait ? LoadMode::Wait : LoadMode::Background;
   eo.tier.draft_bytes = o.draft_bytes;
   eo.nextn_kv = o.nextn_kv;
+  eo.nextn_hidden_copy = o.nextn_hidden_copy;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
 }

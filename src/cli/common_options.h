@@ -35,10 +35,16 @@ struct ModelOptions {
   // beside the KV cache; the engine's per-slot NextN KV rows for --draft mtp.
   uint64_t draft_bytes = 0;
   bool nextn_kv = false;
+  bool nextn_hidden_copy = false;  // serve --draft mtp: the drafter's copy of the hidden rows
 };
 
 void add_model_options(CLI::App* sub, ModelOptions& o);
 void add_sampling_options(CLI::App* sub, SamplerParams& p);
+
+// A draft model's engine (-md FILE, checked against the target's vocabulary) with n_seq slots and the
+// target's context, batch, threads and cache types, loaded before the target so that the target's
+// memory plan counts what it holds: sets o.draft_bytes.
+std::unique_ptr<Engine> load_draft_for(ModelOptions& o, const std::string& draft_path, int n_seq);
 
 struct Loaded {
   std::unique_ptr<Engine> engine;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/slot_draft.h"
 
 namespace strata {
 
@@ -34,6 +35,7 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
       nextn_kv_.push_back(model_->make_nextn_kv(0, nk));
       tier.draft_bytes += nextn_kv_.back()->bytes();
     }
+    if (opt_.nextn_hidden_copy) tier.draft_bytes += PassHiddenCopy::planned_bytes(opt_.n_batch, model_->config().n_embd, opt_.n_seq);
   }
   tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes() + logits, tier);
   seqs_.resize(static_cast<size_t>(opt_.n_seq));

@@ -31,6 +31,9 @@ struct EngineOptions {
   // with the slots' KV cache and counted in the memory plan (MemoryPlan::draft). Ignored when
   // the file has no NextN block.
   bool nextn_kv = false;
+  // The server's MTP drafter: its copy of each pass's hidden rows (PassHiddenCopy, n_batch rows)
+  // is counted in the memory plan too (MemoryPlan::draft).
+  bool nextn_hidden_copy = false;
 };
 
 // Which logits rows an input asks for.

@@ -123,6 +123,12 @@ std::unique_ptr<Engine> load_draft_engine(const std::string& path, const std::st
 
 // ---------------------------------------------------------------- MTP
 
+uint64_t PassHiddenCopy::planned_bytes(int n_batch, int n_embd, int n_seq) {
+  return static_cast<uint64_t>(n_batch) * static_cast<uint64_t>(n_embd) * sizeof(float) + static_cast<uint64_t>(n_seq) * sizeof(Part);
+}
+
+uint64_t PassHiddenCopy::bytes() const { return rows_.capacity() * sizeof(float) + parts_.capacity() * sizeof(Part); }
+
 PassHiddenCopy::PassHiddenCopy(const Engine& eng) : n_embd_(eng.config().n_embd) {
   rows_.resize(static_cast<size_t>(eng.options().n_batch) * static_cast<size_t>(n_embd_));
   parts_.reserve(static_cast<size_t>(eng.n_seq()));

@@ -93,6 +93,9 @@ class PassHiddenCopy final : public HiddenRows {
   explicit PassHiddenCopy(const Engine& eng);
   void copy(const Engine& eng, std::span<const SeqInput> inputs);
   const float* row(int seq, int pos) const override;
+  uint64_t bytes() const;  // what it holds
+  // What one holds for an engine of n_batch rows, n_embd wide, n_seq slots (the memory plan's figure).
+  static uint64_t planned_bytes(int n_batch, int n_embd, int n_seq);
 
  private:
   struct Part {

@@ -44,10 +44,7 @@ double SpecCostModel::pass_seconds(int k) const {
   return k * draft_tok_s_ + plain + k * row;
 }
 
-int SpecCostModel::choose(int k_avail) {
-  k_avail = std::clamp(k_avail, 0, k_max_);
-  if (k_avail == 0) return 0;
-  if (!fitted()) return n_plain_ <= n_multi_ ? 0 : k_avail;  // warm-up: plain, drafts, plain, drafts
+int SpecCostModel::best_k(int k_avail) const {
   int best = 0;
   double best_rate = expected_tokens(0) / std::max(1e-12, pass_seconds(0));
   const double bar = best_rate * (1 + margin_);
@@ -55,6 +52,14 @@ int SpecCostModel::choose(int k_avail) {
     const double rate = expected_tokens(k) / std::max(1e-12, pass_seconds(k));
     if (rate > bar && rate > best_rate) best = k, best_rate = rate;
   }
+  return best;
+}
+
+int SpecCostModel::choose(int k_avail) {
+  k_avail = std::clamp(k_avail, 0, k_max_);
+  if (k_avail == 0) return 0;
+  if (!fitted()) return n_plain_ <= n_multi_ ? 0 : k_avail;  // warm-up: plain, drafts, plain, drafts
+  const int best = best_k(k_avail);
   if (best > 0) {
     plain_streak_ = 0;
     return best;
@@ -65,11 +70,15 @@ int SpecCostModel::choose(int k_avail) {
   return 1;  // one draft tells whether drafts land again, at the cost of one row
 }
 
+// The last text's acceptance stays as a prior worth one pass (a slot's requests tend to be alike;
+// a text that differs outweighs it within a pass or two), and so does the probe gap, capped.
 void SpecCostModel::new_sequence() {
-  std::fill(acc_.begin(), acc_.end(), 0.0);
-  std::fill(seen_.begin(), seen_.end(), 0.0);
+  std::vector<double> a(static_cast<size_t>(k_max_));
+  for (int i = 0; i < k_max_; ++i) a[static_cast<size_t>(i)] = acceptance(i);
+  acc_ = a;
+  std::fill(seen_.begin(), seen_.end(), 1.0);
   plain_streak_ = 0;
-  probe_gap_ = kProbeGap;
+  probe_gap_ = std::min(probe_gap_, kNewSequenceProbeGap);
   probing_ = false;
 }
 
@@ -80,7 +89,7 @@ void SpecCostModel::observe(const SpecPass& p) {
     acc_[i] = acc_[i] * kDecay + (i < p.accepted ? 1.0 : 0.0);
     seen_[i] = seen_[i] * kDecay + 1.0;
   }
-  if (probing_ && p.k > 0) probe_gap_ = p.accepted > 0 ? kProbeGap : std::min(probe_gap_ * 2, 1024);
+  const bool probed = probing_ && p.k > 0;
   probing_ = false;
   if (p.k == 0) {
     ewma(c0_, p.compute_s, n_plain_, kAlpha);
@@ -101,6 +110,10 @@ void SpecCostModel::observe(const SpecPass& p) {
     ewma(bytes_, static_cast<double>(p.bytes_read), n_io_, kAlpha);
     ++n_io_;
   }
+  // A rejected probe doubles the gap to the next; an accepted one brings it back to the start when
+  // drafts now pay, else halves it (a probe accepted now and then at an acceptance that does not
+  // pay would otherwise keep probing every kProbeGap passes).
+  if (probed) probe_gap_ = p.accepted == 0 ? std::min(probe_gap_ * 2, kMaxProbeGap) : best_k(k_max_) > 0 ? kProbeGap : std::max(kProbeGap, probe_gap_ / 2);
 }
 
 }  // namespace strata

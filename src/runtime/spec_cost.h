@@ -15,8 +15,9 @@
 // Figures are running means (exponentially weighted after the first 8 passes). A k > 0 is chosen
 // only when its rate beats a plain pass's by more than `margin`. Warm-up: plain, every draft,
 // plain, every draft (so no single noisy pass sets a fit); while it keeps
-// choosing 0 it still probes with one draft after 8, 16, 32, ... plain passes (the gap resets
-// when a probe gets it accepted), so it notices when drafts start to land.
+// choosing 0 it still probes with one draft after 8, 16, 32, ... plain passes (up to 1024), so it
+// notices when drafts start to land: a rejected probe doubles the gap, an accepted one halves it,
+// or brings it back to 8 when drafts then pay.
 #include <cstdint>
 #include <vector>
 
@@ -43,15 +44,17 @@ class SpecCostModel {
   double acceptance(int i) const;       // a_i
   int k_max() const { return k_max_; }
   bool fitted() const { return n_plain_ >= 2 && n_multi_ >= 2; }
-  // A new sequence on the same engine (a server slot's next request): acceptance and probing
-  // start over (they belong to the text), the cost fits (compute and bytes per row, draft time,
-  // bandwidth: the machine's and the model's) are kept, so no warm-up passes are repeated.
+  // A new sequence on the same engine (a server slot's next request): the cost fits (compute and
+  // bytes per row, draft time, bandwidth: the machine's and the model's) are kept, so no warm-up
+  // passes are repeated; acceptance by position becomes a prior worth one pass (it belongs to the
+  // text, but a slot's requests tend to be alike) and the probe gap is capped at 32 passes.
   void new_sequence();
 
  private:
   static constexpr double kDecay = 0.96;  // per observation: counts halve over ~17 observations
   static constexpr double kAlpha = 0.125; // EWMA weight of a new pass in the cost fits
-  static constexpr int kProbeGap = 8;
+  static constexpr int kProbeGap = 8, kMaxProbeGap = 1024, kNewSequenceProbeGap = 32;
+  int best_k(int k_avail) const;  // the k of the best rate at today's fits (0: plain)
   int k_max_;
   double margin_;
   std::vector<double> acc_, seen_;  // [k_max] decayed accepted / reached counts per position

@@ -40,3 +40,25 @@ TEST(BenchCli, RejectsUnknownTgInput) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("tg-input"), std::string::npos) << r.err;
 }
+
+// --pass-rows: one figure per row count 1..N, passes built as the server's decoding slots build them.
+TEST(BenchCli, PassRowsTimesEveryRowCount) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (bench CLI test)");
+  auto r = run_cmd("bench -m " + bench_model() + " -t 2 -c 64 --pass-rows 6 --pass-slots 3 --pass-reps 2 --pass-pos 8 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(last_line(r.out));
+  ASSERT_EQ(j["pass_rows"].size(), 6u) << r.out;
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(j["pass_rows"][i]["rows"].get<int>(), static_cast<int>(i) + 1);
+    EXPECT_GT(j["pass_rows"][i]["median_s"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(j["pass_rows"][1]["rows_per_slot"], "1+1");
+  EXPECT_EQ(j["pass_rows"][4]["rows_per_slot"], "2+2+1");  // 3 slots, 2 drafts dealt out in turn
+}
+
+TEST(BenchCli, PassRowsBeyondTheContextIsAnError) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (bench CLI test)");
+  auto r = run_cmd("bench -m " + bench_model() + " -c 64 --pass-rows 8 --pass-pos 60");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--pass-pos 60"), std::string::npos) << r.err;
+}

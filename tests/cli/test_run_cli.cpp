@@ -157,6 +157,25 @@ TEST(RunCli, DraftModelOfAnotherVocabularyFails) {
   EXPECT_NE(r.err.find("llama-dense-q8_0"), std::string::npos) << r.err;
 }
 
+// -md: the draft model's weights, KV cache and scratch are in the target's memory plan (as serve
+// plans them): a budget the target alone fits in makes the target stream its experts beside a draft.
+TEST(RunCli, DraftModelIsInTheMemoryPlan) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI speculative test)");
+  const std::string common = "run -m " + fixtures_dir() + "/qwen3moe-q8_0/model.gguf -p hello -n 4 --temp 0 -c 128 -t 2 --json --ram-budget 55M";
+  auto plain = run_cmd(common);
+  auto with = run_cmd(common + " -md " + fixtures_dir() + "/qwen3-dense-q8_0/model.gguf");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(with.code, 0) << with.err;
+  const auto a = nlohmann::json::parse(last_line(plain.out))["memory"], b = nlohmann::json::parse(last_line(with.out))["memory"];
+  EXPECT_EQ(a["draft"].get<uint64_t>(), 0u);
+  EXPECT_FALSE(a["streaming"].get<bool>()) << a.dump();
+  const uint64_t draft = b["draft"].get<uint64_t>();
+  EXPECT_GT(draft, 1000000u) << "the draft's weights (1.2 MB file), KV cache and scratch";
+  EXPECT_TRUE(b["streaming"].get<bool>()) << b.dump();
+  EXPECT_LE(b["dense"].get<uint64_t>() + b["kv"].get<uint64_t>() + b["scratch"].get<uint64_t>() + draft + b["expert_cache"].get<uint64_t>(),
+            b["budget"].get<uint64_t>());
+}
+
 TEST(RunCli, SpeculationIsOffForArchitecturesThatCannotRewind) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI speculative test)");
   auto r = run_cmd("run -m " + fixtures_dir() + "/qwen35moe-q8_0/model.gguf --draft lookup -p hello -n 4 --temp 0 --json");

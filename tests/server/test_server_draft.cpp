@@ -404,4 +404,26 @@ TEST(ServerDraftPlan, NextnKvAndDraftBytesAreInThePlan) {
   }
 }
 
+// The server's MTP drafter copies each pass's hidden rows (PassHiddenCopy): what the copy holds is
+// in the plan beside the NextN KV rows when the engine is told (EngineOptions::nextn_hidden_copy).
+TEST(ServerDraftPlan, MtpHiddenRowCopyIsInThePlan) {
+  const char* set = "glm4moe-q8_0";
+  if (!std::filesystem::exists(draft_path(set))) STRATA_MISSING_FIXTURE(draft_path(set));
+  auto make = [&](bool copy) {
+    EngineOptions eo;
+    eo.n_ctx = kDraftCtx;
+    eo.n_seq = 3;
+    eo.n_threads = 1;
+    eo.n_batch = 24;
+    eo.nextn_kv = true;
+    eo.nextn_hidden_copy = copy;
+    return std::make_unique<Engine>(Model::load(draft_path(set)), eo);
+  };
+  auto without = make(false), with = make(true);
+  MtpSlotDrafter drafter(*with);
+  const PassHiddenCopy held(*with);  // what the drafter's copy holds
+  EXPECT_GE(held.bytes(), 24u * static_cast<uint64_t>(with->config().n_embd) * sizeof(float));
+  EXPECT_EQ(with->tier().plan().draft - without->tier().plan().draft, held.bytes());
+}
+
 }  // namespace strata::test
