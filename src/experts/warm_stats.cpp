@@ -1,6 +1,7 @@
 #include "experts/warm_stats.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -137,6 +138,22 @@ std::optional<WarmStats> load_warm_stats(const std::string& path, uint64_t model
 void save_warm_stats(const std::string& path, uint64_t model_key, int n_layer, int n_expert, std::span<const double> counts) {
   const size_t cells = static_cast<size_t>(n_layer) * static_cast<size_t>(n_expert);
   STRATA_CHECK(counts.size() == cells, "warm-start statistics: {} counts for {} experts", counts.size(), cells);
+  const std::filesystem::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
+  // Writers take turns on the directory (flock), so none loses another's counts between its read
+  // and its rename; readers need no lock (the rename is atomic). Best effort: without the lock
+  // the file still stays whole.
+  const int dir_fd = ::open(target.has_parent_path() ? target.parent_path().c_str() : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0)
+    while (::flock(dir_fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);  // releases the lock
+    }
+  } unlock{dir_fd};
   std::string why;
   WarmStats s;
   if (auto old = load_warm_stats(path, model_key, n_layer, n_expert, &why)) {
@@ -151,9 +168,6 @@ void save_warm_stats(const std::string& path, uint64_t model_key, int n_layer, i
   for (size_t i = 0; i < cells; ++i) s.weight[i] += std::max(0.0, counts[i]);
   s.runs++;
   const std::vector<uint8_t> bytes = serialize_warm_stats(s);
-  const std::filesystem::path target(path);
-  std::error_code ec;
-  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
   static std::atomic<uint64_t> serial{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), serial++);  // one temporary per writer
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

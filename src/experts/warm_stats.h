@@ -49,7 +49,8 @@ std::optional<WarmStats> parse_warm_stats(std::span<const uint8_t> bytes, uint64
 std::optional<WarmStats> load_warm_stats(const std::string& path, uint64_t model_key, int n_layer, int n_expert, std::string* why);
 // Adds `counts` (this run's routings, [n_layer * n_expert]) to the file's weights decayed by
 // kWarmStatsDecay (a file that does not load counts as empty) and replaces the file atomically.
-// Creates the directory. Throws strata::Error on I/O errors.
+// Creates the directory. Concurrent writers take turns (flock on the directory). Throws
+// strata::Error on I/O errors.
 void save_warm_stats(const std::string& path, uint64_t model_key, int n_layer, int n_expert, std::span<const double> counts);
 
 }  // namespace strata

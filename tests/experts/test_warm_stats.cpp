@@ -127,8 +127,7 @@ TEST(WarmStats, ConcurrentWritersLeaveAValidFile) {
   std::string why;
   auto s = load_warm_stats(path, kKey, 4, 8, &why);
   ASSERT_TRUE(s) << why;
-  EXPECT_GE(s->runs, 40u);
-  EXPECT_LE(s->runs, 80u);
+  EXPECT_EQ(s->runs, 80u);  // writers take turns: none loses another's run
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
