@@ -38,6 +38,7 @@ ModelDraft::ModelDraft(std::unique_ptr<Engine> engine, const SamplerParams& samp
 
 void ModelDraft::propose(std::span<const int32_t> history, int k_max, Draft& out) {
   out.clear();
+  deferred_s_ = 0;
   const int len = static_cast<int>(history.size());
   k_max = std::min(k_max, eng_->options().n_ctx - len);
   if (k_max <= 0 || len == 0) return;
@@ -47,7 +48,9 @@ void ModelDraft::propose(std::span<const int32_t> history, int k_max, Draft& out
   while (keep < cap && held_[keep] == history[keep]) ++keep;
   held_.resize(static_cast<size_t>(keep));
   held_.insert(held_.end(), history.begin() + keep, history.end());
+  const double t0 = now_s();
   eng_->eval(0, history.data() + keep, len - keep, keep, false, logits_);
+  deferred_s_ = (now_s() - t0) * static_cast<double>(len - keep - 1) / static_cast<double>(len - keep);
   hist_.assign(history.begin(), history.end());
   const size_t nv = p_.size();
   for (int i = 0; i < k_max; ++i) {

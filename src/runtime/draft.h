@@ -42,6 +42,10 @@ class DraftSource {
   // Called instead of propose when a pass asks for no drafts, with the same history, so that a
   // source whose state follows the target (MTP's NextN rows) stays in step. Default: nothing.
   virtual void observe(std::span<const int32_t> history) { (void)history; }
+  // Of the last propose's time, the seconds it spent evaluating history rows that passes without
+  // drafts left to it beyond one (catching up after a gap): work deferred from those passes, not a
+  // cost of this pass's drafts (the cost model leaves it out of the time per drafted token).
+  virtual double deferred_s() const { return 0; }
 };
 
 // Prompt/history lookup: finds the most recent earlier occurrence of the history's last n tokens
@@ -64,11 +68,13 @@ class ModelDraft final : public DraftSource {
   ModelDraft(std::unique_ptr<Engine> engine, const SamplerParams& sampling);
   const char* name() const override { return "model"; }
   void propose(std::span<const int32_t> history, int k_max, Draft& out) override;
+  double deferred_s() const override { return deferred_s_; }
   Engine& engine() { return *eng_; }
 
  private:
   std::unique_ptr<Engine> eng_;
   Sampler sampler_;
+  double deferred_s_ = 0;
   std::vector<int32_t> held_;  // tokens whose rows the draft's slot holds
   std::vector<int32_t> hist_;  // history + drafts so far (penalties)
   std::vector<float> logits_, p_;

@@ -10,7 +10,11 @@
 namespace strata {
 
 void SharedSlotDrafter::propose(std::span<const SlotDraftJob> jobs) {
-  for (const SlotDraftJob& j : jobs) src_->propose(j.history, j.k_max, *j.out);
+  deferred_s_ = 0;
+  for (const SlotDraftJob& j : jobs) {
+    src_->propose(j.history, j.k_max, *j.out);
+    deferred_s_ += src_->deferred_s();
+  }
 }
 
 // ---------------------------------------------------------------- ModelSlotDrafter
@@ -42,6 +46,10 @@ void ModelSlotDrafter::catch_up(std::span<const SlotDraftJob> jobs) {
     eng_->truncate(job.slot, keep);
     rest_[j] = len - keep;
   }
+  // Rows beyond one per job are what passes without drafts left to evaluate (deferred_s).
+  int rows = 0, extra = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) rows += rest_[j], extra += std::max(0, rest_[j] - 1);
+  const double t0 = now_s();
   const int n_batch = eng_->options().n_batch;
   for (;;) {
     in_.clear();
@@ -55,7 +63,7 @@ void ModelSlotDrafter::catch_up(std::span<const SlotDraftJob> jobs) {
       in_job_.push_back(static_cast<int>(j));
       room -= take;
     }
-    if (in_.empty()) return;
+    if (in_.empty()) break;
     eng_->forward(in_, logits_);
     ++passes_;
     size_t row = 0;
@@ -67,6 +75,7 @@ void ModelSlotDrafter::catch_up(std::span<const SlotDraftJob> jobs) {
       ++row;
     }
   }
+  deferred_s_ = rows > 0 ? (now_s() - t0) * extra / rows : 0.0;
 }
 
 void ModelSlotDrafter::propose(std::span<const SlotDraftJob> jobs) {

@@ -55,10 +55,19 @@ int SpecCostModel::best_k(int k_avail) const {
   return best;
 }
 
+// Whether some k would beat a plain pass if every draft were accepted: if not, at today's costs no
+// acceptance can make drafts pay, and a probe can only tell that the costs moved.
+bool SpecCostModel::could_pay() const {
+  const double plain = 1.0 / std::max(1e-12, pass_seconds(0));
+  for (int k = 1; k <= k_max_; ++k)
+    if ((k + 1) / std::max(1e-12, pass_seconds(k)) > plain * (1 + margin_)) return true;
+  return false;
+}
+
 int SpecCostModel::choose(int k_avail) {
   k_avail = std::clamp(k_avail, 0, k_max_);
   if (k_avail == 0) return 0;
-  if (!fitted()) return n_plain_ <= n_multi_ ? 0 : k_avail;  // warm-up: plain, drafts, plain, drafts
+  if (!fitted()) return n_plain_ <= n_multi_ ? 0 : 1;  // warm-up: plain, one draft, plain, one draft
   const int best = best_k(k_avail);
   if (best > 0) {
     plain_streak_ = 0;
@@ -110,10 +119,14 @@ void SpecCostModel::observe(const SpecPass& p) {
     ewma(bytes_, static_cast<double>(p.bytes_read), n_io_, kAlpha);
     ++n_io_;
   }
-  // A rejected probe doubles the gap to the next; an accepted one brings it back to the start when
-  // drafts now pay, else halves it (a probe accepted now and then at an acceptance that does not
-  // pay would otherwise keep probing every kProbeGap passes).
-  if (probed) probe_gap_ = p.accepted == 0 ? std::min(probe_gap_ * 2, kMaxProbeGap) : best_k(k_max_) > 0 ? kProbeGap : std::max(kProbeGap, probe_gap_ / 2);
+  // A rejected probe doubles the gap to the next, and so does one after which drafts could not pay
+  // even if all were accepted (rows or drafting cost too much); an accepted one brings it back to
+  // the start when drafts now pay, else halves it (a probe accepted now and then at an acceptance
+  // that does not pay would otherwise keep probing every kProbeGap passes).
+  if (probed) {
+    const bool back_off = p.accepted == 0 || !could_pay();
+    probe_gap_ = back_off ? std::min(probe_gap_ * 2, kMaxProbeGap) : best_k(k_max_) > 0 ? kProbeGap : std::max(kProbeGap, probe_gap_ / 2);
+  }
 }
 
 }  // namespace strata

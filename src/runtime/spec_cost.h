@@ -13,11 +13,13 @@
 //                                             reads, over recent passes).
 // Each draft row (compute + bytes) costs at least 1/16 of a plain pass.
 // Figures are running means (exponentially weighted after the first 8 passes). A k > 0 is chosen
-// only when its rate beats a plain pass's by more than `margin`. Warm-up: plain, every draft,
-// plain, every draft (so no single noisy pass sets a fit); while it keeps
-// choosing 0 it still probes with one draft after 8, 16, 32, ... plain passes (up to 1024), so it
-// notices when drafts start to land: a rejected probe doubles the gap, an accepted one halves it,
-// or brings it back to 8 when drafts then pay.
+// only when its rate beats a plain pass's by more than `margin`. Warm-up: plain, one draft,
+// plain, one draft (so no single noisy pass sets a fit, and a costly draft source or costly rows
+// are not paid k_max times before anything is known; deeper positions start from the first's
+// acceptance); while it keeps choosing 0 it still probes with one draft after 8, 16, 32, ... plain
+// passes (up to 1024), so it notices when drafts start to land: a rejected probe doubles the gap,
+// and so does any probe after which not even drafts that are always accepted would pay; an
+// accepted one halves it, or brings it back to 8 when drafts then pay.
 #include <cstdint>
 #include <vector>
 
@@ -55,6 +57,7 @@ class SpecCostModel {
   static constexpr double kAlpha = 0.125; // EWMA weight of a new pass in the cost fits
   static constexpr int kProbeGap = 8, kMaxProbeGap = 1024, kNewSequenceProbeGap = 32;
   int best_k(int k_avail) const;  // the k of the best rate at today's fits (0: plain)
+  bool could_pay() const;         // some k beats a plain pass at acceptance 1
   int k_max_;
   double margin_;
   std::vector<double> acc_, seen_;  // [k_max] decayed accepted / reached counts per position

@@ -195,7 +195,7 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   SpecPass pass;
   pass.k = k;
   pass.accepted = m;
-  pass.draft_s = t1 - t0;
+  pass.draft_s = k > 0 ? std::max(0.0, t1 - t0 - draft_->deferred_s()) : t1 - t0;  // k > 0: drafted by this pass's propose
   const ExpertCacheCounters after = eng_.tier().counters();
   pass.bytes_read = after.bytes_read - before.bytes_read;
   pass.io_wait_s = after.wait_s - before.wait_s;
@@ -212,7 +212,7 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   stats_.expert_slots += counter_->slots;
   stats_.bytes_read += pass.bytes_read;
   stats_.io_wait_s += pass.io_wait_s;
-  stats_.draft_s += pass.draft_s;
+  stats_.draft_s += t1 - t0;
   stats_.verify_s += t2 - t1;
 }
 

@@ -495,7 +495,8 @@ void Scheduler::plan_drafts() {
   if (jobs_.empty()) return;
   const double t0 = now_s();
   drafter_->propose(jobs_);
-  const double each = (now_s() - t0) / static_cast<double>(jobs_.size());  // the slots share the drafting passes
+  // The slots share the drafting passes; catching up after passes without drafts is not their cost.
+  const double each = std::max(0.0, now_s() - t0 - drafter_->deferred_s()) / static_cast<double>(jobs_.size());
   for (const SlotDraftJob& j : jobs_) {
     Slot& s = *slots_[static_cast<size_t>(j.slot)];
     s.draft_s = each;

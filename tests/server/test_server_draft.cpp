@@ -122,7 +122,8 @@ std::unique_ptr<Engine> draft_engine_for(const char* draft_set, const char* targ
 
 // Three slots' drafts of 4 tokens: one catch-up pass and three draft passes (not 3 x 4), and each
 // slot's drafts are what the one-sequence ModelDraft proposes for its history; a second round
-// after the histories grew (as after acceptance) keeps the slots' rows and agrees again.
+// after the histories grew (as after acceptance) keeps the slots' rows and agrees again. Catching
+// up on whole prompts is deferred work (deferred_s > 0); one new row per slot is not.
 TEST(ServerDraftModel, BatchedDraftsEqualOneSequenceDrafts) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   ModelSlotDrafter drafter(draft_engine_for("qwen3-dense-q8_0", "qwen3moe-q8_0", 3));
@@ -139,10 +140,16 @@ TEST(ServerDraftModel, BatchedDraftsEqualOneSequenceDrafts) {
     const uint64_t p0 = drafter.draft_passes();
     drafter.propose(jobs);
     EXPECT_EQ(drafter.draft_passes() - p0, 4u);  // catch-up + 3 more positions for all three slots
+    if (round == 0) {
+      EXPECT_GT(drafter.deferred_s(), 0.0);
+    } else {
+      EXPECT_EQ(drafter.deferred_s(), 0.0);
+    }
     for (size_t i = 0; i < 3; ++i) {
       ModelDraft one(draft_engine_for("qwen3-dense-q8_0", "qwen3moe-q8_0", 1), greedy);
       Draft want;
       one.propose(hist[i], 4, want);
+      EXPECT_GT(one.deferred_s(), 0.0);  // the whole history
       EXPECT_EQ(out[i].tokens.size(), 4u);
       EXPECT_EQ(out[i].tokens, want.tokens) << "slot " << i;
       EXPECT_TRUE(out[i].q.empty());

@@ -208,7 +208,9 @@ TEST(Synth, DeepseekV32PresetHasTheRealShape) {
   uint64_t routed = 0;
   for (const auto& t : plan) {
     if (t.name.find("_exps.") != std::string::npos) routed += t.nbytes();
-    if (t.name == "blk.60.indexer.attn_q_b.weight") EXPECT_EQ(t.ne, (std::vector<uint64_t>{1536, 64 * 128}));
+    if (t.name == "blk.60.indexer.attn_q_b.weight") {
+      EXPECT_EQ(t.ne, (std::vector<uint64_t>{1536, 64 * 128}));
+    }
   }
   EXPECT_EQ(routed, expected_bytes(s).routed);
   EXPECT_GT(routed, 300ull << 30);  // 671B-class: ~360 GiB of Q4_K routed experts
