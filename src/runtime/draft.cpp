@@ -66,6 +66,8 @@ void ModelDraft::propose(std::span<const int32_t> history, int k_max, Draft& out
   }
 }
 
+int draft_batch_size(const EngineOptions& target_opt) { return std::max(target_opt.n_seq, std::min(target_opt.n_batch, kDraftBatch)); }
+
 void check_same_vocab(const tok::Vocab& target, const std::string& target_path, const tok::Vocab& draft, const std::string& draft_path) {
   STRATA_CHECK(target.n_tokens() == draft.n_tokens(), "draft model {} has {} tokens but the target {} has {}: their vocabularies differ", draft_path,
                draft.n_tokens(), target_path, target.n_tokens());
@@ -86,7 +88,7 @@ std::unique_ptr<ModelDraft> load_model_draft(const std::string& path, const std:
   eo.n_ctx = target_opt.n_ctx;
   eo.n_seq = 1;
   eo.n_threads = target_opt.n_threads;
-  eo.n_batch = target_opt.n_batch;
+  eo.n_batch = draft_batch_size(target_opt);
   eo.type_k = target_opt.type_k;
   eo.type_v = target_opt.type_v;
   return std::make_unique<ModelDraft>(std::make_unique<Engine>(std::move(model), eo), sampling);

@@ -147,6 +147,14 @@ class MtpDraft final : public DraftSource, public PassListener {
 // both files and the first id that differs.
 void check_same_vocab(const tok::Vocab& target, const std::string& target_path, const tok::Vocab& draft, const std::string& draft_path);
 
+// The batch size of a draft model's engine for a target engine's options: its passes are one row
+// per slot per draft position, plus catch-up on tokens the target chose (a prompt, or the gap
+// after passes without drafts), so its scratch is planned for up to kDraftBatch rows (at least
+// one per slot), not for the target's prompt batch: under a tight --ram-budget it takes less of
+// the expert cache's room.
+inline constexpr int kDraftBatch = 64;
+int draft_batch_size(const EngineOptions& target_opt);
+
 // Loads `path` as a draft model for a target with vocabulary `target_vocab` (checked), resident,
 // one slot of n_ctx positions.
 std::unique_ptr<ModelDraft> load_model_draft(const std::string& path, const std::string& target_path, const tok::Vocab& target_vocab,

@@ -124,7 +124,7 @@ std::unique_ptr<Engine> load_draft_engine(const std::string& path, const std::st
   eo.n_ctx = target_opt.n_ctx;
   eo.n_seq = target_opt.n_seq;
   eo.n_threads = target_opt.n_threads;
-  eo.n_batch = target_opt.n_batch;
+  eo.n_batch = draft_batch_size(target_opt);
   eo.type_k = target_opt.type_k;
   eo.type_v = target_opt.type_v;
   return std::make_unique<Engine>(std::move(model), eo);

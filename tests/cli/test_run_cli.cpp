@@ -161,7 +161,7 @@ TEST(RunCli, DraftModelOfAnotherVocabularyFails) {
 // plans them): a budget the target alone fits in makes the target stream its experts beside a draft.
 TEST(RunCli, DraftModelIsInTheMemoryPlan) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI speculative test)");
-  const std::string common = "run -m " + fixtures_dir() + "/qwen3moe-q8_0/model.gguf -p hello -n 4 --temp 0 -c 128 -t 2 --json --ram-budget 55M";
+  const std::string common = "run -m " + fixtures_dir() + "/qwen3moe-q8_0/model.gguf -p hello -n 4 --temp 0 -c 128 -t 2 --json --ram-budget 45M";
   auto plain = run_cmd(common);
   auto with = run_cmd(common + " -md " + fixtures_dir() + "/qwen3-dense-q8_0/model.gguf");
   ASSERT_EQ(plain.code, 0) << plain.err;
