@@ -120,11 +120,12 @@ void SpecCostModel::observe(const SpecPass& p) {
     ++n_io_;
   }
   // A rejected probe doubles the gap to the next, and so does one after which drafts could not pay
-  // even if all were accepted (rows or drafting cost too much); an accepted one brings it back to
-  // the start when drafts now pay, else halves it (a probe accepted now and then at an acceptance
-  // that does not pay would otherwise keep probing every kProbeGap passes).
+  // even if all were accepted while no pass reads experts (compute costs alone, which stay as they
+  // are: rows or drafting cost too much; with reads the costs move as the cache fills); an accepted
+  // one brings it back to the start when drafts now pay, else halves it (a probe accepted now and
+  // then at an acceptance that does not pay would otherwise keep probing every kProbeGap passes).
   if (probed) {
-    const bool back_off = p.accepted == 0 || !could_pay();
+    const bool back_off = p.accepted == 0 || (n_io_ == 0 && !could_pay());
     probe_gap_ = back_off ? std::min(probe_gap_ * 2, kMaxProbeGap) : best_k(k_max_) > 0 ? kProbeGap : std::max(kProbeGap, probe_gap_ / 2);
   }
 }

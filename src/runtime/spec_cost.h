@@ -18,8 +18,9 @@
 // are not paid k_max times before anything is known; deeper positions start from the first's
 // acceptance); while it keeps choosing 0 it still probes with one draft after 8, 16, 32, ... plain
 // passes (up to 1024), so it notices when drafts start to land: a rejected probe doubles the gap,
-// and so does any probe after which not even drafts that are always accepted would pay; an
-// accepted one halves it, or brings it back to 8 when drafts then pay.
+// and so does any probe after which not even drafts that are always accepted would pay while no
+// pass reads experts (then the costs are compute alone and steady); an accepted one halves it, or
+// brings it back to 8 when drafts then pay.
 #include <cstdint>
 #include <vector>
 

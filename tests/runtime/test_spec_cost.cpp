@@ -189,7 +189,8 @@ TEST(SpecCost, NewSequenceStartsFromTheLastAcceptance) {
 
 // A draft row costs more than a plain pass (a small model in RAM, where each row computes its own
 // experts): even drafts that are always accepted cannot pay, so probes back off although 3 in 4
-// of them land.
+// of them land. While passes read experts the costs move as the cache fills, so accepted probes
+// keep coming and notice when rows become cheap.
 TEST(SpecCost, ProbesBackOffWhenNoAcceptanceCouldPay) {
   SpecCostModel m(4);
   int probes = 0, n = 0;
@@ -202,4 +203,19 @@ TEST(SpecCost, ProbesBackOffWhenNoAcceptanceCouldPay) {
     m.observe(pass(k, k > 0 && (n++ % 4 != 3) ? 1 : 0, 1.0 + 1.2 * k));
   }
   EXPECT_LE(probes, 8);  // gaps of 8, 16, ..., 1024 plain passes
+}
+
+TEST(SpecCost, WithReadsAcceptedProbesKeepComingUntilDraftsPay) {
+  SpecCostModel m(4);
+  for (int i = 0; i < 200; ++i) {  // rows cost more than a plain pass: no k pays
+    const int k = m.choose(4);
+    m.observe(pass(k, k, 1.0 + 1.2 * k, /*bytes=*/1));
+  }
+  int with_drafts = 0;
+  for (int i = 0; i < 300; ++i) {  // the cache has filled: rows are cheap
+    const int k = m.choose(4);
+    with_drafts += k > 0;
+    m.observe(pass(k, k, 1.0 + 0.1 * k, /*bytes=*/1));
+  }
+  EXPECT_GT(with_drafts, 150);
 }
