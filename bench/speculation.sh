@@ -9,7 +9,8 @@
 #
 # Workloads: "edit" (the continuation is in the prompt: a passage, then its first words again) and
 # "free" (a short prompt, free writing). Modes: plain; lookup and model drafts with the cost model
-# (auto); the same with every draft verified (--draft-fixed). "cpu s": user + system seconds of the
+# (auto); the same with every draft verified (--draft-fixed); "lookup-blind": lookup with the cost
+# model but without predicted routing (--no-draft-predict). "cpu s": user + system seconds of the
 # whole process (load and prompt included; steadier than tok/s on a busy machine). BUDGETS: --ram-budget values
 # (0 = in RAM). LIMIT=6G runs every command under ../shared/peer/cgroup-run.sh $LIMIT. ROUNDS=R runs
 # every mode R times, alternating, and prints each mode's median run (and the range of its tok/s).
@@ -47,6 +48,7 @@ run() {  # workload temp budget mode -> JSON line
     lookup) args=(--draft lookup) ;;
     model) args=(-md "$DRAFT") ;;
     lookup-fixed) args=(--draft lookup --draft-fixed) ;;
+    lookup-blind) args=(--draft lookup --no-draft-predict) ;;
     model-fixed) args=(-md "$DRAFT" --draft-fixed) ;;
   esac
   [ "$m" = plain ] || args+=(--draft-max "$K")
@@ -93,8 +95,10 @@ acc = " ".join(f"{100 * a / q:.0f}" if q else "-" for a, q in zip(s["accepted_at
 kh = "/".join(str(x) for x in s["k_hist"])
 rb = s["bytes_read"] / max(1, n) / 1024
 comp = max(0.0, s["verify_s"] - s["io_wait_s"])
+pr = s.get("prediction")
+pr = f" pred P/R {pr['precision']:.2f}/{pr['recall']:.2f} rows {pr['rows_predicted']}/{pr['rows']} cal {pr['calibration']:.2f}" if pr else ""
 print(f"{tps:8.1f} {tps / base:5.2f}x {cpu:6.2f} {n / p:6.2f} {100 * s['accepted'] / max(1, s['proposed']):6.1f}% {acc:22} {kh:16} {rb:7.0f}KiB "
-      f"{s['expert_union'] / p:5.1f}/{s['expert_slots'] / p:5.1f}  {s['draft_s']:.2f}/{s['io_wait_s']:.2f}/{comp:.2f} {spread}|{tps}")
+      f"{s['expert_union'] / p:5.1f}/{s['expert_slots'] / p:5.1f}  {s['draft_s']:.2f}/{s['io_wait_s']:.2f}/{comp:.2f}{pr} {spread}|{tps}")
 EOF2
 )
         [ -n "$base" ] || base=${line##*|}

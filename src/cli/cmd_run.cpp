@@ -149,10 +149,8 @@ std::unique_ptr<DraftSource> make_draft(const RunOptions& o, Engine& eng, const 
 
 // Speculative generation: one verification pass per step, 1..k+1 tokens each.
 Generated generate_spec(Engine& eng, const tok::Tokenizer& tk, const RunOptions& o, const std::vector<int32_t>& prompt, const float* last,
-                        DraftSource& draft, RoutingRecorder* rec) {
-  const int nv = eng.config().n_vocab, n_ctx = eng.options().n_ctx;
-  Sampler sampler(o.sampling, nv);
-  SpeculativeDecoder sd(eng, 0, sampler, &draft, o.spec);
+                        SpeculativeDecoder& sd, RoutingRecorder* rec) {
+  const int n_ctx = eng.options().n_ctx;
   tok::StreamDecoder dec(tk);
   Generated g;
   const int n_predict = o.n_predict < 0 ? n_ctx - static_cast<int>(prompt.size()) : o.n_predict;
@@ -186,6 +184,14 @@ std::string spec_report(const SpecStats& s, const std::string& kind) {
   for (size_t k = 0; k < s.k_hist.size(); ++k) hist += fmt::format("{}k={}: {}", k ? ", " : "", k, s.k_hist[k]);
   r += fmt::format(" | passes by k: {} (cost model: plain pass {:.2f} ms, +{:.2f} ms per draft row)", hist, s.cost_plain_s * 1e3, s.cost_row_s * 1e3);
   if (s.demoted) r += fmt::format(" | {} experts read only for rejected drafts kept at low priority", s.demoted);
+  if (s.predicting) {
+    const RoutePredictionStats& p = s.prediction;
+    r += fmt::format(" | predicted routing: draft rows' experts precision {:.1f}%, recall {:.1f}% ({} of {} rows predicted); {} passes with drafts "
+                     "read {} (predicted {}), for the drafts alone {} (predicted {}; calibration {:.2f})",
+                     100.0 * p.precision(), 100.0 * p.recall(), p.rows_predicted, p.rows, p.passes, format_bytes(p.actual_bytes),
+                     format_bytes(static_cast<uint64_t>(p.bytes)), format_bytes(p.actual_extra), format_bytes(static_cast<uint64_t>(p.extra_bytes)),
+                     p.calibration);
+  }
   r += fmt::format(" | read {} per generated token | time: draft {:.3f} s, I/O wait {:.3f} s, compute {:.3f} s]",
                    format_bytes(s.accepted + s.passes ? s.bytes_read / static_cast<uint64_t>(s.accepted + s.passes) : 0), s.draft_s, s.io_wait_s,
                    std::max(0.0, s.verify_s - s.io_wait_s));
@@ -193,10 +199,27 @@ std::string spec_report(const SpecStats& s, const std::string& kind) {
 }
 
 nlohmann::json spec_json(const SpecStats& s) {
-  return {{"passes", s.passes},         {"proposed", s.proposed},         {"accepted", s.accepted},         {"emitted", s.emitted},
+  nlohmann::json j = {{"passes", s.passes},         {"proposed", s.proposed},         {"accepted", s.accepted},         {"emitted", s.emitted},
           {"proposed_at", s.proposed_at}, {"accepted_at", s.accepted_at}, {"expert_union", s.expert_union}, {"expert_slots", s.expert_slots},
           {"bytes_read", s.bytes_read}, {"draft_s", s.draft_s},           {"verify_s", s.verify_s},         {"io_wait_s", s.io_wait_s},
           {"k_hist", s.k_hist},         {"demoted", s.demoted},           {"cost_plain_s", s.cost_plain_s}, {"cost_row_s", s.cost_row_s}};
+  if (s.predicting) {
+    const RoutePredictionStats& p = s.prediction;
+    j["prediction"] = {{"passes", p.passes},
+                       {"predicted_bytes", p.bytes},
+                       {"actual_bytes", p.actual_bytes},
+                       {"predicted_extra_bytes", p.extra_bytes},
+                       {"actual_extra_bytes", p.actual_extra},
+                       {"rows", p.rows},
+                       {"rows_predicted", p.rows_predicted},
+                       {"experts_predicted", p.experts_predicted},
+                       {"experts_routed", p.experts_routed},
+                       {"experts_both", p.experts_both},
+                       {"precision", p.precision()},
+                       {"recall", p.recall()},
+                       {"calibration", p.calibration}};
+  }
+  return j;
 }
 
 // Samples from the prompt's last logits, then one token per pass until -n, end of generation,
@@ -272,6 +295,10 @@ int run(const RunOptions& o) {
 
   // Before the prompt: MTP's NextN rows follow the prompt's passes.
   std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk, std::move(draft_eng));
+  // Before the prompt too: the decoder remembers the prompt's routing to predict the drafts'.
+  Sampler spec_sampler(o.sampling, nv);
+  std::optional<SpeculativeDecoder> sd;
+  if (draft) sd.emplace(eng, 0, spec_sampler, draft.get(), o.spec);
   std::vector<float> logits;
   const double t0 = now_s();
   const bool all = o.top_logits > 0;
@@ -286,7 +313,7 @@ int run(const RunOptions& o) {
   j["prompt_tokens"] = prompt;
   prompt_outputs(o, logits, prompt.size(), nv, last, j);
 
-  const Generated g = draft ? generate_spec(eng, tk, o, prompt, last, *draft, rec.get()) : generate(eng, tk, o, prompt, last, rec.get());
+  const Generated g = sd ? generate_spec(eng, tk, o, prompt, last, *sd, rec.get()) : generate(eng, tk, o, prompt, last, rec.get());
   const double t2 = now_s();
   const double pp_s = t1 - t0, gen_s = t2 - t1;
   const int n_gen = static_cast<int>(g.tokens.size());
@@ -359,6 +386,9 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--draft-fixed", [o](int64_t) { o->spec.adaptive = false; },
                 "Speculative decoding: verify every draft (up to --draft-max) instead of letting the cost model choose k per pass "
                 "(0..--draft-max, from measured compute time, bytes read, read bandwidth and acceptance)");
+  sub->add_flag("--no-draft-predict", [o](int64_t) { o->spec.predict_routing = false; },
+                "Speculative decoding while experts stream: do not predict the draft rows' experts from the routing of earlier positions "
+                "(the cost model then charges every draft row its fitted bytes)");
   return {sub, [o]() { return run(*o); }};
 }
 

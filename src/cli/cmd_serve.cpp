@@ -124,6 +124,9 @@ Command add_serve(CLI::App& app) {
   sub->add_flag("--draft-fixed{false}", o->server.draft_adaptive,
                 "Speculation: verify every draft found (up to the request's n_max) instead of letting each slot's cost model choose "
                 "how many per pass (0..n_max, from its acceptance and the passes' measured time and reads)");
+  sub->add_flag("--no-draft-predict{false}", o->server.draft_predict,
+                "Speculation while experts stream (--draft lookup): do not price draft rows by their experts predicted from the "
+                "routing of earlier positions (each slot's cost model then charges every draft row its fitted bytes)");
   add_sampling_options(sub, o->server.sampling);
   return {sub, [o]() { return serve(*o); }};
 }

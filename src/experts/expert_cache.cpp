@@ -438,6 +438,19 @@ int ExpertCache::demote_fresh(std::span<const ExpertKey> keys) {
 uint64_t ExpertCache::batch_read_bytes(ExpertKey k) const {
   quiesce();
   if (k.layer < 0 || k.layer >= store_.n_layers() || k.expert < 0 || k.expert >= n_expert_ || read_at_[idx(k.layer, k.expert)] != now_) return 0;
+  return expert_read_bytes(k);
+}
+
+bool ExpertCache::holds(ExpertKey k) const {
+  quiesce();
+  if (k.layer < 0 || k.layer >= store_.n_layers() || k.expert < 0 || k.expert >= n_expert_) return false;
+  const Entry& en = entries_[idx(k.layer, k.expert)];
+  return state_->resident(k) && !en.transient && en.st != St::Failed;
+}
+
+// The store's layout only (immutable): no quiesce needed.
+uint64_t ExpertCache::expert_read_bytes(ExpertKey k) const {
+  if (k.layer < 0 || k.layer >= store_.n_layers() || !store_.is_moe(k.layer) || k.expert < 0 || k.expert >= store_.layer(k.layer).n_expert) return 0;
   uint64_t n = 0;
   for (int p = 0; p < kExpertParts; ++p) n += store_.part_read(k.layer, k.expert, p).aligned_len;
   return n;

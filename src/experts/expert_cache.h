@@ -96,6 +96,12 @@ class ExpertCache final : public ExpertProvider {
   // Bytes this batch (the latest begin_batch) read for the expert: into a slot, a transient buffer,
   // ahead of demand or for the warm start; 0 when it was not read.
   uint64_t batch_read_bytes(ExpertKey k) const;
+  // Whether the expert is in a cache slot or being read into one: a pass that needs it now reads
+  // nothing more for it (a failed read is retried, so that one does not count).
+  bool holds(ExpertKey k) const;
+  // The bytes a read of the expert takes (its parts' 4 KiB-aligned ranges, as submit_reads reads
+  // them); 0 outside the grid.
+  uint64_t expert_read_bytes(ExpertKey k) const;
 
   const ExpertCacheCounters& counters() const {
     quiesce();

@@ -36,20 +36,33 @@ double SpecCostModel::per_row(double multi, double plain) const { return km_ > 0
 // A draft row is never free: it costs at least 1/kMinRowShare of a plain pass (its attention, norms
 // and dense products). Without the floor a per-row fit that noise puts near 0 (a slow plain pass)
 // makes even a draft accepted 1% of the time look worth verifying, forever.
-double SpecCostModel::pass_seconds(int k) const {
+double SpecCostModel::pass_seconds(int k) const { return pass_seconds(k, {}); }
+
+double SpecCostModel::calibration() const {
+  return n_pred_ > 0 && pred_ > 0 ? std::clamp(actual_ / pred_, kMinCalibration, kMaxCalibration) : n_pred_ > 0 && actual_ > 0 ? kMaxCalibration : 1.0;
+}
+
+// A draft row's bytes: its prediction (calibrated) where there is one, else the fitted figure.
+double SpecCostModel::pass_seconds(int k, std::span<const double> row_bytes) const {
   constexpr double kMinRowShare = 16;
   const double s_per_byte = bytes_ > 0 ? wait_ / bytes_ : 0.0;
   const double plain = c0_ + b0_ * s_per_byte;
-  const double row = std::max(per_row(cm_, c0_) + per_row(bm_, b0_) * s_per_byte, plain / kMinRowShare);
-  return k * draft_tok_s_ + plain + k * row;
+  const double row_compute = per_row(cm_, c0_), fitted_bytes = per_row(bm_, b0_), cal = calibration();
+  double s = k * draft_tok_s_ + plain;
+  for (int i = 0; i < k; ++i) {
+    const double pred = static_cast<size_t>(i) < row_bytes.size() ? row_bytes[static_cast<size_t>(i)] : kUnknownRow;
+    const double bytes = pred >= 0 ? cal * pred : fitted_bytes;
+    s += std::max(row_compute + bytes * s_per_byte, plain / kMinRowShare);
+  }
+  return s;
 }
 
-int SpecCostModel::best_k(int k_avail) const {
+int SpecCostModel::best_k(int k_avail, std::span<const double> row_bytes) const {
   int best = 0;
   double best_rate = expected_tokens(0) / std::max(1e-12, pass_seconds(0));
   const double bar = best_rate * (1 + margin_);
   for (int k = 1; k <= k_avail; ++k) {
-    const double rate = expected_tokens(k) / std::max(1e-12, pass_seconds(k));
+    const double rate = expected_tokens(k) / std::max(1e-12, pass_seconds(k, row_bytes));
     if (rate > bar && rate > best_rate) best = k, best_rate = rate;
   }
   return best;
@@ -64,11 +77,13 @@ bool SpecCostModel::could_pay() const {
   return false;
 }
 
-int SpecCostModel::choose(int k_avail) {
+int SpecCostModel::choose(int k_avail) { return choose(k_avail, {}); }
+
+int SpecCostModel::choose(int k_avail, std::span<const double> row_bytes) {
   k_avail = std::clamp(k_avail, 0, k_max_);
   if (k_avail == 0) return 0;
   if (!fitted()) return n_plain_ <= n_multi_ ? 0 : 1;  // warm-up: plain, one draft, plain, one draft
-  const int best = best_k(k_avail);
+  const int best = best_k(k_avail, row_bytes);
   if (best > 0) {
     plain_streak_ = 0;
     return best;
@@ -113,6 +128,11 @@ void SpecCostModel::observe(const SpecPass& p) {
   if (p.k > 0) {
     ewma(draft_tok_s_, p.draft_s / p.k, n_draft_, kAlpha);
     ++n_draft_;
+  }
+  if (p.k > 0 && p.predicted_extra >= 0) {
+    ewma(pred_, p.predicted_extra, n_pred_, kAlpha);
+    ewma(actual_, static_cast<double>(p.extra_read), n_pred_, kAlpha);
+    ++n_pred_;
   }
   if (p.bytes_read > 0) {
     ewma(wait_, p.io_wait_s, n_io_, kAlpha);

@@ -11,6 +11,11 @@
 //                                             the cache as it is now, the routing of the recent
 //                                             passes; bandwidth = bytes read / time blocked on
 //                                             reads, over recent passes).
+// With a prediction of the bytes each draft row adds (its experts' routing predicted from the
+// history, less what the cache holds: runtime/routing_memory.h), the byte term of a row is that
+// prediction times a calibration (the ratio of actual to predicted draft bytes over recent passes
+// with drafts, an EWMA of each, clamped to [1/4, 4]); a row without a prediction keeps the fitted
+// bytes per row.
 // Each draft row (compute + bytes) costs at least 1/16 of a plain pass.
 // Figures are running means (exponentially weighted after the first 8 passes). A k > 0 is chosen
 // only when its rate beats a plain pass's by more than `margin`. Warm-up: plain, one draft,
@@ -22,6 +27,7 @@
 // pass reads experts (then the costs are compute alone and steady); an accepted one halves it, or
 // brings it back to 8 when drafts then pay.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace strata {
@@ -33,6 +39,10 @@ struct SpecPass {
   double compute_s = 0;     // the verify pass minus its I/O wait
   double io_wait_s = 0;     // blocked on expert reads
   uint64_t bytes_read = 0;  // expert bytes read by the pass
+  // Predicted routing: the bytes the k drafts were predicted to add (every row predicted; < 0: no
+  // prediction) and the bytes the pass read for experts that only draft rows routed to.
+  double predicted_extra = -1;
+  uint64_t extra_read = 0;
 };
 
 class SpecCostModel {
@@ -40,10 +50,16 @@ class SpecCostModel {
   explicit SpecCostModel(int k_max, double margin = 0.02);
   // k for the next pass, in 0..k_avail (k_avail <= k_max: drafts that can be had now).
   int choose(int k_avail);
+  // The same with the bytes predicted for each draft row: row_bytes[i] for draft row i + 1 (the
+  // bytes its experts add to the pass), kUnknownRow (or past the end) where there is no prediction.
+  int choose(int k_avail, std::span<const double> row_bytes);
   void observe(const SpecPass& p);
 
+  static constexpr double kUnknownRow = -1.0;
   double expected_tokens(int k) const;  // per pass of k drafts
   double pass_seconds(int k) const;     // estimated
+  double pass_seconds(int k, std::span<const double> row_bytes) const;
+  double calibration() const;           // actual / predicted draft bytes (1 before any pass with both)
   double acceptance(int i) const;       // a_i
   int k_max() const { return k_max_; }
   bool fitted() const { return n_plain_ >= 2 && n_multi_ >= 2; }
@@ -57,8 +73,9 @@ class SpecCostModel {
   static constexpr double kDecay = 0.96;  // per observation: counts halve over ~17 observations
   static constexpr double kAlpha = 0.125; // EWMA weight of a new pass in the cost fits
   static constexpr int kProbeGap = 8, kMaxProbeGap = 1024, kNewSequenceProbeGap = 32;
-  int best_k(int k_avail) const;  // the k of the best rate at today's fits (0: plain)
-  bool could_pay() const;         // some k beats a plain pass at acceptance 1
+  static constexpr double kMinCalibration = 0.25, kMaxCalibration = 4.0;
+  int best_k(int k_avail, std::span<const double> row_bytes = {}) const;  // the k of the best rate at today's fits (0: plain)
+  bool could_pay() const;  // some k beats a plain pass at acceptance 1 (fitted bytes per row)
   int k_max_;
   double margin_;
   std::vector<double> acc_, seen_;  // [k_max] decayed accepted / reached counts per position
@@ -67,7 +84,8 @@ class SpecCostModel {
   double cm_ = 0, bm_ = 0, km_ = 0;    // passes with drafts: compute seconds, bytes read, drafts
   double wait_ = 0, bytes_ = 0;               // EWMA per pass with reads: seconds blocked, bytes read
   double draft_tok_s_ = 0;                    // EWMA draft seconds per drafted token
-  int64_t n_plain_ = 0, n_multi_ = 0, n_draft_ = 0, n_io_ = 0;
+  double pred_ = 0, actual_ = 0;              // EWMA per predicted pass with drafts: predicted, actual draft bytes
+  int64_t n_plain_ = 0, n_multi_ = 0, n_draft_ = 0, n_io_ = 0, n_pred_ = 0;
   int plain_streak_ = 0, probe_gap_ = kProbeGap;
   bool probing_ = false;
 };

@@ -90,6 +90,14 @@ SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, D
   p_.resize(nv);
   r_.resize(nv);
   counter_ = std::make_unique<ExpertCounter>(eng.config());
+  if (draft && opt.predict_routing && eng.tier().cache() && RouteLayout(eng.config()).n_moe() > 0) {
+    mem_ = std::make_unique<SeqRouting>(eng.config(), eng.options().n_ctx);
+    tap_ = std::make_unique<RoutingTap>(eng);
+    tap_->track(seq, mem_.get());
+    pred_ = std::make_unique<RoutePredictor>(eng.config(), opt.k_max + 1);
+    row_bytes_.assign(static_cast<size_t>(opt.k_max), SpecCostModel::kUnknownRow);
+    stats_.predicting = true;
+  }
 }
 
 SpeculativeDecoder::~SpeculativeDecoder() = default;
@@ -134,6 +142,7 @@ int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) 
 // drafts only as many as the cost model asks for.
 int SpeculativeDecoder::draft_tokens(int k_room) {
   d_.clear();
+  predicted_ = false;
   if (!draft_) return 0;
   if (k_room <= 0) {
     draft_->observe(hist_);
@@ -144,8 +153,54 @@ int SpeculativeDecoder::draft_tokens(int k_room) {
   if (want > 0) draft_->propose(hist_, want, d_);
   else draft_->observe(hist_);
   int k = std::min(static_cast<int>(d_.tokens.size()), want);
-  if (opt_.adaptive && !draft_->costly()) k = cost_.choose(k);
+  const bool predicted = k > 0 && predict_rows(k);
+  if (opt_.adaptive && !draft_->costly()) k = predicted ? cost_.choose(k, std::span<const double>(row_bytes_.data(), static_cast<size_t>(k))) : cost_.choose(k);
   return k < std::max(1, opt_.k_min) ? 0 : k;
+}
+
+// The pending token and drafts 0..k-1: the history position each is predicted to route like, and
+// the bytes each draft row would add to the pass (row_bytes_), row 0's in row0_bytes_. False when
+// off or not streaming now.
+bool SpeculativeDecoder::predict_rows(int k) {
+  const ExpertCache* cache = eng_.tier().cache();
+  if (!pred_ || !cache) return false;
+  row0_bytes_ = pred_->price(*mem_, eng_.seq_length(seq_), hist_.size() >= 2 ? hist_[hist_.size() - 2] : -1, hist_.back(),
+                             std::span<const int32_t>(d_.tokens.data(), static_cast<size_t>(k)), *cache, row_bytes_);
+  return predicted_ = true;
+}
+
+// After a pass of k drafts whose rows the routing memory holds at pos0..pos0+k: each draft row's
+// predicted experts against those it routed to, and the bytes the drafts were predicted to add
+// against those the pass read for experts only draft rows routed to (pass.extra_read; and
+// pass.predicted_extra when every draft row had a prediction, for the cost model's calibration).
+void SpeculativeDecoder::score_prediction(int k, int pos0, SpecPass& pass) {
+  const ExpertCache* cache = eng_.tier().cache();
+  if (!predicted_ || k == 0 || !cache || mem_->length() < pos0 + k + 1) return;
+  RoutePredictionStats& ps = stats_.prediction;
+  RouteMatch m;
+  bool drafts_known = true;
+  double extra = 0;
+  for (int r = 1; r <= k; ++r) {
+    const int src = pred_->source(r);
+    match_routes(src >= 0 ? mem_->routes(src) : std::span<const int16_t>{}, mem_->routes(pos0 + r), mem_->top_k(), m);
+    ps.rows_predicted += src >= 0;
+    drafts_known = drafts_known && src >= 0;
+    if (src >= 0) extra += row_bytes_[static_cast<size_t>(r - 1)];
+  }
+  ps.rows += k;
+  ps.experts_predicted += m.predicted;
+  ps.experts_routed += m.routed;
+  ps.experts_both += m.both;
+  for (const ExpertKey& key : counter_->touched)
+    if ((counter_->rows(key) & 1) == 0) pass.extra_read += cache->batch_read_bytes(key);
+  if (!drafts_known) return;
+  pass.predicted_extra = extra;
+  if (row0_bytes_ < 0) return;
+  ps.passes++;
+  ps.bytes += row0_bytes_ + extra;
+  ps.actual_bytes += pass.bytes_read;
+  ps.extra_bytes += extra;
+  ps.actual_extra += pass.extra_read;
 }
 
 // The pending token and k drafts through one decode-order pass, every row's logits in logits_.
@@ -183,6 +238,7 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   const int k = draft_tokens(std::min(opt_.k_max, room()));
   const double t1 = now_s();
   const ExpertCacheCounters before = eng_.tier().counters();  // not the cache: a pass may drop it (background load)
+  const int pos0 = static_cast<int>(hist_.size()) - 1;         // the pending token's position
   verify(k);
   const double t2 = now_s();
   int32_t next = -1;
@@ -200,7 +256,9 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   pass.bytes_read = after.bytes_read - before.bytes_read;
   pass.io_wait_s = after.wait_s - before.wait_s;
   pass.compute_s = std::max(0.0, t2 - t1 - pass.io_wait_s);
+  score_prediction(k, pos0, pass);
   cost_.observe(pass);
+  stats_.prediction.calibration = cost_.calibration();
   stats_.cost_plain_s = cost_.pass_seconds(0);
   stats_.cost_row_s = cost_.pass_seconds(1) - stats_.cost_plain_s;
   stats_.passes++;

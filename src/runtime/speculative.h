@@ -13,6 +13,7 @@
 #include "experts/cache_policy.h"
 #include "runtime/draft.h"
 #include "runtime/engine.h"
+#include "runtime/routing_memory.h"
 #include "runtime/sampler.h"
 #include "runtime/spec_cost.h"
 
@@ -27,6 +28,24 @@ struct SpecOptions {
   // Experts read by a pass only for rows that were rejected enter the cache at low priority
   // (evicted first).
   bool demote_rejected = true;
+  // Streaming experts with the cost model on: predict each draft row's experts from the history's
+  // routing (runtime/routing_memory.h) and give the cost model the bytes each row would add. The
+  // prompt's routing is remembered only when the decoder exists before the prompt's passes.
+  bool predict_routing = true;
+};
+
+// Predicted routing against what the passes did (passes with drafts while the prediction was on).
+struct RoutePredictionStats {
+  int64_t passes = 0;            // passes with drafts whose every row had a prediction
+  double bytes = 0;              // their predicted bytes read: row 0's experts the cache lacked + the drafts' extra
+  uint64_t actual_bytes = 0;     // the bytes they read
+  double extra_bytes = 0;        // the drafts' part of `bytes`
+  uint64_t actual_extra = 0;     // bytes they read for experts that only draft rows routed to
+  int64_t rows = 0, rows_predicted = 0;  // draft rows verified; of them, with a prediction
+  int64_t experts_predicted = 0, experts_routed = 0, experts_both = 0;  // (row, layer, expert) triples over those rows
+  double calibration = 1;        // the cost model's actual / predicted draft bytes
+  double precision() const { return experts_predicted ? static_cast<double>(experts_both) / static_cast<double>(experts_predicted) : 0.0; }
+  double recall() const { return experts_routed ? static_cast<double>(experts_both) / static_cast<double>(experts_routed) : 0.0; }
 };
 
 struct SpecStats {
@@ -40,6 +59,8 @@ struct SpecStats {
   std::vector<int64_t> k_hist;  // [k_max + 1] passes that verified k drafts
   int64_t demoted = 0;        // experts read only for rejected rows, put at the cache's low priority
   double cost_plain_s = 0, cost_row_s = 0;  // the cost model's latest estimates: a plain pass, each draft row more
+  bool predicting = false;    // the decoder predicted draft rows' routing (SpecOptions::predict_routing, streaming)
+  RoutePredictionStats prediction;
 };
 
 // The speculative-sampling choice at one draft position: x was drafted with draft distribution q
@@ -60,6 +81,7 @@ int32_t spec_choose(Sampler& s, const float* logits, const std::vector<int32_t>&
 class SpeculativeDecoder {
  public:
   // draft may be nullptr (plain decoding through the same loop). The engine's architecture must be rewindable.
+  // Construct it before the prompt's passes so that their routing is remembered (predict_routing).
   SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, DraftSource* draft, const SpecOptions& opt);
   ~SpeculativeDecoder();
   // After a prompt whose rows slot `seq` holds: chooses the first token from the prompt's last
@@ -80,6 +102,8 @@ class SpeculativeDecoder {
   int draft_tokens(int k_room);
   void verify(int k);
   void demote_rejected(int kept_rows);
+  bool predict_rows(int k);
+  void score_prediction(int k, int pos0, SpecPass& pass);
 
   Engine& eng_;
   int seq_;
@@ -93,6 +117,14 @@ class SpeculativeDecoder {
   std::unique_ptr<ExpertCounter> counter_;
   SpecCostModel cost_;
   std::vector<ExpertKey> rejected_;
+  // Predicted routing (null when off): the sequence's routing by position, the tap that records it,
+  // the prediction of this pass's rows and the bytes each draft row adds ([k_max]).
+  std::unique_ptr<SeqRouting> mem_;
+  std::unique_ptr<RoutingTap> tap_;
+  std::unique_ptr<RoutePredictor> pred_;
+  std::vector<double> row_bytes_;
+  double row0_bytes_ = -1;
+  bool predicted_ = false;  // this pass's rows were predicted
 };
 
 }  // namespace strata

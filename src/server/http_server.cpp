@@ -238,6 +238,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   so.draft_max = m.opt.draft_max;
   so.draft_min = m.opt.draft_min;
   so.draft_adaptive = m.opt.draft_adaptive;
+  so.draft_predict = m.opt.draft_predict;
   // Token bytes as the output shows them (control tokens empty) for grammar masks, one per logit
   // (rows of the output head past the tokenizer's vocabulary stay empty: never allowed).
   const int32_t n_logits = eng.config().n_vocab;

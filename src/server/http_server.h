@@ -48,6 +48,7 @@ struct ServerOptions {
   std::string draft = "none";
   int draft_max = 4, draft_min = 1;
   bool draft_adaptive = true;           // false (--draft-fixed): every draft found is verified
+  bool draft_predict = true;            // false (--no-draft-predict): no predicted routing (SchedulerOptions::draft_predict)
 };
 
 class HttpServer {

@@ -143,6 +143,8 @@ struct Scheduler::Slot {
   double draft_s = 0;                     // drafting time for the running pass
   int row0 = 0;                           // the running pass's first row of this slot
   uint64_t draft_bytes = 0;               // expert bytes read for its draft rows alone, over all its requests
+  std::vector<double> row_bytes;          // [draft_max] predicted bytes of each draft row (draft_predict)
+  double predicted_extra = -1;            // of the running pass's k drafts (< 0: not every row predicted)
 };
 
 Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt) : eng_(eng), tok_(tok), opt_(opt) {
@@ -164,6 +166,13 @@ Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOpti
     if (n_expert > 0) routing_ = std::make_unique<PassRouting>(cfg.n_layer, n_expert, routes);
     shares_.resize(slots_.size());
     seen_.reserve(slots_.size());
+    // A costly source drafts after the cost model chose: nothing to predict then.
+    if (opt_.draft_predict && opt_.draft_adaptive && !drafter_->costly() && eng_.tier().cache() && RouteLayout(cfg).n_moe() > 0) {
+      for (size_t i = 0; i < slots_.size(); ++i) route_mem_.push_back(std::make_unique<SeqRouting>(cfg, eng_.options().n_ctx));
+      route_tap_ = std::make_unique<RoutingTap>(eng_);
+      for (size_t i = 0; i < slots_.size(); ++i) route_tap_->track(static_cast<int>(i), route_mem_[i].get());
+      route_pred_ = std::make_unique<RoutePredictor>(cfg, eng_.options().n_batch + 1);
+    }
   }
   local_.slots = n_slots();
   local_.streaming_experts = eng_.tier().cache() != nullptr;
@@ -182,6 +191,7 @@ void Scheduler::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (route_tap_) route_tap_->detach();  // the engine may go before this scheduler
   for (auto& s : slots_)
     if (s->req) finish(*s, Finish::Error, "the server is shutting down");
   std::lock_guard<std::mutex> lk(mu_);
@@ -317,6 +327,7 @@ void Scheduler::start(Slot& s) {
   if (s.draft_max > 0 && opt_.draft_adaptive) {
     if (s.cost && s.cost->k_max() == s.draft_max) s.cost->new_sequence();
     else s.cost = std::make_unique<SpecCostModel>(s.draft_max);
+    if (route_pred_) s.row_bytes.assign(static_cast<size_t>(s.draft_max), RoutePredictor::kUnknown);
   }
   if (s.draft_max > 0 && !s.sampler->greedy()) {
     s.spec_p.resize(static_cast<size_t>(eng_.config().n_vocab));
@@ -501,9 +512,25 @@ void Scheduler::plan_drafts() {
     Slot& s = *slots_[static_cast<size_t>(j.slot)];
     s.draft_s = each;
     int k = std::min(static_cast<int>(s.draft.tokens.size()), s.want);
-    if (s.cost && k >= s.draft_min && !drafter_->costly()) k = s.cost->choose(k);  // a lookup drafts first: the cost model picks among what it found
+    if (s.cost && k >= s.draft_min && !drafter_->costly()) k = choose_drafts(s, k);  // a lookup drafts first: the cost model picks among what it found
     s.k = k < s.draft_min ? 0 : k;
   }
+}
+
+// The slot's cost model chooses among its k drafts, each draft row priced by its predicted
+// experts' bytes while the prediction is on and experts stream.
+int Scheduler::choose_drafts(Slot& s, int k) {
+  s.predicted_extra = -1;
+  const ExpertCache* cache = eng_.tier().cache();
+  if (!route_pred_ || !cache || static_cast<size_t>(k) > s.row_bytes.size()) return s.cost->choose(k);
+  const std::span<const int32_t> held = eng_.seq_tokens(s.id);
+  const std::span<double> rb(s.row_bytes.data(), static_cast<size_t>(k));
+  route_pred_->price(*route_mem_[static_cast<size_t>(s.id)], static_cast<int>(held.size()), held.empty() ? -1 : held.back(), s.next,
+                     std::span<const int32_t>(s.draft.tokens.data(), static_cast<size_t>(k)), *cache, rb);
+  for (const double b : rb) local_.draft_rows_predicted += b >= 0;
+  const int c = s.cost->choose(k, rb);
+  s.predicted_extra = RoutePredictor::total(rb, c);
+  return c;
 }
 
 void Scheduler::step() {
@@ -687,6 +714,8 @@ void Scheduler::observe_pass(Slot& s, int k, int accepted) {
   p.draft_s = s.draft_s;
   const double n = std::max(1, n_decoding_);
   const DraftShare& d = shares_[static_cast<size_t>(s.id)];
+  p.predicted_extra = k > 0 ? s.predicted_extra : -1;  // the calibration: what its drafts alone read against the prediction
+  p.extra_read = d.bytes;
   const double bytes = static_cast<double>(split_.common_bytes) / n + static_cast<double>(d.bytes);
   p.bytes_read = static_cast<uint64_t>(std::llround(bytes));
   p.io_wait_s = pass_.bytes_read > 0 ? pass_.io_wait_s * bytes / static_cast<double>(pass_.bytes_read) : 0.0;

@@ -26,6 +26,7 @@
 #include "runtime/slot_draft.h"
 #include "runtime/engine.h"
 #include "runtime/pass_routing.h"
+#include "runtime/routing_memory.h"
 #include "runtime/sampler.h"
 #include "runtime/spec_cost.h"
 #include "tokenizer/tokenizer.h"
@@ -147,6 +148,10 @@ struct SchedulerOptions {
   // Experts a pass read only for draft rows that were then rejected enter the cache at low
   // priority (evicted first), so rejected drafts do not push out experts plain decoding needs.
   bool draft_demote = true;
+  // While experts stream, with the cost model on and drafts found before it chooses (lookup): each
+  // slot remembers its history's routing and the cost model prices each draft row by the bytes of
+  // its predicted experts (runtime/routing_memory.h).
+  bool draft_predict = true;
 };
 
 // One slot as /slots shows it (copied by the engine thread after every step).
@@ -177,6 +182,7 @@ struct SchedulerStats {
   uint64_t draft_passes = 0;      // slot passes that verified drafts
   uint64_t drafts_proposed = 0, drafts_accepted = 0;
   uint64_t draft_experts_demoted = 0;  // experts read only for rejected draft rows, put at the cache's low priority
+  uint64_t draft_rows_predicted = 0;   // draft rows the cost models priced by their predicted experts (draft_predict)
   std::vector<SlotInfo> slot_info;  // [slots]
 };
 
@@ -206,6 +212,7 @@ class Scheduler {
   void step();
   void plan_pass();
   int draft_want(Slot& s, int budget);
+  int choose_drafts(Slot& s, int k);
   void plan_drafts();
   int sample_outputs();
   int verify_drafts(Slot& s, const float* logits);
@@ -254,6 +261,11 @@ class Scheduler {
   std::vector<DraftShare> shares_;  // [slots]
   PassSplit split_;
   std::vector<ExpertKey> demote_;
+  // Predicted routing (draft_predict): each slot's routing by position, the tap that records it
+  // (declared after them: it goes first), the prediction of a slot's pass rows.
+  std::vector<std::unique_ptr<SeqRouting>> route_mem_;  // [slots] or empty
+  std::unique_ptr<RoutingTap> route_tap_;
+  std::unique_ptr<RoutePredictor> route_pred_;
   std::deque<std::pair<double, int>> recent_;  // (time, tokens generated) for decode_tps
   SchedulerStats local_;
   std::thread thread_;

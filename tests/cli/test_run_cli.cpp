@@ -208,3 +208,35 @@ TEST(RunCli, DraftMtpKeepsGreedyOutputAndFailsClearlyWithoutNextn) {
   auto help = run_cmd("run --help");
   EXPECT_NE(help.out.find("mtp"), std::string::npos) << help.out;
 }
+
+// The trained model streaming its experts (64 MiB budget), lookup drafts on an edit-like prompt:
+// the report gives the predicted routing's figures (text and --json speculative.prediction), its
+// precision and recall in (0, 1]; --no-draft-predict leaves them out.
+TEST(RunCli, SpeculativeReportGivesPredictedRouting) {
+  const std::string tiny = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
+  const std::string pf = tmp("edit_prompt.txt");
+  {
+    std::ofstream f(pf);
+    f << "And God said unto Moses, I will be not done, and I will be done, and I will be done, and I will be done, and I will be done.";
+  }
+  const std::string common = "run -m " + tiny + " -f " + pf + " -n 24 --temp 0 --ignore-eos -c 256 --ram-budget 64M --draft lookup --json";
+  auto r = run_cmd(common);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(last_line(r.out));
+  ASSERT_TRUE(j["speculative"].contains("prediction")) << r.out;
+  const auto& p = j["speculative"]["prediction"];
+  for (const char* key : {"precision", "recall"}) {
+    EXPECT_GT(p[key].get<double>(), 0.0) << key;
+    EXPECT_LE(p[key].get<double>(), 1.0) << key;
+  }
+  EXPECT_GT(p["rows"].get<int>(), 0);
+  EXPECT_LE(p["rows_predicted"].get<int>(), p["rows"].get<int>());
+  EXPECT_GE(p["actual_bytes"].get<uint64_t>(), p["actual_extra_bytes"].get<uint64_t>());
+  EXPECT_NE(r.err.find("predicted routing: draft rows' experts precision"), std::string::npos) << r.err;
+  auto blind = run_cmd(common + " --no-draft-predict");
+  ASSERT_EQ(blind.code, 0) << blind.err;
+  const auto b = nlohmann::json::parse(last_line(blind.out));
+  EXPECT_EQ(b["tokens"], j["tokens"]);
+  EXPECT_FALSE(b["speculative"].contains("prediction"));
+  std::remove(pf.c_str());
+}

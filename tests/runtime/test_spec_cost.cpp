@@ -219,3 +219,51 @@ TEST(SpecCost, WithReadsAcceptedProbesKeepComingUntilDraftsPay) {
   }
   EXPECT_GT(with_drafts, 150);
 }
+
+// Predicted routing: at the fits of BytesToReadTurnSpeculationOff's streaming case (each draft row
+// read 4 MB more at 10 MB/s, half the first drafts land), a draft row predicted to need only
+// cached experts is worth verifying, one predicted to read as much as the fit says is not, and a
+// row without a prediction keeps the fitted bytes. The calibration scales predictions by the ratio
+// of actual to predicted draft bytes, clamped to [1/4, 4].
+TEST(SpecCost, PredictedBytesReplaceTheFittedBytesPerRow) {
+  SpecCostModel m(4);
+  m.observe(pass(0, 0, 0.010, 1000000, 0.1));
+  m.observe(pass(0, 0, 0.010, 1000000, 0.1));
+  for (int i = 0; i < 40; ++i) m.observe(pass(1, i % 2, 0.011, 5000000, 0.5));
+  const double cached[] = {0.0}, dear[] = {4000000.0}, unknown[] = {SpecCostModel::kUnknownRow};
+  EXPECT_DOUBLE_EQ(m.calibration(), 1.0);
+  EXPECT_NEAR(m.pass_seconds(1, unknown), m.pass_seconds(1), 1e-12);
+  EXPECT_NEAR(m.pass_seconds(1, dear), m.pass_seconds(1), 1e-9);  // the prediction is the fit here
+  EXPECT_LT(m.pass_seconds(1, cached), m.pass_seconds(1) / 3);
+  EXPECT_EQ(m.choose(1, cached), 1);
+  EXPECT_EQ(m.choose(1, dear), 0);
+  EXPECT_EQ(m.choose(1, unknown), 0);
+  EXPECT_EQ(m.choose(1), 0);
+  // Rows are priced one by one: the second draft row reading 4 MB makes k = 2 lose to k = 1.
+  const double mixed[] = {0.0, 4000000.0};
+  EXPECT_LT(m.pass_seconds(1, mixed), m.pass_seconds(2, mixed) - 0.3);
+
+  // Passes read twice the bytes predicted for their drafts: a prediction of 2 MB costs like 4 MB.
+  SpecCostModel c(4);
+  for (int i = 0; i < 4; ++i) {
+    SpecPass p = pass(i % 2, 0, 0.010, 1000000, 0.1);
+    if (p.k > 0) {
+      p.predicted_extra = 1000000;
+      p.extra_read = 2000000;
+    }
+    c.observe(p);
+  }
+  EXPECT_NEAR(c.calibration(), 2.0, 1e-9);
+  const double two[] = {2000000.0}, four[] = {4000000.0};
+  SpecCostModel ref(4);
+  for (int i = 0; i < 4; ++i) ref.observe(pass(i % 2, 0, 0.010, 1000000, 0.1));
+  EXPECT_NEAR(c.pass_seconds(1, two), ref.pass_seconds(1, four), 1e-9);
+  // Far off: clamped.
+  for (int i = 0; i < 40; ++i) {
+    SpecPass p = pass(1, 0, 0.010, 1000000, 0.1);
+    p.predicted_extra = 100000;
+    p.extra_read = 5000000;
+    c.observe(p);
+  }
+  EXPECT_DOUBLE_EQ(c.calibration(), 4.0);
+}

@@ -352,6 +352,33 @@ TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
   }
 }
 
+// Experts stream through a small cache, lookup drafts, each slot's cost model on: with predicted
+// routing (the default) the cost models price draft rows by their predicted experts, and without
+// it they do not; both slots' outputs are plain decoding's either way.
+TEST(ServerSpecCost, PredictedRoutingPricesDraftRowsAndKeepsGreedyOutput) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  std::unique_ptr<tok::Tokenizer> tok;
+  TierOptions tier;
+  tier.cache_experts = 5;
+  auto eng = load_fixture_engine(2, kSpecCtx, &tok, "qwen3moe-q8_0", tier);
+  ASSERT_NE(eng->tier().cache(), nullptr);
+  constexpr int kN = 40;
+  server::SchedulerOptions so;
+  so.draft = std::make_shared<LookupDraft>();
+  const SrvSpecPair plain = srv_spec_pair(*eng, *tok, so, 0, kN);
+  ASSERT_EQ(plain.tokens[0].size(), static_cast<size_t>(kN));
+  for (bool predict : {true, false}) {
+    SCOPED_TRACE(predict ? "predicted routing" : "fitted bytes only");
+    so.draft_predict = predict;
+    const SrvSpecPair spec = srv_spec_pair(*eng, *tok, so, 4, kN);
+    EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
+    EXPECT_EQ(spec.tokens[1], plain.tokens[1]);
+    EXPECT_GT(spec.stats.draft_passes, 0u);
+    if (predict) EXPECT_GT(spec.stats.draft_rows_predicted, 0u);
+    else EXPECT_EQ(spec.stats.draft_rows_predicted, 0u);
+  }
+}
+
 // Sampling (temperature 0.8, a seed): lookup drafts take plain sampling's draw, so a slot that
 // speculates streams the tokens the same request streams without speculation, with drafts accepted.
 TEST(ServerSpecCost, SampledStreamWithDraftsIsPlainSamplingsForTheSeed) {
