@@ -1,6 +1,7 @@
 #include "runtime/draft.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "model/model.h"
@@ -50,7 +51,8 @@ void ModelDraft::propose(std::span<const int32_t> history, int k_max, Draft& out
   held_.insert(held_.end(), history.begin() + keep, history.end());
   const double t0 = now_s();
   eng_->eval(0, history.data() + keep, len - keep, keep, false, logits_);
-  deferred_s_ = (now_s() - t0) * static_cast<double>(len - keep - 1) / static_cast<double>(len - keep);
+  const int rows = len - keep, deferred = std::max(0, rows - kDraftCatchUpRows);
+  deferred_s_ = (now_s() - t0) * static_cast<double>(deferred) / static_cast<double>(rows);
   hist_.assign(history.begin(), history.end());
   const size_t nv = p_.size();
   for (int i = 0; i < k_max; ++i) {

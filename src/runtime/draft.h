@@ -42,9 +42,11 @@ class DraftSource {
   // Called instead of propose when a pass asks for no drafts, with the same history, so that a
   // source whose state follows the target (MTP's NextN rows) stays in step. Default: nothing.
   virtual void observe(std::span<const int32_t> history) { (void)history; }
-  // Of the last propose's time, the seconds it spent evaluating history rows that passes without
-  // drafts left to it beyond one (catching up after a gap): work deferred from those passes, not a
-  // cost of this pass's drafts (the cost model leaves it out of the time per drafted token).
+  // Of the last propose's time, the seconds it spent catching up on history beyond what drafting in
+  // every pass would leave it (two rows: the last draft, never evaluated, and the target's token):
+  // the prompt, the tokens of passes without drafts. Work deferred from those passes, not a cost
+  // of this pass's drafts (the cost model leaves it out of the time per drafted token and charges
+  // it to probes).
   virtual double deferred_s() const { return 0; }
 };
 
@@ -153,6 +155,9 @@ void check_same_vocab(const tok::Vocab& target, const std::string& target_path, 
 // one per slot), not for the target's prompt batch: under a tight --ram-budget it takes less of
 // the expert cache's room.
 inline constexpr int kDraftBatch = 64;
+// Rows a draft model evaluates before drafting when it drafted in the pass before: the last draft
+// (proposed, never evaluated) and the target's token after the accepted drafts.
+inline constexpr int kDraftCatchUpRows = 2;
 int draft_batch_size(const EngineOptions& target_opt);
 
 // Loads `path` as a draft model for a target with vocabulary `target_vocab` (checked), resident,

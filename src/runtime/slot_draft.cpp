@@ -1,6 +1,7 @@
 #include "runtime/slot_draft.h"
 
 #include <algorithm>
+#include <utility>
 #include <cstring>
 
 #include "core/error.h"
@@ -46,9 +47,10 @@ void ModelSlotDrafter::catch_up(std::span<const SlotDraftJob> jobs) {
     eng_->truncate(job.slot, keep);
     rest_[j] = len - keep;
   }
-  // Rows beyond one per job are what passes without drafts left to evaluate (deferred_s).
+  // Rows beyond what drafting in every pass leaves are deferred work (deferred_s): prompts, the
+  // tokens of passes without drafts.
   int rows = 0, extra = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) rows += rest_[j], extra += std::max(0, rest_[j] - 1);
+  for (size_t j = 0; j < jobs.size(); ++j) rows += rest_[j], extra += std::max(0, rest_[j] - kDraftCatchUpRows);
   const double t0 = now_s();
   const int n_batch = eng_->options().n_batch;
   for (;;) {

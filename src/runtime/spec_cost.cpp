@@ -1,6 +1,7 @@
 #include "runtime/spec_cost.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -77,6 +78,18 @@ bool SpecCostModel::could_pay() const {
   return false;
 }
 
+// A probe's expected loss against the plain pass it replaces: its pass with one draft row and the
+// draft's catch-up on the tokens since the last drafts, less the token its draft brings when
+// accepted. Probes are at least loss / (kProbeBudget x plain pass) plain passes apart, so probing
+// never costs more than kProbeBudget of the time (a draft model that catches up on many tokens
+// for each probe, rows that cost nearly a pass: probes come rarely).
+int SpecCostModel::cost_gap() const {
+  const double plain = pass_seconds(0);
+  const double loss = pass_seconds(1) + probe_deferred_s_ - (1 + acceptance(0)) * plain;
+  if (!(plain > 0) || loss <= 0) return 0;
+  return static_cast<int>(std::min<double>(kMaxProbeGap, std::ceil(loss / (kProbeBudget * plain))));
+}
+
 int SpecCostModel::choose(int k_avail) { return choose(k_avail, {}); }
 
 int SpecCostModel::choose(int k_avail, std::span<const double> row_bytes) {
@@ -88,7 +101,7 @@ int SpecCostModel::choose(int k_avail, std::span<const double> row_bytes) {
     plain_streak_ = 0;
     return best;
   }
-  if (++plain_streak_ < probe_gap_) return 0;
+  if (++plain_streak_ < std::max(probe_gap_, cost_gap())) return 0;
   plain_streak_ = 0;
   probing_ = true;
   return 1;  // one draft tells whether drafts land again, at the cost of one row
@@ -145,6 +158,7 @@ void SpecCostModel::observe(const SpecPass& p) {
   // one brings it back to the start when drafts now pay, else halves it (a probe accepted now and
   // then at an acceptance that does not pay would otherwise keep probing every kProbeGap passes).
   if (probed) {
+    ewma(probe_deferred_s_, p.deferred_s, n_probe_++, kAlpha);
     const bool back_off = p.accepted == 0 || (n_io_ == 0 && !could_pay());
     probe_gap_ = back_off ? std::min(probe_gap_ * 2, kMaxProbeGap) : best_k(k_max_) > 0 ? kProbeGap : std::max(kProbeGap, probe_gap_ / 2);
   }

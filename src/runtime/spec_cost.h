@@ -36,6 +36,7 @@ struct SpecPass {
   int k = 0;                // drafts verified (rows = k + 1)
   int accepted = 0;         // drafts accepted (0..k)
   double draft_s = 0;       // time spent drafting them
+  double deferred_s = 0;    // drafting time spent catching up on tokens of earlier plain passes (DraftSource::deferred_s; not in draft_s)
   double compute_s = 0;     // the verify pass minus its I/O wait
   double io_wait_s = 0;     // blocked on expert reads
   uint64_t bytes_read = 0;  // expert bytes read by the pass
@@ -73,9 +74,11 @@ class SpecCostModel {
   static constexpr double kDecay = 0.96;  // per observation: counts halve over ~17 observations
   static constexpr double kAlpha = 0.125; // EWMA weight of a new pass in the cost fits
   static constexpr int kProbeGap = 8, kMaxProbeGap = 1024, kNewSequenceProbeGap = 32;
+  static constexpr double kProbeBudget = 0.01;  // the most probes may cost, as a share of plain passes' time
   static constexpr double kMinCalibration = 0.25, kMaxCalibration = 4.0;
   int best_k(int k_avail, std::span<const double> row_bytes = {}) const;  // the k of the best rate at today's fits (0: plain)
   bool could_pay() const;  // some k beats a plain pass at acceptance 1 (fitted bytes per row)
+  int cost_gap() const;    // the fewest plain passes per probe that keep probing within kProbeBudget
   int k_max_;
   double margin_;
   std::vector<double> acc_, seen_;  // [k_max] decayed accepted / reached counts per position
@@ -84,6 +87,8 @@ class SpecCostModel {
   double cm_ = 0, bm_ = 0, km_ = 0;    // passes with drafts: compute seconds, bytes read, drafts
   double wait_ = 0, bytes_ = 0;               // EWMA per pass with reads: seconds blocked, bytes read
   double draft_tok_s_ = 0;                    // EWMA draft seconds per drafted token
+  double probe_deferred_s_ = 0;               // EWMA catch-up seconds a probe's drafting took (DraftSource::deferred_s)
+  int64_t n_probe_ = 0;
   double pred_ = 0, actual_ = 0;              // EWMA per predicted pass with drafts: predicted, actual draft bytes
   int64_t n_plain_ = 0, n_multi_ = 0, n_draft_ = 0, n_io_ = 0, n_pred_ = 0;
   int plain_streak_ = 0, probe_gap_ = kProbeGap;

@@ -251,7 +251,8 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   SpecPass pass;
   pass.k = k;
   pass.accepted = m;
-  pass.draft_s = k > 0 ? std::max(0.0, t1 - t0 - draft_->deferred_s()) : t1 - t0;  // k > 0: drafted by this pass's propose
+  pass.deferred_s = k > 0 ? std::min(t1 - t0, draft_->deferred_s()) : 0.0;  // k > 0: drafted by this pass's propose
+  pass.draft_s = t1 - t0 - pass.deferred_s;
   const ExpertCacheCounters after = eng_.tier().counters();
   pass.bytes_read = after.bytes_read - before.bytes_read;
   pass.io_wait_s = after.wait_s - before.wait_s;

@@ -123,7 +123,8 @@ std::unique_ptr<Engine> draft_engine_for(const char* draft_set, const char* targ
 // Three slots' drafts of 4 tokens: catch-up passes and three draft passes (not 3 x 4), and each
 // slot's drafts are what the one-sequence ModelDraft proposes for its history; a second round
 // after the histories grew (as after acceptance) keeps the slots' rows and agrees again. Catching
-// up on whole prompts is deferred work (deferred_s > 0); one new row per slot is not.
+// up on whole prompts is deferred work (deferred_s > 0); the rows drafting every pass leaves (the
+// last draft and the target's token) are not.
 TEST(ServerDraftModel, BatchedDraftsEqualOneSequenceDrafts) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   ModelSlotDrafter drafter(draft_engine_for("qwen3-dense-q8_0", "qwen3moe-q8_0", 3));
@@ -155,6 +156,12 @@ TEST(ServerDraftModel, BatchedDraftsEqualOneSequenceDrafts) {
       Draft want;
       one.propose(hist[i], 4, want);
       EXPECT_GT(one.deferred_s(), 0.0);  // the whole history
+      std::vector<int32_t> next = hist[i];  // every draft accepted, then the target's token
+      next.insert(next.end(), want.tokens.begin(), want.tokens.end());
+      next.push_back(7);
+      Draft again;
+      one.propose(next, 4, again);
+      EXPECT_EQ(one.deferred_s(), 0.0);  // the last draft and the target's token: what drafting every pass leaves
       EXPECT_EQ(out[i].tokens.size(), 4u);
       EXPECT_EQ(out[i].tokens, want.tokens) << "slot " << i;
       EXPECT_TRUE(out[i].q.empty());
