@@ -62,7 +62,7 @@ int SpecCostModel::best_k(int k_avail, std::span<const double> row_bytes) const 
   int best = 0;
   double best_rate = expected_tokens(0) / std::max(1e-12, pass_seconds(0));
   const double bar = best_rate * (1 + margin_);
-  for (int k = 1; k <= k_avail; ++k) {
+  for (int k = k_min_; k <= k_avail; ++k) {
     const double rate = expected_tokens(k) / std::max(1e-12, pass_seconds(k, row_bytes));
     if (rate > bar && rate > best_rate) best = k, best_rate = rate;
   }
@@ -78,14 +78,14 @@ bool SpecCostModel::could_pay() const {
   return false;
 }
 
-// A probe's expected loss against the plain pass it replaces: its pass with one draft row and the
-// draft's catch-up on the tokens since the last drafts, less the token its draft brings when
+// A probe's expected loss against the plain pass it replaces: its pass with k_min draft rows and
+// the draft's catch-up on the tokens since the last drafts, less the tokens its drafts bring when
 // accepted. Probes are at least loss / (kProbeBudget x plain pass) plain passes apart, so probing
 // never costs more than kProbeBudget of the time (a draft model that catches up on many tokens
 // for each probe, rows that cost nearly a pass: probes come rarely).
 int SpecCostModel::cost_gap() const {
   const double plain = pass_seconds(0);
-  const double loss = pass_seconds(1) + probe_deferred_s_ - (1 + acceptance(0)) * plain;
+  const double loss = pass_seconds(k_min_) + probe_deferred_s_ - expected_tokens(k_min_) * plain;
   if (!(plain > 0) || loss <= 0) return 0;
   return static_cast<int>(std::min<double>(kMaxProbeGap, std::ceil(loss / (kProbeBudget * plain))));
 }
@@ -94,8 +94,8 @@ int SpecCostModel::choose(int k_avail) { return choose(k_avail, {}); }
 
 int SpecCostModel::choose(int k_avail, std::span<const double> row_bytes) {
   k_avail = std::clamp(k_avail, 0, k_max_);
-  if (k_avail == 0) return 0;
-  if (!fitted()) return n_plain_ <= n_multi_ ? 0 : 1;  // warm-up: plain, one draft, plain, one draft
+  if (k_avail < k_min_) return 0;
+  if (!fitted()) return n_plain_ <= n_multi_ ? 0 : k_min_;  // warm-up: plain, one draft (k_min), plain, one draft
   const int best = best_k(k_avail, row_bytes);
   if (best > 0) {
     plain_streak_ = 0;
@@ -104,7 +104,7 @@ int SpecCostModel::choose(int k_avail, std::span<const double> row_bytes) {
   if (++plain_streak_ < std::max(probe_gap_, cost_gap())) return 0;
   plain_streak_ = 0;
   probing_ = true;
-  return 1;  // one draft tells whether drafts land again, at the cost of one row
+  return k_min_;  // one draft (k_min) tells whether drafts land again, at the cost of one row
 }
 
 // The last text's acceptance stays as a prior worth one pass (a slot's requests tend to be alike;

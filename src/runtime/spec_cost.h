@@ -26,6 +26,7 @@
 // and so does any probe after which not even drafts that are always accepted would pay while no
 // pass reads experts (then the costs are compute alone and steady); an accepted one halves it, or
 // brings it back to 8 when drafts then pay.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -63,6 +64,9 @@ class SpecCostModel {
   double calibration() const;           // actual / predicted draft bytes (1 before any pass with both)
   double acceptance(int i) const;       // a_i
   int k_max() const { return k_max_; }
+  // The fewest drafts a pass with drafts may verify (--draft-min; clamped to 1..k_max): warm-up
+  // and probes verify this many, and no k below it is chosen (fewer would be thrown away).
+  void set_k_min(int k) { k_min_ = std::clamp(k, 1, std::max(1, k_max_)); }
   bool fitted() const { return n_plain_ >= 2 && n_multi_ >= 2; }
   // A new sequence on the same engine (a server slot's next request): the cost fits (compute and
   // bytes per row, draft time, bandwidth: the machine's and the model's) are kept, so no warm-up
@@ -79,7 +83,7 @@ class SpecCostModel {
   int best_k(int k_avail, std::span<const double> row_bytes = {}) const;  // the k of the best rate at today's fits (0: plain)
   bool could_pay() const;  // some k beats a plain pass at acceptance 1 (fitted bytes per row)
   int cost_gap() const;    // the fewest plain passes per probe that keep probing within kProbeBudget
-  int k_max_;
+  int k_max_, k_min_ = 1;
   double margin_;
   std::vector<double> acc_, seen_;  // [k_max] decayed accepted / reached counts per position
   double per_row(double multi, double plain) const;

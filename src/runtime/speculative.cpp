@@ -75,6 +75,7 @@ int32_t spec_choose(Sampler& s, const float* logits, const std::vector<int32_t>&
 
 SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, DraftSource* draft, const SpecOptions& opt)
     : eng_(eng), seq_(seq), sampler_(sampler), draft_(draft), opt_(opt), cost_(std::max(0, opt.k_max)) {
+  cost_.set_k_min(opt.k_min);
   STRATA_CHECK(opt.k_max >= 0 && opt.k_min >= 0, "speculative decoding: draft sizes must be >= 0 (got --draft-max {}, --draft-min {})", opt.k_max,
                opt.k_min);
   STRATA_CHECK(!draft || eng.model().rewindable(),
@@ -144,7 +145,7 @@ int SpeculativeDecoder::draft_tokens(int k_room) {
   d_.clear();
   predicted_ = false;
   if (!draft_) return 0;
-  if (k_room <= 0) {
+  if (k_room < std::max(1, opt_.k_min)) {  // no room for the fewest drafts worth verifying
     draft_->observe(hist_);
     return 0;
   }

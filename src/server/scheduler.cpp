@@ -328,6 +328,7 @@ void Scheduler::start(Slot& s) {
   if (s.draft_max > 0 && opt_.draft_adaptive) {
     if (s.cost && s.cost->k_max() == s.draft_max) s.cost->new_sequence();
     else s.cost = std::make_unique<SpecCostModel>(s.draft_max);
+    s.cost->set_k_min(s.draft_min);
     if (route_pred_) s.row_bytes.assign(static_cast<size_t>(s.draft_max), RoutePredictor::kUnknown);
   }
   if (s.draft_max > 0 && !s.sampler->greedy()) {

@@ -289,3 +289,25 @@ TEST(SpecCost, ProbesCostAtMostTheirBudget) {
   }
   EXPECT_LT(lost, 0.015 * plain) << "probes lost " << lost << " plain passes' time in " << plain;
 }
+
+// --draft-min 2: warm-up and probes verify two drafts, no pass is given one (it would be thrown
+// away, and the warm-up would never end), and fewer drafts at hand than two make a plain pass.
+TEST(SpecCost, DraftMinSetsTheFewestDraftsOfAnyPass) {
+  SpecCostModel m(4);
+  m.set_k_min(2);
+  EXPECT_EQ(m.choose(1), 0);
+  EXPECT_EQ(m.choose(4), 0);  // warm-up: plain first
+  m.observe(pass(0, 0, 1.0));
+  EXPECT_EQ(m.choose(1), 0);
+  EXPECT_EQ(m.choose(4), 2);
+  m.observe(pass(2, 1, 1.6));
+  int probes = 0;
+  for (int i = 0; i < 300; ++i) {
+    const int k = m.choose(4);
+    EXPECT_NE(k, 1);
+    probes += k > 0;
+    m.observe(pass(k, 0, 1.0 + 0.3 * k));
+  }
+  EXPECT_TRUE(m.fitted());
+  EXPECT_GT(probes, 1);  // warm-up ended, then probes of two drafts
+}
