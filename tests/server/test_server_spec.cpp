@@ -271,6 +271,13 @@ struct SrvSpecPair {
   server::SchedulerStats stats;
 };
 
+// Two slots of qwen3moe-q8_0 whose experts stream through a cache of 5 of 16 (most passes read).
+std::unique_ptr<Engine> streaming_pair_engine(std::unique_ptr<tok::Tokenizer>* tok) {
+  TierOptions tier;
+  tier.cache_experts = 5;
+  return load_fixture_engine(2, kSpecCtx, tok, "qwen3moe-q8_0", tier);
+}
+
 // Two greedy requests of n tokens in the same passes of a fresh scheduler: the first with
 // draft_max `draft_a`, the second without speculation.
 SrvSpecPair srv_spec_pair(Engine& eng, const tok::Tokenizer& tok, const server::SchedulerOptions& so, int draft_a, int n) {
@@ -309,9 +316,7 @@ SrvSpecPair srv_spec_pair(Engine& eng, const tok::Tokenizer& tok, const server::
 TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   std::unique_ptr<tok::Tokenizer> tok;
-  TierOptions tier;
-  tier.cache_experts = 5;  // of 16: most passes read
-  auto eng = load_fixture_engine(2, kSpecCtx, &tok, "qwen3moe-q8_0", tier);
+  auto eng = streaming_pair_engine(&tok);
   ASSERT_NE(eng->tier().cache(), nullptr);
   constexpr int kN = 40;
   server::SchedulerOptions so;
@@ -358,9 +363,7 @@ TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
 TEST(ServerSpecCost, PredictedRoutingPricesDraftRowsAndKeepsGreedyOutput) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   std::unique_ptr<tok::Tokenizer> tok;
-  TierOptions tier;
-  tier.cache_experts = 5;
-  auto eng = load_fixture_engine(2, kSpecCtx, &tok, "qwen3moe-q8_0", tier);
+  auto eng = streaming_pair_engine(&tok);
   ASSERT_NE(eng->tier().cache(), nullptr);
   constexpr int kN = 40;
   server::SchedulerOptions so;
