@@ -5,7 +5,7 @@
 # chose, unique experts per pass, bytes read per generated token, time split).
 #
 #   bench/speculation.sh                      # models/strata-moe-tiny + models/strata-draft-tiny
-#   MODEL=x.gguf DRAFT=d.gguf BUDGETS="0 64M" TEMPS="0 0.7" N=128 THREADS=1 bench/speculation.sh
+#   MODEL=x.gguf DRAFT=d.gguf BUDGETS="0 64M" TEMPS="0 0.7" N=128 CTX=256 THREADS=1 bench/speculation.sh
 #
 # Workloads: "edit" (the continuation is in the prompt: a passage, then its first words again) and
 # "free" (a short prompt, free writing). Modes: plain; lookup and model drafts with the cost model
@@ -23,6 +23,7 @@ DRAFT=${DRAFT:-models/strata-draft-tiny/model.gguf}
 BUDGETS=${BUDGETS:-"0 64M"}
 TEMPS=${TEMPS:-"0 0.7"}
 N=${N:-128}
+CTX=${CTX:-256}
 K=${K:-4}
 THREADS=${THREADS:-1}
 MODES=${MODES:-"plain lookup model lookup-fixed model-fixed"}
@@ -53,7 +54,7 @@ run() {  # workload temp budget mode -> JSON line
   esac
   [ "$m" = plain ] || args+=(--draft-max "$K")
   [ "$b" = 0 ] || args+=(--ram-budget "$b")
-  local cmd=("$STRATA" run -m "$MODEL" -f "$tmp/$w.txt" -n "$N" --ignore-eos --temp "$t" --seed 1 -t "$THREADS" -c 256 --json "${args[@]}")
+  local cmd=("$STRATA" run -m "$MODEL" -f "$tmp/$w.txt" -n "$N" --ignore-eos --temp "$t" --seed 1 -t "$THREADS" -c "$CTX" --json "${args[@]}")
   # shellcheck disable=SC2206
   cmd+=($EXTRA)
   if [ -n "$LIMIT" ]; then cmd=(../shared/peer/cgroup-run.sh "$LIMIT" -- "${cmd[@]}"); fi

@@ -40,6 +40,7 @@ ModelDraft::ModelDraft(std::unique_ptr<Engine> engine, const SamplerParams& samp
 void ModelDraft::propose(std::span<const int32_t> history, int k_max, Draft& out) {
   out.clear();
   deferred_s_ = 0;
+  deferred_rows_ = 0;
   const int len = static_cast<int>(history.size());
   k_max = std::min(k_max, eng_->options().n_ctx - len);
   if (k_max <= 0 || len == 0) return;
@@ -53,6 +54,7 @@ void ModelDraft::propose(std::span<const int32_t> history, int k_max, Draft& out
   eng_->eval(0, history.data() + keep, len - keep, keep, false, logits_);
   const int rows = len - keep, deferred = std::max(0, rows - kDraftCatchUpRows);
   deferred_s_ = (now_s() - t0) * static_cast<double>(deferred) / static_cast<double>(rows);
+  deferred_rows_ = deferred;
   hist_.assign(history.begin(), history.end());
   const size_t nv = p_.size();
   for (int i = 0; i < k_max; ++i) {

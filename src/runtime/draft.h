@@ -46,8 +46,9 @@ class DraftSource {
   // every pass would leave it (two rows: the last draft, never evaluated, and the target's token):
   // the prompt, the tokens of passes without drafts. Work deferred from those passes, not a cost
   // of this pass's drafts (the cost model leaves it out of the time per drafted token and charges
-  // it to probes).
+  // it to probes, at its seconds per row).
   virtual double deferred_s() const { return 0; }
+  virtual int deferred_rows() const { return 0; }  // the rows of that catch-up
 };
 
 // Prompt/history lookup: finds the most recent earlier occurrence of the history's last n tokens
@@ -71,12 +72,14 @@ class ModelDraft final : public DraftSource {
   const char* name() const override { return "model"; }
   void propose(std::span<const int32_t> history, int k_max, Draft& out) override;
   double deferred_s() const override { return deferred_s_; }
+  int deferred_rows() const override { return deferred_rows_; }
   Engine& engine() { return *eng_; }
 
  private:
   std::unique_ptr<Engine> eng_;
   Sampler sampler_;
   double deferred_s_ = 0;
+  int deferred_rows_ = 0;
   std::vector<int32_t> held_;  // tokens whose rows the draft's slot holds
   std::vector<int32_t> hist_;  // history + drafts so far (penalties)
   std::vector<float> logits_, p_;

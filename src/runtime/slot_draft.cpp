@@ -12,9 +12,11 @@ namespace strata {
 
 void SharedSlotDrafter::propose(std::span<const SlotDraftJob> jobs) {
   deferred_s_ = 0;
+  deferred_rows_ = 0;
   for (const SlotDraftJob& j : jobs) {
     src_->propose(j.history, j.k_max, *j.out);
     deferred_s_ += src_->deferred_s();
+    deferred_rows_ += src_->deferred_rows();
   }
 }
 
@@ -78,6 +80,7 @@ void ModelSlotDrafter::catch_up(std::span<const SlotDraftJob> jobs) {
     }
   }
   deferred_s_ = rows > 0 ? (now_s() - t0) * extra / rows : 0.0;
+  deferred_rows_ = extra;
 }
 
 void ModelSlotDrafter::propose(std::span<const SlotDraftJob> jobs) {

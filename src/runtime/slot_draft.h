@@ -40,6 +40,7 @@ class SlotDrafter {
   virtual void propose(std::span<const SlotDraftJob> jobs) = 0;
   // As DraftSource::deferred_s, for the last propose (all its jobs).
   virtual double deferred_s() const { return 0; }
+  virtual int deferred_rows() const { return 0; }
   // A decoding slot that asks for no drafts this pass (same history as propose): state that
   // follows the target stays in step.
   virtual void observe(int slot, std::span<const int32_t> history) {
@@ -63,10 +64,12 @@ class SharedSlotDrafter final : public SlotDrafter {
   void propose(std::span<const SlotDraftJob> jobs) override;
   void observe(int slot, std::span<const int32_t> history) override { src_->observe(history); }
   double deferred_s() const override { return deferred_s_; }
+  int deferred_rows() const override { return deferred_rows_; }
 
  private:
   std::shared_ptr<DraftSource> src_;
   double deferred_s_ = 0;
+  int deferred_rows_ = 0;
 };
 
 class ModelSlotDrafter final : public SlotDrafter {
@@ -76,6 +79,7 @@ class ModelSlotDrafter final : public SlotDrafter {
   const char* name() const override { return "model"; }
   void propose(std::span<const SlotDraftJob> jobs) override;
   double deferred_s() const override { return deferred_s_; }
+  int deferred_rows() const override { return deferred_rows_; }
   Engine& engine() { return *eng_; }
   uint64_t draft_passes() const { return passes_; }  // forward passes of the draft model so far
 
@@ -91,6 +95,7 @@ class ModelSlotDrafter final : public SlotDrafter {
   std::vector<float> logits_, last_;  // a pass's rows; [jobs, n_vocab] each job's latest row
   uint64_t passes_ = 0;
   double deferred_s_ = 0;
+  int deferred_rows_ = 0;
 };
 
 // A copy of the trunk's hidden rows of the engine's last pass (MtpDraft reads them here).

@@ -31,9 +31,6 @@ double SpecCostModel::expected_tokens(int k) const {
   return e;
 }
 
-// Per draft row: (mean of the passes with drafts - plain pass) / mean drafts, with today's plain figures.
-double SpecCostModel::per_row(double multi, double plain) const { return km_ > 0 ? std::max(0.0, (multi - plain) / km_) : 0.0; }
-
 // A draft row is never free: it costs at least 1/kMinRowShare of a plain pass (its attention, norms
 // and dense products). Without the floor a per-row fit that noise puts near 0 (a slow plain pass)
 // makes even a draft accepted 1% of the time look worth verifying, forever.
@@ -48,7 +45,7 @@ double SpecCostModel::pass_seconds(int k, std::span<const double> row_bytes) con
   constexpr double kMinRowShare = 16;
   const double s_per_byte = bytes_ > 0 ? wait_ / bytes_ : 0.0;
   const double plain = c0_ + b0_ * s_per_byte;
-  const double row_compute = per_row(cm_, c0_), fitted_bytes = per_row(bm_, b0_), cal = calibration();
+  const double row_compute = std::max(0.0, row_c_), fitted_bytes = std::max(0.0, row_b_), cal = calibration();
   double s = k * draft_tok_s_ + plain;
   for (int i = 0; i < k; ++i) {
     const double pred = static_cast<size_t>(i) < row_bytes.size() ? row_bytes[static_cast<size_t>(i)] : kUnknownRow;
@@ -69,6 +66,11 @@ int SpecCostModel::best_k(int k_avail, std::span<const double> row_bytes) const 
   return best;
 }
 
+// Seconds a pass of k drafts is expected to save against plain passes that bring its tokens.
+double SpecCostModel::saved(int k, std::span<const double> row_bytes) const {
+  return expected_tokens(k) * pass_seconds(0) - pass_seconds(k, row_bytes);
+}
+
 // Whether some k would beat a plain pass if every draft were accepted: if not, at today's costs no
 // acceptance can make drafts pay, and a probe can only tell that the costs moved.
 bool SpecCostModel::could_pay() const {
@@ -78,16 +80,19 @@ bool SpecCostModel::could_pay() const {
   return false;
 }
 
-// A probe's expected loss against the plain pass it replaces: its pass with k_min draft rows and
-// the draft's catch-up on the tokens since the last drafts, less the tokens its drafts bring when
-// accepted. Probes are at least loss / (kProbeBudget x plain pass) plain passes apart, so probing
-// never costs more than kProbeBudget of the time (a draft model that catches up on many tokens
-// for each probe, rows that cost nearly a pass: probes come rarely).
+// A probe's expected loss against the plain pass it replaces: its pass with k_min draft rows, less
+// the tokens its drafts bring when accepted, plus the draft's catch-up on the tokens since its last
+// drafts (one per plain pass). Probes g plain passes apart cost (fixed + g x catch-up per row) per
+// g plain passes; they are spaced so that stays within kProbeBudget of the time (rows that cost
+// nearly a pass: probes come rarely), and a catch-up of more than kProbeBudget of a plain pass per
+// token allows no gap at all (kNoProbe).
 int SpecCostModel::cost_gap() const {
   const double plain = pass_seconds(0);
-  const double loss = pass_seconds(k_min_) + probe_deferred_s_ - expected_tokens(k_min_) * plain;
-  if (!(plain > 0) || loss <= 0) return 0;
-  return static_cast<int>(std::min<double>(kMaxProbeGap, std::ceil(loss / (kProbeBudget * plain))));
+  if (!(plain > 0)) return 0;
+  const double fixed = pass_seconds(k_min_) - expected_tokens(k_min_) * plain, allowed = kProbeBudget * plain - catch_up_row_s_;
+  if (allowed <= 0) return kNoProbe;
+  if (fixed <= 0) return 0;
+  return static_cast<int>(std::min<double>(kMaxProbeGap, std::ceil(fixed / allowed)));
 }
 
 int SpecCostModel::choose(int k_avail) { return choose(k_avail, {}); }
@@ -97,10 +102,14 @@ int SpecCostModel::choose(int k_avail, std::span<const double> row_bytes) {
   if (k_avail < k_min_) return 0;
   if (!fitted()) return n_plain_ <= n_multi_ ? 0 : k_min_;  // warm-up: plain, one draft (k_min), plain, one draft
   const int best = best_k(k_avail, row_bytes);
-  if (best > 0) {
+  if (best > 0 && (plain_streak_ == 0 || saved(best, row_bytes) * std::min<double>(plain_streak_, kHorizon) >= catch_up_row_s_ * plain_streak_)) {
     plain_streak_ = 0;
-    return best;
+    if (++draft_streak_ <= kRefreshGap) return best;
+    draft_streak_ = 0;  // a plain pass now and then: the cost of a plain pass moves too (context, load)
+    refreshing_ = true;
+    return 0;
   }
+  draft_streak_ = 0;
   if (++plain_streak_ < std::max(probe_gap_, cost_gap())) return 0;
   plain_streak_ = 0;
   probing_ = true;
@@ -114,9 +123,9 @@ void SpecCostModel::new_sequence() {
   for (int i = 0; i < k_max_; ++i) a[static_cast<size_t>(i)] = acceptance(i);
   acc_ = a;
   std::fill(seen_.begin(), seen_.end(), 1.0);
-  plain_streak_ = 0;
+  plain_streak_ = draft_streak_ = 0;
   probe_gap_ = std::min(probe_gap_, kNewSequenceProbeGap);
-  probing_ = false;
+  probing_ = refreshing_ = false;
 }
 
 void SpecCostModel::observe(const SpecPass& p) {
@@ -128,14 +137,16 @@ void SpecCostModel::observe(const SpecPass& p) {
   }
   const bool probed = probing_ && p.k > 0;
   probing_ = false;
+  const bool refresh = refreshing_ && p.k == 0;
+  refreshing_ = false;
   if (p.k == 0) {
-    ewma(c0_, p.compute_s, n_plain_, kAlpha);
-    ewma(b0_, static_cast<double>(p.bytes_read), n_plain_, kAlpha);
+    const double alpha = refresh ? kRefreshAlpha : kAlpha;
+    ewma(c0_, p.compute_s, n_plain_, alpha);
+    ewma(b0_, static_cast<double>(p.bytes_read), n_plain_, alpha);
     ++n_plain_;
   } else {
-    ewma(cm_, p.compute_s, n_multi_, kAlpha);
-    ewma(bm_, static_cast<double>(p.bytes_read), n_multi_, kAlpha);
-    ewma(km_, p.k, n_multi_, kAlpha);
+    ewma(row_c_, (p.compute_s - c0_) / p.k, n_multi_, kAlpha);
+    ewma(row_b_, (static_cast<double>(p.bytes_read) - b0_) / p.k, n_multi_, kAlpha);
     ++n_multi_;
   }
   if (p.k > 0) {
@@ -147,6 +158,7 @@ void SpecCostModel::observe(const SpecPass& p) {
     ewma(actual_, static_cast<double>(p.extra_read), n_pred_, kAlpha);
     ++n_pred_;
   }
+  if (p.deferred_rows > 0) ewma(catch_up_row_s_, p.deferred_s / p.deferred_rows, n_catch_up_++, kAlpha);
   if (p.bytes_read > 0) {
     ewma(wait_, p.io_wait_s, n_io_, kAlpha);
     ewma(bytes_, static_cast<double>(p.bytes_read), n_io_, kAlpha);
@@ -158,7 +170,6 @@ void SpecCostModel::observe(const SpecPass& p) {
   // one brings it back to the start when drafts now pay, else halves it (a probe accepted now and
   // then at an acceptance that does not pay would otherwise keep probing every kProbeGap passes).
   if (probed) {
-    ewma(probe_deferred_s_, p.deferred_s, n_probe_++, kAlpha);
     const bool back_off = p.accepted == 0 || (n_io_ == 0 && !could_pay());
     probe_gap_ = back_off ? std::min(probe_gap_ * 2, kMaxProbeGap) : best_k(k_max_) > 0 ? kProbeGap : std::max(kProbeGap, probe_gap_ / 2);
   }

@@ -6,7 +6,9 @@
 //                        pseudo-count: 1/2 at position 0, a_{j-1} after);
 //   seconds(k) = k * draft time per drafted token
 //              + compute(k+1 rows)          (c0 + c1 * k: c0 the plain passes' compute time, c1 the
-//                                             extra time per draft row of passes with drafts)
+//                                             extra time per draft row of passes with drafts, each
+//                                             against c0 as it was then: a plain pass that grows
+//                                             slower with the context does not make rows look cheaper)
 //              + bytes(k+1 rows) / bandwidth (bytes read per pass b0 + b1 * k, fitted likewise:
 //                                             the cache as it is now, the routing of the recent
 //                                             passes; bandwidth = bytes read / time blocked on
@@ -25,7 +27,15 @@
 // passes (up to 1024), so it notices when drafts start to land: a rejected probe doubles the gap,
 // and so does any probe after which not even drafts that are always accepted would pay while no
 // pass reads experts (then the costs are compute alone and steady); an accepted one halves it, or
-// brings it back to 8 when drafts then pay.
+// brings it back to 8 when drafts then pay. Probing stays within 1% of the time: a probe's loss
+// is its draft rows less their expected tokens, plus a draft model's catch-up on every token since
+// its last drafts (seconds per row measured on its catch-ups), so a draft whose catch-up costs more
+// per token than 1% of a plain pass is not probed while that holds (its drafts turned off stay off).
+// While drafts pay, every 17th pass is plain all the same (weighted 1/2 in the plain passes' fits):
+// the rows' cost is measured against the plain pass of its time, which drifts (the context grows,
+// the machine's load changes) and is not seen while every pass drafts.
+// Drafts that resume after n plain passes must save that catch-up of n tokens within min(n, 25)
+// passes (25: the memory of the acceptance figures, as far as they can be trusted to look ahead).
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -38,6 +48,7 @@ struct SpecPass {
   int accepted = 0;         // drafts accepted (0..k)
   double draft_s = 0;       // time spent drafting them
   double deferred_s = 0;    // drafting time spent catching up on tokens of earlier plain passes (DraftSource::deferred_s; not in draft_s)
+  double deferred_rows = 0; // the rows of that catch-up (DraftSource::deferred_rows)
   double compute_s = 0;     // the verify pass minus its I/O wait
   double io_wait_s = 0;     // blocked on expert reads
   uint64_t bytes_read = 0;  // expert bytes read by the pass
@@ -76,27 +87,31 @@ class SpecCostModel {
 
  private:
   static constexpr double kDecay = 0.96;  // per observation: counts halve over ~17 observations
+  static constexpr double kHorizon = 1 / (1 - kDecay);  // passes the acceptance figures look ahead (their memory)
   static constexpr double kAlpha = 0.125; // EWMA weight of a new pass in the cost fits
   static constexpr int kProbeGap = 8, kMaxProbeGap = 1024, kNewSequenceProbeGap = 32;
+  static constexpr int kNoProbe = 1 << 30;  // cost_gap when no gap keeps probing within budget
+  static constexpr int kRefreshGap = 16;     // passes with drafts in a row before a plain one
+  static constexpr double kRefreshAlpha = 0.5;  // EWMA weight of that plain pass (its figures are stale)
   static constexpr double kProbeBudget = 0.01;  // the most probes may cost, as a share of plain passes' time
   static constexpr double kMinCalibration = 0.25, kMaxCalibration = 4.0;
   int best_k(int k_avail, std::span<const double> row_bytes = {}) const;  // the k of the best rate at today's fits (0: plain)
+  double saved(int k, std::span<const double> row_bytes) const;
   bool could_pay() const;  // some k beats a plain pass at acceptance 1 (fitted bytes per row)
-  int cost_gap() const;    // the fewest plain passes per probe that keep probing within kProbeBudget
+  int cost_gap() const;    // the fewest plain passes per probe that keep probing within kProbeBudget (kNoProbe: none)
   int k_max_, k_min_ = 1;
   double margin_;
   std::vector<double> acc_, seen_;  // [k_max] decayed accepted / reached counts per position
-  double per_row(double multi, double plain) const;
   double c0_ = 0, b0_ = 0;             // plain passes: compute seconds, bytes read
-  double cm_ = 0, bm_ = 0, km_ = 0;    // passes with drafts: compute seconds, bytes read, drafts
+  double row_c_ = 0, row_b_ = 0;       // passes with drafts: compute seconds, bytes read per draft row beyond the plain pass's at the time
   double wait_ = 0, bytes_ = 0;               // EWMA per pass with reads: seconds blocked, bytes read
   double draft_tok_s_ = 0;                    // EWMA draft seconds per drafted token
-  double probe_deferred_s_ = 0;               // EWMA catch-up seconds a probe's drafting took (DraftSource::deferred_s)
-  int64_t n_probe_ = 0;
+  double catch_up_row_s_ = 0;                 // EWMA seconds per row of a draft source's catch-up (deferred_s / deferred_rows)
+  int64_t n_catch_up_ = 0;
   double pred_ = 0, actual_ = 0;              // EWMA per predicted pass with drafts: predicted, actual draft bytes
   int64_t n_plain_ = 0, n_multi_ = 0, n_draft_ = 0, n_io_ = 0, n_pred_ = 0;
-  int plain_streak_ = 0, probe_gap_ = kProbeGap;
-  bool probing_ = false;
+  int plain_streak_ = 0, draft_streak_ = 0, probe_gap_ = kProbeGap;
+  bool probing_ = false, refreshing_ = false;
 };
 
 }  // namespace strata

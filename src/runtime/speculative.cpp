@@ -253,6 +253,7 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   pass.k = k;
   pass.accepted = m;
   pass.deferred_s = k > 0 ? std::min(t1 - t0, draft_->deferred_s()) : 0.0;  // k > 0: drafted by this pass's propose
+  pass.deferred_rows = k > 0 ? draft_->deferred_rows() : 0;
   pass.draft_s = t1 - t0 - pass.deferred_s;
   const ExpertCacheCounters after = eng_.tier().counters();
   pass.bytes_read = after.bytes_read - before.bytes_read;

@@ -141,7 +141,7 @@ struct Scheduler::Slot {
   int64_t n_drafted = 0, n_accepted = 0;  // over all the slot's requests
   std::unique_ptr<SpecCostModel> cost;    // SchedulerOptions::draft_adaptive: chooses k per pass
   double draft_s = 0;                     // drafting time for the running pass
-  double deferred_s = 0;                  // its share of the drafter's catch-up (SlotDrafter::deferred_s)
+  double deferred_s = 0, deferred_rows = 0;  // its share of the drafter's catch-up (SlotDrafter::deferred_s, deferred_rows)
   int row0 = 0;                           // the running pass's first row of this slot
   uint64_t draft_bytes = 0;               // expert bytes read for its draft rows alone, over all its requests
   std::vector<double> row_bytes;          // [draft_max] predicted bytes of each draft row (draft_predict)
@@ -495,7 +495,7 @@ void Scheduler::plan_drafts() {
   for (auto& sp : slots_) {
     Slot& s = *sp;
     s.want = 0;
-    s.draft_s = s.deferred_s = 0;
+    s.draft_s = s.deferred_s = s.deferred_rows = 0;
     if (!s.req || !s.decoding || s.draft_max == 0) continue;
     s.want = draft_want(s, budget);
     if (s.want == 0) {
@@ -515,6 +515,7 @@ void Scheduler::plan_drafts() {
     Slot& s = *slots_[static_cast<size_t>(j.slot)];
     s.draft_s = each;
     s.deferred_s = deferred / n_jobs;
+    s.deferred_rows = drafter_->deferred_rows() / n_jobs;
     int k = std::min(static_cast<int>(s.draft.tokens.size()), s.want);
     if (s.cost && k >= s.draft_min && !drafter_->costly()) k = choose_drafts(s, k);  // a lookup drafts first: the cost model picks among what it found
     s.k = k < s.draft_min ? 0 : k;
@@ -717,6 +718,7 @@ void Scheduler::observe_pass(Slot& s, int k, int accepted) {
   p.accepted = accepted;
   p.draft_s = s.draft_s;
   p.deferred_s = s.deferred_s;
+  p.deferred_rows = s.deferred_rows;
   const double n = std::max(1, n_decoding_);
   const DraftShare& d = shares_[static_cast<size_t>(s.id)];
   p.predicted_extra = k > 0 ? s.predicted_extra : -1;  // the calibration: what its drafts alone read against the prediction

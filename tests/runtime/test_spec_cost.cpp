@@ -63,6 +63,68 @@ TEST(SpecCost, ChoosesTheKWithTheBestRate) {
   EXPECT_EQ(m.choose(4), 1);
 }
 
+// A draft row's cost is measured against the plain pass of its time: plain passes that then grow
+// slower (a longer context) do not make rows look cheaper. Rows cost 0.9 of a 1 s plain pass: after
+// plain passes slow to 2 s, a row still costs 0.9 s (fitted against the mean plain pass, it would
+// cost nothing but the floor).
+TEST(SpecCost, RowsCostWhatTheyCostBesidePlainPassesOfTheirTime) {
+  SpecCostModel m(4);
+  for (int i = 0; i < 4; ++i) m.observe(pass(i % 2, i % 2, 1.0 + 0.9 * (i % 2)));
+  EXPECT_NEAR(m.pass_seconds(1) - m.pass_seconds(0), 0.9, 1e-9);
+  for (int i = 0; i < 200; ++i) m.observe(pass(0, 0, 2.0));
+  EXPECT_NEAR(m.pass_seconds(0), 2.0, 1e-6);
+  EXPECT_NEAR(m.pass_seconds(1) - m.pass_seconds(0), 0.9, 1e-9);
+}
+
+// Plain passes come now and then while drafts pay, so the plain pass the rows are measured against
+// follows the machine: drafts pay (rows of 0.3 of a 1 s pass, all accepted), then every pass gets
+// twice as fast but rows do not (0.3 s, as much as a plain pass) and 60% of drafts land: with only
+// passes with drafts, the model would keep its 1 s plain pass and its cheap rows; with the refresh
+// it stops drafting.
+TEST(SpecCost, PlainPassesNowAndThenFollowAPlainPassThatMoves) {
+  SpecCostModel m(4);
+  uint32_t rng = 1;
+  auto land = [&](double p) { return ((rng = rng * 1664525u + 1013904223u) >> 8) % 1000 < p * 1000; };
+  int late_drafts = 0, plain_seen = 0;
+  for (int i = 0; i < 600; ++i) {
+    const bool fast = i >= 100;
+    const int k = m.choose(4);
+    int acc = 0;
+    while (acc < k && land(fast ? 0.6 : 1.0)) ++acc;
+    if (i >= 20 && i < 100) plain_seen += k == 0;
+    if (i >= 400) late_drafts += k > 0;
+    m.observe(pass(k, acc, fast ? 0.3 + 0.3 * k : 1.0 + 0.3 * k));
+  }
+  EXPECT_GT(plain_seen, 0) << "a plain pass now and then while drafts pay";
+  EXPECT_LT(plain_seen, 10);
+  EXPECT_LT(late_drafts, 20) << "drafts that no longer pay stop";
+}
+
+// Drafts that resume after plain passes first catch up on the tokens those passes chose: they
+// resume only if a pass with drafts saves at least that catch-up per token. Warm-up: rows cost 1.9
+// of a 2 s plain pass (drafts cannot pay), every draft accepted; then plain passes slow to 10 s
+// (rows do not), so a pass of 4 drafts would save 5 x 10 - (10 + 4 x 1.9) = 32 s: worth a catch-up
+// of 2 s per token, not of 40 s.
+TEST(SpecCost, DraftsResumeOnlyIfTheySaveTheirCatchUp) {
+  for (const double catch_up : {2.0, 40.0}) {
+    SpecCostModel m(4);
+    for (int i = 0; i < 4; ++i) {
+      SpecPass p = pass(i % 2, i % 2, 2.0 + 1.9 * (i % 2));
+      p.deferred_rows = i == 1 ? 20 : i % 2;
+      p.deferred_s = catch_up * p.deferred_rows;
+      m.observe(p);
+    }
+    int drafts = 0;
+    for (int i = 0; i < 50; ++i) {
+      const int k = m.choose(4);
+      drafts += k > 0;
+      m.observe(pass(k, k, i < 10 ? 2.0 + 1.9 * k : 10.0 + 1.9 * k));
+    }
+    if (catch_up < 10) EXPECT_GT(drafts, 20);
+    else EXPECT_EQ(drafts, 0);
+  }
+}
+
 // Streaming: compute is cheap (1 ms per row) but each draft row reads 4 MB more at 10 MB/s;
 // half the first drafts land. Plain: 1 token per 0.11 s; k=1: 1.5 tokens per 0.51 s -> plain.
 // When the cache holds what the drafts need (no extra bytes), the same acceptance pays.
@@ -268,26 +330,63 @@ TEST(SpecCost, PredictedBytesReplaceTheFittedBytesPerRow) {
   EXPECT_DOUBLE_EQ(c.calibration(), 4.0);
 }
 
-// Probing costs at most about 1% of the time: a probe whose row costs 0.9 of a plain pass and
-// whose draft first catches up (0.6 of a pass) loses 0.7 of a pass at acceptance 0.8, so probes
-// come about 70 plain passes apart, not every 8 as accepted probes would otherwise have them
-// (drafts always accepted would pay: 5 tokens in 4.6 passes' time).
+// Probing costs at most about 1% of the time: a probe whose row costs 0.9 of a plain pass loses
+// 0.1 of a pass at acceptance 0.8, and its draft first catches up on every token since its last
+// drafts at 0.5% of a pass each, so probes come about 0.1 / (1% - 0.5%) = 20 plain passes apart,
+// not every 8 as accepted probes would otherwise have them (drafts always accepted would pay: 5
+// tokens in 4.6 passes' time).
 TEST(SpecCost, ProbesCostAtMostTheirBudget) {
   SpecCostModel m(4);
-  int n = 0;
+  int n = 0, since = 0, probes = 0;
   double lost = 0, plain = 0;
   for (int i = 0; i < 2000; ++i) {
     const int k = m.choose(4);
     SpecPass p = pass(k, k > 0 && (n++ % 5 != 4) ? 1 : 0, 1.0 + 0.9 * k);
-    p.deferred_s = k > 0 ? 0.6 : 0.0;
+    ++since;
+    if (k > 0) {
+      p.deferred_rows = since;
+      p.deferred_s = 0.005 * since;
+      since = 0;
+    }
     if (i >= 4 && k > 0) {
       EXPECT_EQ(k, 1);
       lost += p.compute_s + p.deferred_s - (1 + p.accepted);
+      ++probes;
     }
     plain += k == 0 ? 1.0 : 0.0;
     m.observe(p);
   }
   EXPECT_LT(lost, 0.015 * plain) << "probes lost " << lost << " plain passes' time in " << plain;
+  EXPECT_GT(probes, 2000 / 40) << "probes that keep within the budget still come";
+}
+
+// A draft whose catch-up costs 2% of a plain pass per token is never probed once its drafts stop
+// paying while passes are compute alone: every token it skips it would have to evaluate again
+// before the next drafts, more than the 1% probes may cost. When plain passes grow slower (reads),
+// the same catch-up fits the budget and probes resume.
+TEST(SpecCost, NoProbesWhileCatchingUpCostsMoreThanTheBudget) {
+  SpecCostModel m(4);
+  int since = 0, probes = 0;
+  auto run = [&](int n, double plain_s, uint64_t bytes, double wait_s) {
+    for (int i = 0; i < n; ++i) {
+      const int k = m.choose(4);
+      SpecPass p = pass(k, 0, (k == 0 ? 1.0 : 1.9) * plain_s - wait_s, bytes, wait_s);
+      ++since;
+      if (k > 0) {
+        p.deferred_rows = since + 40;  // the first: a 40-token prompt too
+        p.deferred_s = 0.02 * p.deferred_rows;
+        since = 0;
+        ++probes;
+      }
+      m.observe(p);
+    }
+  };
+  run(4, 1.0, 0, 0);  // warm-up
+  EXPECT_EQ(probes, 2);
+  run(3000, 1.0, 0, 0);
+  EXPECT_EQ(probes, 2);
+  run(500, 10.0, 1000000, 9.0);  // reads: a plain pass of 10, a catch-up of 0.2% of it per token
+  EXPECT_GT(probes, 2);
 }
 
 // --draft-min 2: warm-up and probes verify two drafts, no pass is given one (it would be thrown

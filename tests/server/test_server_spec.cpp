@@ -32,6 +32,9 @@ SpecStream spec_stream(const TestServer& srv, json req) { return greedy_stream(*
 
 json spec_chat(const std::string& user, int max_tokens) { return user_chat(user, max_tokens); }
 
+}  // namespace
+
+// Outside the anonymous namespace: the tests derive from it (-Wsubobject-linkage in the unity build).
 class ServerSpec : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -69,6 +72,8 @@ class ServerSpec : public ::testing::Test {
   static TestServer* srv_;
 };
 TestServer* ServerSpec::srv_ = nullptr;
+
+namespace {
 
 const char* kSpecQuote =
     "Copy this text exactly: the quick brown fox jumps over the lazy dog, the quick brown fox jumps over the lazy dog, the quick brown fox "
