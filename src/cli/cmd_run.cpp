@@ -184,6 +184,9 @@ std::string spec_report(const SpecStats& s, const std::string& kind) {
   for (size_t k = 0; k < s.k_hist.size(); ++k) hist += fmt::format("{}k={}: {}", k ? ", " : "", k, s.k_hist[k]);
   r += fmt::format(" | passes by k: {} (cost model: plain pass {:.2f} ms, +{:.2f} ms per draft row)", hist, s.cost_plain_s * 1e3, s.cost_row_s * 1e3);
   if (s.demoted) r += fmt::format(" | {} experts read only for rejected drafts kept at low priority", s.demoted);
+  if (s.released_at >= 0)
+    r += fmt::format(" | the draft model was let go after pass {} (drafts could not pay) and its memory freed, {} of it to the expert cache",
+                     s.released_at, format_bytes(s.released_bytes));
   if (s.predicting) {
     const RoutePredictionStats& p = s.prediction;
     r += fmt::format(" | predicted routing: draft rows' experts precision {:.1f}%, recall {:.1f}% ({} of {} rows predicted); {} passes with drafts "
@@ -202,7 +205,8 @@ nlohmann::json spec_json(const SpecStats& s) {
   nlohmann::json j = {{"passes", s.passes},         {"proposed", s.proposed},         {"accepted", s.accepted},         {"emitted", s.emitted},
           {"proposed_at", s.proposed_at}, {"accepted_at", s.accepted_at}, {"expert_union", s.expert_union}, {"expert_slots", s.expert_slots},
           {"bytes_read", s.bytes_read}, {"draft_s", s.draft_s},           {"verify_s", s.verify_s},         {"io_wait_s", s.io_wait_s},
-          {"k_hist", s.k_hist},         {"demoted", s.demoted},           {"cost_plain_s", s.cost_plain_s}, {"cost_row_s", s.cost_row_s}};
+          {"k_hist", s.k_hist},         {"demoted", s.demoted},           {"cost_plain_s", s.cost_plain_s}, {"cost_row_s", s.cost_row_s},
+          {"released_at", s.released_at}, {"released_bytes", s.released_bytes}};
   if (s.predicting) {
     const RoutePredictionStats& p = s.prediction;
     j["prediction"] = {{"passes", p.passes},

@@ -70,8 +70,7 @@ std::unique_ptr<Engine> load_draft_for(ModelOptions& o, const std::string& draft
   eo.type_k = cache_type(o.cache_type_k);
   eo.type_v = cache_type(o.cache_type_v);
   auto eng = load_draft_engine(draft_path, o.path, *target_vocab, eo);
-  const MemoryPlan& p = eng->tier().plan();
-  o.draft_bytes = p.dense + p.kv + p.scratch - kProcessAllowance + p.experts_total;
+  o.draft_bytes = draft_plan_bytes(*eng);
   return eng;
 }
 

@@ -52,6 +52,7 @@ class RecencyBase : public CachePolicy {
     tick_ = 0;
   }
   void clear_resident(const CacheShape& shape, const CacheBudget& budget) override { shape_ = shape, budget_ = budget; }
+  void set_budget(const CacheBudget& budget) override { budget_ = budget; }
   void on_access(ExpertKey k, uint64_t) override { last_[shape_.index(k)] = ++tick_; }
   void on_insert(ExpertKey k, uint64_t) override { last_[shape_.index(k)] = ++tick_; }
   void on_evict(ExpertKey) override {}

@@ -72,6 +72,9 @@ class CachePolicy {
   // Empties the cache but keeps learned statistics (a new prompt on a running engine).
   // Default: same as reset.
   virtual void clear_resident(const CacheShape& shape, const CacheBudget& budget) { reset(shape, budget); }
+  // The cache grew (ExpertCacheState::grow): the pools' larger capacities; what was learned and
+  // what is resident stay. Default: nothing.
+  virtual void set_budget(const CacheBudget& budget) { (void)budget; }
 
   virtual void on_token(uint64_t now) { (void)now; }
   virtual void on_access(ExpertKey k, uint64_t now) = 0;

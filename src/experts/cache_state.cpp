@@ -26,6 +26,18 @@ ExpertCacheState::ExpertCacheState(CacheShape shape, CacheBudget budget, std::un
   policy_->reset(shape_, budget_);
 }
 
+void ExpertCacheState::grow(const CacheBudget& larger) {
+  STRATA_CHECK(larger.per_layer == budget_.per_layer && larger.class_of == budget_.class_of && larger.n_pools(shape_) == budget_.n_pools(shape_),
+               "expert cache: a larger budget must keep the pools");
+  std::vector<uint64_t> cap(pool_capacity_.size(), 0);
+  for (int l = 0; l < shape_.n_layer; ++l) cap[larger.pool(l)] = larger.pool_bytes(shape_, l);
+  for (size_t i = 0; i < cap.size(); ++i)
+    STRATA_CHECK(cap[i] >= pool_capacity_[i], "expert cache: pool {} would shrink from {} to {} bytes", i, pool_capacity_[i], cap[i]);
+  pool_capacity_ = std::move(cap);
+  budget_ = larger;
+  policy_->set_budget(budget_);
+}
+
 uint64_t ExpertCacheState::pool_capacity(int layer) const { return pool_capacity_[budget_.pool(layer)]; }
 uint64_t ExpertCacheState::pool_used(int layer) const { return pool_used_[budget_.pool(layer)]; }
 

@@ -76,6 +76,10 @@ class ExpertCacheState {
 
   // Empties the cache (cold start for a new run). keep_learned: policy keeps its statistics.
   void clear(bool keep_learned);
+  // More room: `larger` has the same pools, none smaller. Resident experts and what the policy
+  // learned stay.
+  void grow(const CacheBudget& larger);
+  const CacheBudget& budget() const { return budget_; }
 
  private:
   bool evictable(size_t idx) const { return resident_[idx] && pins_[idx] == 0 && !needed_[idx]; }

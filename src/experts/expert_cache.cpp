@@ -140,14 +140,14 @@ void ExpertCache::lay_out_slots(const std::vector<uint64_t>& n_slots, int n_tran
   uint64_t slot_total = 0;
   for (uint64_t n : n_slots) slot_total += n;
   slots_.assign(slot_total, ExpertKey{-1, -1});
-  slot_off_.resize(slot_total);
+  slot_mem_.resize(slot_total);
   free_slots_.assign(n_class, {});
   pool_slots_.assign(n_class, 0);
   uint64_t off = 0;
   int slot = 0;
   for (size_t c = 0; c < n_class; ++c) {
     for (uint64_t i = 0; i < n_slots[c]; ++i, ++slot, off += class_size_[c]) {
-      slot_off_[slot] = off;
+      slot_mem_[slot] = arena_ + off;
       free_slots_[c].push_back(slot);
     }
     std::reverse(free_slots_[c].begin(), free_slots_[c].end());
@@ -187,6 +187,47 @@ ExpertCache::~ExpertCache() {
   on_abort();
   io_.reset();
   if (arena_) ::munmap(arena_, arena_bytes_);
+  for (const auto& [mem, bytes] : grown_) ::munmap(mem, bytes);
+}
+
+uint64_t ExpertCache::grow(uint64_t bytes) {
+  quiesce();
+  const size_t n_class = class_size_.size();
+  std::vector<uint64_t> count(n_class, 0);
+  for (int l = 0; l < store_.n_layers(); ++l)
+    if (store_.is_moe(l)) count[class_of_[l]] += static_cast<uint64_t>(store_.layer(l).n_expert);
+  uint64_t room = bytes, add = 0;
+  for (size_t c = 0; c < n_class; ++c) room += static_cast<uint64_t>(pool_slots_[c]) * class_size_[c];
+  const std::vector<uint64_t> want = plan_slots(count, room);
+  std::vector<uint64_t> more(n_class, 0);
+  for (size_t c = 0; c < n_class; ++c) {
+    more[c] = want[c] > static_cast<uint64_t>(pool_slots_[c]) ? want[c] - static_cast<uint64_t>(pool_slots_[c]) : 0;
+    add += more[c] * class_size_[c];
+  }
+  if (add == 0) return 0;
+  void* mem = ::mmap(nullptr, add, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return 0;
+  if (opt_.mlock && ::mlock(mem, add) != 0) {
+    ::munmap(mem, add);
+    return 0;
+  }
+  ::madvise(mem, add, MADV_HUGEPAGE);
+  ::madvise(mem, add, MADV_POPULATE_WRITE);  // best effort: else the first reads fault the pages in
+  grown_.emplace_back(static_cast<uint8_t*>(mem), add);
+  uint8_t* p = static_cast<uint8_t*>(mem);
+  CacheBudget budget = state_->budget();
+  budget.bytes += add;
+  for (size_t c = 0; c < n_class; ++c) {
+    for (uint64_t i = 0; i < more[c]; ++i, p += class_size_[c]) {
+      free_slots_[c].insert(free_slots_[c].begin(), static_cast<int>(slots_.size()));
+      slots_.push_back(ExpertKey{-1, -1});
+      slot_mem_.push_back(p);
+    }
+    pool_slots_[c] += static_cast<int>(more[c]);
+    if (!budget.class_bytes.empty()) budget.class_bytes[c] += more[c] * class_size_[c];
+  }
+  state_->grow(budget);
+  return add;
 }
 
 std::string ExpertCache::policy_name() const { return state_->policy().name(); }

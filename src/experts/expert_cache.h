@@ -117,6 +117,11 @@ class ExpertCache final : public ExpertProvider {
     return state_->stats();
   }
   int n_slots() const { return static_cast<int>(slots_.size()); }
+  // More room for slots (memory given back by a draft model): each size class gets the slots a
+  // cache planned for the larger room would have, in a mapping of its own; resident experts and
+  // what the policy learned stay. Returns the bytes added (whole slots; 0 when none fit or the
+  // memory cannot be had).
+  uint64_t grow(uint64_t bytes);
   uint64_t slot_bytes() const { return slot_bytes_; }  // the largest size class
   int n_size_classes() const { return static_cast<int>(class_size_.size()); }
   uint64_t class_slot_bytes(int c) const { return class_size_[c]; }
@@ -147,7 +152,7 @@ class ExpertCache final : public ExpertProvider {
     return e;
   }
   size_t idx(int layer, int e) const { return static_cast<size_t>(layer) * n_expert_ + e; }
-  uint8_t* slot_mem(int slot) const { return arena_ + slot_off_[slot]; }
+  uint8_t* slot_mem(int slot) const { return slot_mem_[static_cast<size_t>(slot)]; }
   uint64_t layer_slot_bytes(int layer) const { return class_size_[class_of_[layer]]; }
   int take_slot(int layer);  // a free slot of the layer's size class
   uint8_t* transient_mem(int t) const { return transient_ + static_cast<size_t>(t) * slot_bytes_; }
@@ -185,7 +190,8 @@ class ExpertCache final : public ExpertProvider {
   std::vector<int> class_of_;     // [n_layer]
   std::vector<int> pool_slots_;   // [n_class] slots of each class
   std::vector<uint64_t> read_at_;  // [n_layer * n_expert] batch clock of the expert's latest read (0: none)
-  std::vector<uint64_t> slot_off_;  // [n_slots] byte offset of each slot in the arena
+  std::vector<uint8_t*> slot_mem_;  // [n_slots] each slot's bytes (in the arena, or in a mapping grow() added)
+  std::vector<std::pair<uint8_t*, uint64_t>> grown_;  // mappings grow() added
   uint64_t arena_bytes_ = 0;
   uint8_t* arena_ = nullptr;      // [class 0 slots | class 1 slots | ... | transients]
   uint64_t transient_start_ = 0;  // offset of the transients in the arena

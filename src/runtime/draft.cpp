@@ -70,6 +70,19 @@ void ModelDraft::propose(std::span<const int32_t> history, int k_max, Draft& out
   }
 }
 
+uint64_t ModelDraft::release() {
+  if (!eng_) return 0;
+  const uint64_t bytes = draft_plan_bytes(*eng_);
+  eng_.reset();
+  held_.clear();
+  return bytes;
+}
+
+uint64_t draft_plan_bytes(const Engine& draft) {
+  const MemoryPlan& p = draft.tier().plan();
+  return p.dense + p.kv + p.scratch - kProcessAllowance + p.experts_total;
+}
+
 int draft_batch_size(const EngineOptions& target_opt) { return std::max(target_opt.n_seq, std::min(target_opt.n_batch, kDraftBatch)); }
 
 void check_same_vocab(const tok::Vocab& target, const std::string& target_path, const tok::Vocab& draft, const std::string& draft_path) {

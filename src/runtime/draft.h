@@ -49,6 +49,9 @@ class DraftSource {
   // it to probes, at its seconds per row).
   virtual double deferred_s() const { return 0; }
   virtual int deferred_rows() const { return 0; }  // the rows of that catch-up
+  // Frees what the source holds (a draft model's engine) and returns the bytes the memory plan had
+  // for it (0: nothing to free). It drafts no more after.
+  virtual uint64_t release() { return 0; }
 };
 
 // Prompt/history lookup: finds the most recent earlier occurrence of the history's last n tokens
@@ -73,6 +76,7 @@ class ModelDraft final : public DraftSource {
   void propose(std::span<const int32_t> history, int k_max, Draft& out) override;
   double deferred_s() const override { return deferred_s_; }
   int deferred_rows() const override { return deferred_rows_; }
+  uint64_t release() override;
   Engine& engine() { return *eng_; }
 
  private:
@@ -162,6 +166,9 @@ inline constexpr int kDraftBatch = 64;
 // (proposed, never evaluated) and the target's token after the accepted drafts.
 inline constexpr int kDraftCatchUpRows = 2;
 int draft_batch_size(const EngineOptions& target_opt);
+// The bytes a draft model's engine takes in its target's memory plan (MemoryPlan::draft): its
+// weights, KV cache and scratch.
+uint64_t draft_plan_bytes(const Engine& draft);
 
 // Loads `path` as a draft model for a target with vocabulary `target_vocab` (checked), resident,
 // one slot of n_ctx positions.

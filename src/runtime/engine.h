@@ -72,6 +72,7 @@ class Engine {
   const KvCache& kv() const { return *kv_; }
   const EngineOptions& options() const { return opt_; }
   ExpertTier& tier() { return *tier_; }
+  const ExpertTier& tier() const { return *tier_; }
   int n_seq() const { return opt_.n_seq; }
   // Slot `seq`'s NextN KV rows (EngineOptions::nextn_kv); nullptr without them.
   KvCache* nextn_kv(int seq) { return nextn_kv_.empty() ? nullptr : nextn_kv_[static_cast<size_t>(seq)].get(); }

@@ -308,4 +308,14 @@ ExpertTier::~ExpertTier() {
   if (cache_) model_.set_expert_provider(nullptr);
 }
 
+uint64_t ExpertTier::give_to_cache(uint64_t bytes) {
+  bytes = std::min(bytes, plan_.draft);
+  plan_.draft -= bytes;
+  if (!cache_) return 0;
+  const uint64_t added = cache_->grow(bytes);
+  plan_.expert_cache += added;
+  plan_.cache_slots = cache_->n_slots();
+  return added;
+}
+
 }  // namespace strata

@@ -90,6 +90,9 @@ class ExpertTier {
   // pass. Returns whether it switched now.
   bool poll_load();
   uint64_t load_bytes_done() const { return loader_ ? loader_->bytes_done() : 0; }
+  // Memory the plan had for drafting (MemoryPlan::draft) was freed: `bytes` of it go to the expert
+  // cache while experts stream (ExpertCache::grow). Returns the bytes the cache gained.
+  uint64_t give_to_cache(uint64_t bytes);
 
  private:
   void warm_resident(Model& model);

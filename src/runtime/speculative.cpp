@@ -144,7 +144,7 @@ int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) 
 int SpeculativeDecoder::draft_tokens(int k_room) {
   d_.clear();
   predicted_ = false;
-  if (!draft_) return 0;
+  if (!draft_ || released_) return 0;
   if (k_room < std::max(1, opt_.k_min)) {  // no room for the fewest drafts worth verifying
     draft_->observe(hist_);
     return 0;
@@ -233,6 +233,16 @@ void SpeculativeDecoder::demote_rejected(int kept_rows) {
   if (!rejected_.empty()) stats_.demoted += cache->demote_fresh(rejected_);
 }
 
+// A costly draft source the cost model gave up on frees its memory (a draft model's engine), and
+// the expert cache gets it.
+void SpeculativeDecoder::release_draft() {
+  const uint64_t bytes = draft_->release();
+  if (bytes == 0) return;
+  released_ = true;
+  stats_.released_at = stats_.passes;
+  stats_.released_bytes = eng_.tier().give_to_cache(bytes);
+}
+
 void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   STRATA_CHECK(room() >= 0, "speculative decoding: the context ({} positions) is full", eng_.options().n_ctx);
   const double t0 = now_s();
@@ -261,6 +271,7 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   pass.compute_s = std::max(0.0, t2 - t1 - pass.io_wait_s);
   score_prediction(k, pos0, pass);
   cost_.observe(pass);
+  if (opt_.adaptive && draft_ && !released_ && draft_->costly() && cost_.given_up()) release_draft();
   stats_.prediction.calibration = cost_.calibration();
   stats_.cost_plain_s = cost_.pass_seconds(0);
   stats_.cost_row_s = cost_.pass_seconds(1) - stats_.cost_plain_s;

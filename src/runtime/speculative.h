@@ -61,6 +61,10 @@ struct SpecStats {
   double cost_plain_s = 0, cost_row_s = 0;  // the cost model's latest estimates: a plain pass, each draft row more
   bool predicting = false;    // the decoder predicted draft rows' routing (SpecOptions::predict_routing, streaming)
   RoutePredictionStats prediction;
+  // A draft model the cost model gave up on (SpecCostModel::given_up) freed its memory: at pass
+  // released_at (-1: never), giving released_bytes to the expert cache.
+  int64_t released_at = -1;
+  uint64_t released_bytes = 0;
 };
 
 // The speculative-sampling choice at one draft position: x was drafted with draft distribution q
@@ -104,11 +108,13 @@ class SpeculativeDecoder {
   void demote_rejected(int kept_rows);
   bool predict_rows(int k);
   void score_prediction(int k, int pos0, SpecPass& pass);
+  void release_draft();
 
   Engine& eng_;
   int seq_;
   Sampler& sampler_;
   DraftSource* draft_;
+  bool released_ = false;  // the draft source freed its memory (release_draft): no more drafts
   SpecOptions opt_;
   SpecStats stats_;
   std::vector<int32_t> hist_, batch_;

@@ -323,6 +323,51 @@ TEST(ExpertStreaming, DemoteFreshMarksOnlyThisBatchsReads) {
   cache.on_abort();
 }
 
+// grow() adds slots (memory a draft model gave back): what was cached stays cached, and experts
+// that would have evicted each other now fit side by side.
+TEST(ExpertStreaming, GrowAddsSlotsAndKeepsWhatIsCached) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (grow test)");
+  auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
+  ExpertStore store(expert_layout(model->gguf(), model->config(), model->weights()));
+  int layer = 0;
+  while (!store.is_moe(layer)) ++layer;
+  ExpertCacheOptions o;
+  o.transient_slots = 2;
+  o.policy = "lru";
+  ExpertCache probe(store, make_pread_backend(store.files(), IoOptions{}, false), [&] {
+    ExpertCacheOptions big = o;
+    big.cache_bytes = 64ull << 20;
+    return big;
+  }());
+  ASSERT_EQ(probe.n_size_classes(), 1);
+  const uint64_t slot = probe.slot_bytes();
+  o.cache_bytes = (2 + 2) * slot;  // two transients, two slots
+  ExpertCache cache(store, make_pread_backend(store.files(), IoOptions{}, false), o);
+  ASSERT_EQ(cache.n_slots(), 2);
+  auto use = [&](int32_t e) {
+    cache.begin_batch(1);
+    cache.request(layer, &e, 1);
+    cache.acquire(layer, e);
+    cache.release(layer, e);
+  };
+  use(0);
+  use(1);
+  EXPECT_EQ(cache.grow(slot / 2), 0u);  // not a whole slot
+  EXPECT_EQ(cache.grow(3 * slot + slot / 2), 3 * slot);
+  EXPECT_EQ(cache.n_slots(), 5);
+  uint64_t misses = cache.counters().misses;
+  use(0);
+  use(1);
+  EXPECT_EQ(cache.counters().misses, misses) << "experts cached before grow() stay";
+  for (int32_t e = 2; e < 5; ++e) use(e);
+  misses = cache.counters().misses;
+  for (int32_t e = 0; e < 5; ++e) use(e);
+  EXPECT_EQ(cache.counters().misses, misses) << "five experts fit in five slots";
+  use(5);
+  EXPECT_EQ(cache.counters().misses, misses + 1);
+  cache.on_abort();
+}
+
 // --trace-experts with the router lookahead on: every MoE layer but the last is followed by the
 // prediction it made for the next MoE layer (a decode token's prediction has top-k experts),
 // and replaying those predictions in cachesim reads ahead what the engine read ahead.

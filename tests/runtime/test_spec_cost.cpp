@@ -125,6 +125,25 @@ TEST(SpecCost, DraftsResumeOnlyIfTheySaveTheirCatchUp) {
   }
 }
 
+// The cost model gives up on a draft source (its memory may go) only when no probe fits the budget
+// and 32 passes in a row were plain: with a catch-up of 2% of a plain pass per token, after the
+// warm-up and 32 plain passes; with one of 0.2%, never (probes go on).
+TEST(SpecCost, GivesUpOnlyOnDraftsNoProbeCanPayFor) {
+  for (const double catch_up : {0.02, 0.002}) {
+    SpecCostModel m(4);
+    int given_up_at = -1;
+    for (int i = 0; i < 400 && given_up_at < 0; ++i) {
+      const int k = m.choose(4);
+      SpecPass p = pass(k, 0, 1.0 + 0.5 * k);
+      if (k > 0) p.deferred_rows = 10, p.deferred_s = 10 * catch_up;
+      m.observe(p);
+      if (m.given_up()) given_up_at = i;
+    }
+    if (catch_up > 0.01) EXPECT_EQ(given_up_at, 4 + 32 - 1);
+    else EXPECT_EQ(given_up_at, -1);
+  }
+}
+
 // Streaming: compute is cheap (1 ms per row) but each draft row reads 4 MB more at 10 MB/s;
 // half the first drafts land. Plain: 1 token per 0.11 s; k=1: 1.5 tokens per 0.51 s -> plain.
 // When the cache holds what the drafts need (no extra bytes), the same acceptance pays.

@@ -13,7 +13,11 @@
 #include "plain_decode.h"
 #include "../fixture_sets.h"
 #include "../model/golden_util.h"
+#include "core/clock.h"
 #include "core/error.h"
+#include "experts/expert_cache.h"
+#include "experts/expert_store.h"
+#include "model/expert_layout.h"
 #include "model/model.h"
 #include "runtime/draft.h"
 #include "runtime/engine.h"
@@ -77,7 +81,85 @@ class WrongDraft final : public DraftSource {
   int32_t t_;
 };
 
+// A costly source (as a draft model is) whose drafts never land and whose catch-up costs about
+// 2 ms per token (it works that long), far more than 1% of a plain pass: once the cost model gives
+// up on it, the decoder lets it go. It "holds" `bytes` of the memory plan.
+class DearWrongDraft final : public DraftSource {
+ public:
+  DearWrongDraft(int32_t t, uint64_t bytes) : t_(t), bytes_(bytes) {}
+  const char* name() const override { return "dear"; }
+  bool costly() const override { return true; }
+  void propose(std::span<const int32_t>, int k_max, Draft& out) override {
+    EXPECT_EQ(released_, 0) << "no drafts after release()";
+    const double t0 = now_s();
+    while (now_s() - t0 < 2e-3) {
+    }
+    out.clear();
+    out.tokens.assign(static_cast<size_t>(k_max), t_);
+  }
+  double deferred_s() const override { return 2e-3; }
+  int deferred_rows() const override { return 1; }
+  uint64_t release() override { return ++released_ == 1 ? bytes_ : 0; }
+  int released_ = 0;
+
+ private:
+  int32_t t_;
+  uint64_t bytes_;
+};
+
 }  // namespace
+
+// A draft source the cost model gave up on (no probe can pay for its catch-up, and 32 passes
+// plain) frees its memory, and the expert cache gets it: more slots, the plan's draft bytes gone,
+// greedy output still plain decoding's.
+TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
+  const std::string set = "qwen3moe-q8_0";
+  auto plain_eng = spec_engine(set);
+  const auto prompt = repeating_prompt(set);
+  const auto ref = plain_greedy_tokens(*plain_eng, prompt, kGen);
+  int32_t never = 0;
+  while (std::find(ref.begin(), ref.end(), never) != ref.end()) ++never;
+  const MemoryPlan& rp = plain_eng->tier().plan();
+  constexpr uint64_t kDraftBytes = 4ull << 20;
+  EngineOptions eo = plain_eng->options();
+  eo.tier.draft_bytes = kDraftBytes;
+  uint64_t slot = 0;  // the largest expert slot
+  {
+    auto m = Model::load(spec_model_path(set));
+    const ExpertStore store(expert_layout(m->gguf(), m->config(), m->weights()));
+    for (int l = 0; l < store.n_layers(); ++l)
+      if (store.is_moe(l)) slot = std::max(slot, align_up(store.layer(l).slot_bytes, kIoAlign));
+  }
+  eo.tier.ram_budget = rp.dense + rp.kv + rp.scratch + kDraftBytes + (kDefaultTransientSlots + 4) * slot;  // 4 slots
+  Engine eng(Model::load(spec_model_path(set)), eo);
+  ASSERT_NE(eng.tier().cache(), nullptr);
+  const int slots = eng.tier().cache()->n_slots();
+  const uint64_t cache_bytes = eng.tier().plan().expert_cache;
+  EXPECT_EQ(eng.tier().plan().draft, kDraftBytes);
+  SamplerParams sp;
+  sp.temp = 0;
+  Sampler s(sp, eng.config().n_vocab);
+  std::vector<float> logits;
+  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
+  SpecOptions so;
+  so.k_max = 4;
+  so.adaptive = true;
+  DearWrongDraft draft(never, kDraftBytes);
+  SpeculativeDecoder sd(eng, 0, s, &draft, so);
+  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
+  while (static_cast<int>(out.size()) < kGen) sd.step(out);
+  out.resize(kGen);
+  EXPECT_EQ(out, ref);
+  const SpecStats& st = sd.stats();
+  EXPECT_EQ(draft.released_, 1);
+  ASSERT_GE(st.released_at, 4 + 32 - 1);  // pass index: after the warm-up (4 passes) and 32 plain ones
+  EXPECT_GT(st.released_bytes, kDraftBytes / 2);
+  EXPECT_LE(st.released_bytes, kDraftBytes);
+  EXPECT_EQ(eng.tier().plan().draft, 0u);
+  EXPECT_EQ(eng.tier().plan().expert_cache, cache_bytes + st.released_bytes);
+  EXPECT_GT(eng.tier().cache()->n_slots(), slots);
+}
 
 // With the cost model on and drafts that never land, greedy output is still plain decoding's and
 // after the warm-up the passes are plain ones: only a handful of passes verify drafts (two
@@ -203,6 +285,21 @@ TEST(Speculative, DraftModelGreedyEqualsPlain) {
     std::printf("[%-16s <- %-18s] %lld/%lld drafts accepted, %.2f tokens per pass\n", target, dset, (long long)st.accepted, (long long)st.proposed,
                 double(st.accepted + st.passes) / std::max<int64_t>(1, st.passes));
   }
+}
+
+// A draft model lets go of its engine once: release() gives the bytes its target's plan holds for
+// it (what -md planned), then nothing.
+TEST(Speculative, DraftModelReleasesWhatThePlanHoldsForIt) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
+  auto eng = spec_engine("qwen3moe-q8_0");
+  const auto target_vocab = tok::Vocab::from_gguf(eng->model().gguf());
+  SamplerParams sp;
+  sp.temp = 0;
+  auto draft = load_model_draft(spec_model_path("qwen3-dense-q8_0"), spec_model_path("qwen3moe-q8_0"), *target_vocab, eng->options(), sp);
+  const uint64_t planned = draft_plan_bytes(draft->engine());
+  EXPECT_GT(planned, std::filesystem::file_size(spec_model_path("qwen3-dense-q8_0")) / 2);
+  EXPECT_EQ(draft->release(), planned);
+  EXPECT_EQ(draft->release(), 0u);
 }
 
 // Sampling with a draft model runs and keeps the engine's rows in step with the history.
