@@ -281,6 +281,7 @@ void reset_profile(Engine& eng) {
 int run(const RunOptions& o) {
   ModelOptions mo = o.model;
   mo.nextn_kv = o.draft == "mtp";  // the NextN KV rows in the engine's memory plan
+  mo.routing_memory = (!o.draft.empty() || !o.draft_model.empty()) && o.spec.predict_routing;  // each position's routes too
   // -md: the draft model's engine first, its memory in the target's plan (mo.draft_bytes).
   std::unique_ptr<Engine> draft_eng;
   if (!o.draft_model.empty() && (o.draft.empty() || o.draft == "model")) draft_eng = load_draft_for(mo, o.draft_model, 1);

@@ -64,6 +64,8 @@ int serve(ServeOptions& o) {
   o.model.n_seq = o.parallel;
   std::shared_ptr<SlotDrafter> draft = load_serve_draft(o);
   o.model.nextn_kv = o.model.nextn_hidden_copy = o.server.draft == "mtp";
+  // Predicted routing of lookup drafts (the scheduler's per-slot routing memory) is in the plan.
+  o.model.routing_memory = o.server.draft == "lookup" && o.server.draft_predict && o.server.draft_adaptive;
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler
   std::signal(SIGTERM, on_term);
   srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft));

@@ -102,6 +102,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.draft_bytes = o.draft_bytes;
   eo.nextn_kv = o.nextn_kv;
   eo.nextn_hidden_copy = o.nextn_hidden_copy;
+  eo.routing_memory = o.routing_memory;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
 }

@@ -36,6 +36,7 @@ struct ModelOptions {
   uint64_t draft_bytes = 0;
   bool nextn_kv = false;
   bool nextn_hidden_copy = false;  // serve --draft mtp: the drafter's copy of the hidden rows
+  bool routing_memory = false;     // speculation with predicted routing (EngineOptions::routing_memory)
 };
 
 void add_model_options(CLI::App* sub, ModelOptions& o);

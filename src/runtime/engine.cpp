@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/routing_memory.h"
 #include "runtime/slot_draft.h"
 
 namespace strata {
@@ -37,6 +38,7 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
     }
     if (opt_.nextn_hidden_copy) tier.draft_bytes += PassHiddenCopy::planned_bytes(opt_.n_batch, model_->config().n_embd, opt_.n_seq);
   }
+  if (opt_.routing_memory) tier.draft_bytes += routing_memory_bytes(model_->config(), opt_.n_ctx, opt_.n_batch, opt_.n_seq);
   tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes() + logits, tier);
   seqs_.resize(static_cast<size_t>(opt_.n_seq));
   last_.reserve(static_cast<size_t>(opt_.n_seq));

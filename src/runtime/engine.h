@@ -34,6 +34,9 @@ struct EngineOptions {
   // The server's MTP drafter: its copy of each pass's hidden rows (PassHiddenCopy, n_batch rows)
   // is counted in the memory plan too (MemoryPlan::draft).
   bool nextn_hidden_copy = false;
+  // Speculation with predicted routing (runtime/routing_memory.h): each slot's routing by position
+  // is counted in the memory plan too (MemoryPlan::draft).
+  bool routing_memory = false;
 };
 
 // Which logits rows an input asks for.

@@ -64,6 +64,18 @@ int SeqRouting::source(int32_t t, int32_t prev) const {
   return latest;
 }
 
+uint64_t routing_memory_bytes(const ModelConfig& cfg, int n_ctx, int n_batch, int n_seq) {
+  const RouteLayout lay(cfg);
+  if (lay.n_moe() == 0) return 0;
+  int n_expert = 1;
+  for (const LayerConfig& l : cfg.layers) n_expert = std::max(n_expert, l.n_expert);
+  const uint64_t w = static_cast<uint64_t>(lay.width()), ctx = static_cast<uint64_t>(std::max(0, n_ctx));
+  const uint64_t seq = ctx * (2 * sizeof(int32_t) + w * sizeof(int16_t)) + static_cast<uint64_t>(std::max(0, cfg.n_vocab)) * sizeof(int32_t);
+  const uint64_t tap = static_cast<uint64_t>(std::max(0, n_batch)) * w * sizeof(int16_t);
+  const uint64_t pred = static_cast<uint64_t>(n_batch + 1) * sizeof(int) + cfg.layers.size() * static_cast<uint64_t>(n_expert) * sizeof(uint32_t);
+  return static_cast<uint64_t>(std::max(0, n_seq)) * seq + tap + pred;
+}
+
 RoutingTap::RoutingTap(Engine& eng)
     : eng_(eng), lay_(eng.config()), next_obs_(eng.model().routing_observer()), next_listener_(eng.pass_listener()) {
   mem_.assign(static_cast<size_t>(std::max(0, eng.n_seq())), nullptr);

@@ -127,6 +127,11 @@ class RoutePredictor {
   uint32_t gen_ = 0;
 };
 
+// What predicted routing holds for n_seq sequences of n_ctx positions (a SeqRouting each, a
+// RoutingTap's staging for n_batch rows, a RoutePredictor of n_batch + 1 rows): the bytes the
+// memory plan counts for it (EngineOptions::routing_memory). 0 for a model without MoE layers.
+uint64_t routing_memory_bytes(const ModelConfig& cfg, int n_ctx, int n_batch, int n_seq);
+
 // Per-row comparison of predicted and routed experts: counts experts predicted, routed, and both.
 struct RouteMatch {
   int64_t predicted = 0, routed = 0, both = 0;

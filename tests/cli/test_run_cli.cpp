@@ -7,6 +7,8 @@
 
 #include "../model/golden_util.h"
 #include "cli_util.h"
+#include "model/model.h"
+#include "runtime/routing_memory.h"
 
 using namespace strata::test;
 
@@ -174,6 +176,23 @@ TEST(RunCli, DraftModelIsInTheMemoryPlan) {
   EXPECT_TRUE(b["streaming"].get<bool>()) << b.dump();
   EXPECT_LE(b["dense"].get<uint64_t>() + b["kv"].get<uint64_t>() + b["scratch"].get<uint64_t>() + draft + b["expert_cache"].get<uint64_t>(),
             b["budget"].get<uint64_t>());
+}
+
+// Predicted routing (--draft lookup while experts stream) remembers every position's experts: the
+// memory plan counts those tables (routing_memory_bytes for one sequence of the context), and
+// --no-draft-predict, which holds none, plans none.
+TEST(RunCli, RoutingMemoryIsInTheMemoryPlan) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (CLI speculative test)");
+  const std::string common = "run -m " + model() + " -p hello -n 4 --temp 0 -c 128 -b 64 -t 2 --json --ram-budget 45M --draft lookup";
+  auto with = run_cmd(common), without = run_cmd(common + " --no-draft-predict");
+  ASSERT_EQ(with.code, 0) << with.err;
+  ASSERT_EQ(without.code, 0) << without.err;
+  const auto a = nlohmann::json::parse(last_line(with.out))["memory"], b = nlohmann::json::parse(last_line(without.out))["memory"];
+  const uint64_t want = strata::routing_memory_bytes(strata::Model::load(model())->config(), 128, 64, 1);
+  EXPECT_GT(want, 128u * 2 * 8);
+  EXPECT_EQ(a["draft"].get<uint64_t>(), want) << a.dump();
+  EXPECT_EQ(b["draft"].get<uint64_t>(), 0u) << b.dump();
+  EXPECT_LE(a["expert_cache"].get<uint64_t>(), b["expert_cache"].get<uint64_t>()) << "the tables' bytes come out of the expert cache's";
 }
 
 TEST(RunCli, SpeculationIsOffForArchitecturesThatCannotRewind) {
