@@ -116,6 +116,11 @@ int SpecCostModel::choose(int k_avail, std::span<const double> row_bytes) {
   return k_min_;  // one draft (k_min) tells whether drafts land again, at the cost of one row
 }
 
+int SpecCostModel::trim(int k, std::span<const double> row_bytes) const {
+  if (!fitted() || probing_ || k <= 0) return k;
+  return best_k(std::min(k, k_max_), row_bytes);
+}
+
 // The last text's acceptance stays as a prior worth one pass (a slot's requests tend to be alike;
 // a text that differs outweighs it within a pass or two), and so does the probe gap, capped.
 void SpecCostModel::new_sequence() {

@@ -66,6 +66,11 @@ class SpecCostModel {
   // The same with the bytes predicted for each draft row: row_bytes[i] for draft row i + 1 (the
   // bytes its experts add to the pass), kUnknownRow (or past the end) where there is no prediction.
   int choose(int k_avail, std::span<const double> row_bytes);
+  // A costly source (a draft model) drafts the k choose() asked for before their routing can be
+  // predicted: once it is (row_bytes as for choose), the most of them worth verifying (the best
+  // rate among 0..k), or k during the warm-up and for a probe (they verify what they drafted). No
+  // state changes.
+  int trim(int k, std::span<const double> row_bytes) const;
   void observe(const SpecPass& p);
 
   static constexpr double kUnknownRow = -1.0;

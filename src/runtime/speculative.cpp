@@ -140,7 +140,8 @@ int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) 
 
 // Drafts for the next pass and how many of them to verify (0: a plain pass). A cheap source
 // (lookup) drafts first and the cost model picks among what it found; a costly one (a model)
-// drafts only as many as the cost model asks for.
+// drafts only as many as the cost model asks for, and verifies those its predicted routing says
+// are worth it.
 int SpeculativeDecoder::draft_tokens(int k_room) {
   d_.clear();
   predicted_ = false;
@@ -155,7 +156,10 @@ int SpeculativeDecoder::draft_tokens(int k_room) {
   else draft_->observe(hist_);
   int k = std::min(static_cast<int>(d_.tokens.size()), want);
   const bool predicted = k > 0 && predict_rows(k);
-  if (opt_.adaptive && !draft_->costly()) k = predicted ? cost_.choose(k, std::span<const double>(row_bytes_.data(), static_cast<size_t>(k))) : cost_.choose(k);
+  const std::span<const double> rows(row_bytes_.data(), static_cast<size_t>(predicted ? k : 0));
+  // A lookup's drafts cost nothing: the cost model picks among them; a model's were asked for, and
+  // their predicted routing may show that fewer are worth verifying.
+  if (opt_.adaptive) k = draft_->costly() ? (predicted ? cost_.trim(k, rows) : k) : cost_.choose(k, rows);
   return k < std::max(1, opt_.k_min) ? 0 : k;
 }
 

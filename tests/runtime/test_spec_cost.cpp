@@ -349,6 +349,37 @@ TEST(SpecCost, PredictedBytesReplaceTheFittedBytesPerRow) {
   EXPECT_DOUBLE_EQ(c.calibration(), 4.0);
 }
 
+// A draft model's drafts are asked for before their routing is known: trim() then keeps those
+// worth verifying at their predicted bytes. Rows cost 1 ms and every draft lands; the fit says a
+// draft row reads nothing (cheap), but the third predicted row reads 4 MB at 10 MB/s: two drafts.
+// During a probe, what was drafted is verified.
+TEST(SpecCost, TrimKeepsTheDraftsWorthVerifyingAtTheirPredictedBytes) {
+  SpecCostModel m(4);
+  m.observe(pass(0, 0, 0.010, 1000000, 0.1));
+  m.observe(pass(0, 0, 0.010, 1000000, 0.1));
+  for (int i = 0; i < 40; ++i) m.observe(pass(4, 4, 0.014, 1000000, 0.1));
+  const double rows[] = {0.0, 0.0, 4000000.0, 4000000.0}, cached[] = {0.0, 0.0, 0.0, 0.0};
+  EXPECT_EQ(m.choose(4), 4);
+  EXPECT_EQ(m.trim(4, rows), 2);
+  EXPECT_EQ(m.trim(4, cached), 4);
+  EXPECT_EQ(m.trim(3, cached), 3);  // never more than were drafted
+  EXPECT_EQ(m.trim(4, {}), 4);      // no prediction: the fit's choice stands
+
+  SpecCostModel never(4);
+  never.observe(pass(0, 0, 1.0));
+  never.observe(pass(1, 0, 1.9));
+  never.observe(pass(0, 0, 1.0));
+  never.observe(pass(1, 0, 1.9));
+  int k = 0;
+  for (int i = 0; i < 2000 && k == 0; ++i) {
+    k = never.choose(4);
+    if (k == 0) never.observe(pass(0, 0, 1.0));
+  }
+  ASSERT_EQ(k, 1) << "a probe";
+  const double dear[] = {1e12};
+  EXPECT_EQ(never.trim(1, dear), 1);
+}
+
 // Probing costs at most about 1% of the time: a probe whose row costs 0.9 of a plain pass loses
 // 0.1 of a pass at acceptance 0.8, and its draft first catches up on every token since its last
 // drafts at 0.5% of a pass each, so probes come about 0.1 / (1% - 0.5%) = 20 plain passes apart,
