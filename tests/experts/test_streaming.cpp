@@ -56,6 +56,26 @@ std::vector<float> trace_logits(Engine& eng, const std::vector<int32_t>& prompt)
   return all;
 }
 
+// One token's use of expert e of `layer`: requested, acquired (read if absent), released.
+void use_expert(ExpertCache& cache, int layer, int32_t e) {
+  cache.begin_batch(1);
+  cache.request(layer, &e, 1);
+  cache.acquire(layer, e);
+  cache.release(layer, e);
+}
+
+// The qwen3moe-q8_0 fixture's expert store and its first MoE layer.
+struct FixtureStore {
+  std::unique_ptr<Model> model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
+  ExpertStore store{expert_layout(model->gguf(), model->config(), model->weights())};
+  int layer = first_moe();
+  int first_moe() const {
+    int l = 0;
+    while (!store.is_moe(l)) ++l;
+    return l;
+  }
+};
+
 std::vector<int32_t> golden_prompt(const std::string& set, const char* p = "p2") {
   return read_json(fixtures_dir() + "/" + set + "/golden/" + p + ".json")["prompt_tokens"].get<std::vector<int32_t>>();
 }
@@ -293,21 +313,15 @@ TEST(ExpertStreaming, PrefetchWindowIsReturnedWhenDemandTakesOverARead) {
 // next victim (LRU would have taken the older one).
 TEST(ExpertStreaming, DemoteFreshMarksOnlyThisBatchsReads) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (demote test)");
-  auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
-  ExpertStore store(expert_layout(model->gguf(), model->config(), model->weights()));
-  int layer = 0;
-  while (!store.is_moe(layer)) ++layer;
+  const FixtureStore fx;
+  const ExpertStore& store = fx.store;
+  const int layer = fx.layer;
   ExpertCacheOptions o;
   o.cache_bytes = 64ull << 20;
   o.max_experts = 2;
   o.policy = "lru";
   ExpertCache cache(store, make_pread_backend(store.files(), IoOptions{}, false), o);
-  auto use = [&](int32_t e) {
-    cache.begin_batch(1);
-    cache.request(layer, &e, 1);
-    cache.acquire(layer, e);
-    cache.release(layer, e);
-  };
+  auto use = [&](int32_t e) { use_expert(cache, layer, e); };
   use(0);
   use(1);
   const std::vector<ExpertKey> keys = {{layer, 0}, {layer, 1}};
@@ -327,10 +341,9 @@ TEST(ExpertStreaming, DemoteFreshMarksOnlyThisBatchsReads) {
 // that would have evicted each other now fit side by side.
 TEST(ExpertStreaming, GrowAddsSlotsAndKeepsWhatIsCached) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (grow test)");
-  auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
-  ExpertStore store(expert_layout(model->gguf(), model->config(), model->weights()));
-  int layer = 0;
-  while (!store.is_moe(layer)) ++layer;
+  const FixtureStore fx;
+  const ExpertStore& store = fx.store;
+  const int layer = fx.layer;
   ExpertCacheOptions o;
   o.transient_slots = 2;
   o.policy = "lru";
@@ -344,12 +357,7 @@ TEST(ExpertStreaming, GrowAddsSlotsAndKeepsWhatIsCached) {
   o.cache_bytes = (2 + 2) * slot;  // two transients, two slots
   ExpertCache cache(store, make_pread_backend(store.files(), IoOptions{}, false), o);
   ASSERT_EQ(cache.n_slots(), 2);
-  auto use = [&](int32_t e) {
-    cache.begin_batch(1);
-    cache.request(layer, &e, 1);
-    cache.acquire(layer, e);
-    cache.release(layer, e);
-  };
+  auto use = [&](int32_t e) { use_expert(cache, layer, e); };
   use(0);
   use(1);
   EXPECT_EQ(cache.grow(slot / 2), 0u);  // not a whole slot

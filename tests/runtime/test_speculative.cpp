@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -107,6 +108,46 @@ class DearWrongDraft final : public DraftSource {
   uint64_t bytes_;
 };
 
+// The repeating prompt of `set`, plain greedy decoding's kGen tokens after it on a resident engine,
+// and a token those never hold (drafts of it are always rejected).
+struct RejectedDrafts {
+  std::unique_ptr<Engine> plain;
+  std::vector<int32_t> prompt, ref;
+  int32_t never = 0;
+};
+RejectedDrafts rejected_drafts(const std::string& set) {
+  RejectedDrafts r;
+  r.plain = spec_engine(set);
+  r.prompt = repeating_prompt(set);
+  r.ref = plain_greedy_tokens(*r.plain, r.prompt, kGen);
+  while (std::find(r.ref.begin(), r.ref.end(), r.never) != r.ref.end()) ++r.never;
+  return r;
+}
+
+// Greedy decoding of kGen tokens after `prompt` through a SpeculativeDecoder with the cost model on
+// (k_max 4); after_pass(decoder, pass index, plain passes before it) follows each pass.
+std::vector<int32_t> adaptive_greedy(Engine& eng, const std::vector<int32_t>& prompt, DraftSource& draft, SpecStats& st,
+                                     const std::function<void(const SpeculativeDecoder&, int, int64_t)>& after_pass = {}) {
+  SamplerParams sp;
+  sp.temp = 0;
+  Sampler s(sp, eng.config().n_vocab);
+  std::vector<float> logits;
+  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
+  SpecOptions so;
+  so.k_max = 4;
+  so.adaptive = true;
+  SpeculativeDecoder sd(eng, 0, s, &draft, so);
+  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
+  for (int pass = 0; static_cast<int>(out.size()) < kGen; ++pass) {
+    const int64_t plain_before = sd.stats().k_hist[0];
+    sd.step(out);
+    if (after_pass) after_pass(sd, pass, plain_before);
+  }
+  out.resize(kGen);
+  st = sd.stats();
+  return out;
+}
+
 }  // namespace
 
 // A draft source the cost model gave up on (no probe can pay for its catch-up, and 32 passes
@@ -115,14 +156,10 @@ class DearWrongDraft final : public DraftSource {
 TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
   const std::string set = "qwen3moe-q8_0";
-  auto plain_eng = spec_engine(set);
-  const auto prompt = repeating_prompt(set);
-  const auto ref = plain_greedy_tokens(*plain_eng, prompt, kGen);
-  int32_t never = 0;
-  while (std::find(ref.begin(), ref.end(), never) != ref.end()) ++never;
-  const MemoryPlan& rp = plain_eng->tier().plan();
+  const RejectedDrafts r = rejected_drafts(set);
+  const MemoryPlan& rp = r.plain->tier().plan();
   constexpr uint64_t kDraftBytes = 4ull << 20;
-  EngineOptions eo = plain_eng->options();
+  EngineOptions eo = r.plain->options();
   eo.tier.draft_bytes = kDraftBytes;
   uint64_t slot = 0;  // the largest expert slot
   {
@@ -137,21 +174,9 @@ TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
   const int slots = eng.tier().cache()->n_slots();
   const uint64_t cache_bytes = eng.tier().plan().expert_cache;
   EXPECT_EQ(eng.tier().plan().draft, kDraftBytes);
-  SamplerParams sp;
-  sp.temp = 0;
-  Sampler s(sp, eng.config().n_vocab);
-  std::vector<float> logits;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
-  SpecOptions so;
-  so.k_max = 4;
-  so.adaptive = true;
-  DearWrongDraft draft(never, kDraftBytes);
-  SpeculativeDecoder sd(eng, 0, s, &draft, so);
-  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
-  while (static_cast<int>(out.size()) < kGen) sd.step(out);
-  out.resize(kGen);
-  EXPECT_EQ(out, ref);
-  const SpecStats& st = sd.stats();
+  DearWrongDraft draft(r.never, kDraftBytes);
+  SpecStats st;
+  EXPECT_EQ(adaptive_greedy(eng, r.prompt, draft, st), r.ref);
   EXPECT_EQ(draft.released_, 1);
   ASSERT_GE(st.released_at, 4 + 32 - 1);  // pass index: after the warm-up (4 passes) and 32 plain ones
   EXPECT_GT(st.released_bytes, kDraftBytes / 2);
@@ -167,36 +192,18 @@ TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
 // rejected-only experts demoted, so that path is checked against plain output too.
 TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
-  const std::string set = "qwen3moe-q8_0";
-  auto plain_eng = spec_engine(set);
-  const auto prompt = repeating_prompt(set);
-  const auto ref = plain_greedy_tokens(*plain_eng, prompt, kGen);
-  int32_t never = 0;
-  while (std::find(ref.begin(), ref.end(), never) != ref.end()) ++never;
-  EngineOptions eo = plain_eng->options();
+  const RejectedDrafts r = rejected_drafts("qwen3moe-q8_0");
+  EngineOptions eo = r.plain->options();
   eo.tier.cache_experts = 6;
-  Engine eng(Model::load(spec_model_path(set)), eo);
+  Engine eng(Model::load(spec_model_path("qwen3moe-q8_0")), eo);
   ASSERT_NE(eng.tier().cache(), nullptr);
-  SamplerParams sp;
-  sp.temp = 0;
-  Sampler s(sp, eng.config().n_vocab);
-  std::vector<float> logits;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
-  SpecOptions so;
-  so.k_max = 4;
-  so.adaptive = true;
-  WrongDraft draft(never);
-  SpeculativeDecoder sd(eng, 0, s, &draft, so);
-  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
+  WrongDraft draft(r.never);
+  SpecStats st;
   int late = 0;  // passes with drafts in the second half
-  for (int pass = 0; static_cast<int>(out.size()) < kGen; ++pass) {
-    const int64_t plain_before = sd.stats().k_hist[0];
-    sd.step(out);
+  const auto out = adaptive_greedy(eng, r.prompt, draft, st, [&](const SpeculativeDecoder& sd, int pass, int64_t plain_before) {
     late += pass >= kGen / 2 && sd.stats().k_hist[0] == plain_before;
-  }
-  out.resize(kGen);
-  EXPECT_EQ(out, ref);
-  const SpecStats& st = sd.stats();
+  });
+  EXPECT_EQ(out, r.ref);
   EXPECT_EQ(st.accepted, 0);
   EXPECT_EQ(st.passes, kGen - 1);  // one token per pass
   const int64_t with_drafts = st.passes - st.k_hist[0];
