@@ -99,7 +99,7 @@ class SpecCostModel {
   static constexpr double kAlpha = 0.125; // EWMA weight of a new pass in the cost fits
   static constexpr int kProbeGap = 8, kMaxProbeGap = 1024, kNewSequenceProbeGap = 32;
   static constexpr int kNoProbe = 1 << 30;  // cost_gap when no gap keeps probing within budget
-  static constexpr int kGiveUp = 32;
+  static constexpr int kGiveUp = 16;
   static constexpr int kRefreshGap = 16;     // passes with drafts in a row before a plain one
   static constexpr double kRefreshAlpha = 0.5;  // EWMA weight of that plain pass (its figures are stale)
   static constexpr double kProbeBudget = 0.01;  // the most probes may cost, as a share of plain passes' time

@@ -126,8 +126,8 @@ TEST(SpecCost, DraftsResumeOnlyIfTheySaveTheirCatchUp) {
 }
 
 // The cost model gives up on a draft source (its memory may go) only when no probe fits the budget
-// and 32 passes in a row were plain: with a catch-up of 2% of a plain pass per token, after the
-// warm-up and 32 plain passes; with one of 0.2%, never (probes go on).
+// and 16 passes in a row were plain: with a catch-up of 2% of a plain pass per token, after the
+// warm-up and 16 plain passes; with one of 0.2%, never (probes go on).
 TEST(SpecCost, GivesUpOnlyOnDraftsNoProbeCanPayFor) {
   for (const double catch_up : {0.02, 0.002}) {
     SpecCostModel m(4);
@@ -139,7 +139,7 @@ TEST(SpecCost, GivesUpOnlyOnDraftsNoProbeCanPayFor) {
       m.observe(p);
       if (m.given_up()) given_up_at = i;
     }
-    if (catch_up > 0.01) EXPECT_EQ(given_up_at, 4 + 32 - 1);
+    if (catch_up > 0.01) EXPECT_EQ(given_up_at, 4 + 16 - 1);
     else EXPECT_EQ(given_up_at, -1);
   }
 }
