@@ -311,6 +311,26 @@ SrvSpecPair srv_spec_pair(Engine& eng, const tok::Tokenizer& tok, const server::
   return out;
 }
 
+// The streaming pair engine (checked: experts stream) and its plain run (lookup drafts offered,
+// none verified) of kPairTokens on both slots: the reference the ServerSpecCost runs with drafts
+// compare against.
+constexpr int kPairTokens = 40;
+struct PlainPair {
+  std::unique_ptr<tok::Tokenizer> tok;
+  std::unique_ptr<Engine> eng;
+  SrvSpecPair plain;
+};
+PlainPair plain_pair() {
+  PlainPair p;
+  p.eng = streaming_pair_engine(&p.tok);
+  server::SchedulerOptions so;
+  so.draft = std::make_shared<LookupDraft>();
+  p.plain = srv_spec_pair(*p.eng, *p.tok, so, 0, kPairTokens);
+  EXPECT_NE(p.eng->tier().cache(), nullptr) << "experts stream";
+  EXPECT_EQ(p.plain.tokens[0].size(), static_cast<size_t>(kPairTokens));
+  return p;
+}
+
 }  // namespace
 
 // Experts stream through a small cache; one slot verifies drafts that are always rejected
@@ -320,14 +340,9 @@ SrvSpecPair srv_spec_pair(Engine& eng, const tok::Tokenizer& tok, const server::
 // SchedulerOptions::draft_demote off), and both outputs are plain decoding's.
 TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
   SKIP_WITHOUT_SERVER_FIXTURE();
-  std::unique_ptr<tok::Tokenizer> tok;
-  auto eng = streaming_pair_engine(&tok);
-  ASSERT_NE(eng->tier().cache(), nullptr);
-  constexpr int kN = 40;
+  const PlainPair pp = plain_pair();
+  const SrvSpecPair& plain = pp.plain;
   server::SchedulerOptions so;
-  so.draft = std::make_shared<LookupDraft>();
-  const SrvSpecPair plain = srv_spec_pair(*eng, *tok, so, 0, kN);
-  ASSERT_EQ(plain.tokens[0].size(), static_cast<size_t>(kN));
   EXPECT_EQ(plain.stats.draft_passes, 0u);
   EXPECT_EQ(plain.stats.draft_experts_demoted, 0u);
   int32_t never = 0;
@@ -338,7 +353,7 @@ TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
   for (bool demote : {true, false}) {
     SCOPED_TRACE(demote ? "demotion on" : "demotion off");
     so.draft_demote = demote;
-    const SrvSpecPair spec = srv_spec_pair(*eng, *tok, so, 4, kN);
+    const SrvSpecPair spec = srv_spec_pair(*pp.eng, *pp.tok, so, 4, kPairTokens);
     EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
     EXPECT_EQ(spec.tokens[1], plain.tokens[1]);
     EXPECT_GT(spec.stats.draft_passes, 0u);
@@ -367,18 +382,14 @@ TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
 // it they do not; both slots' outputs are plain decoding's either way.
 TEST(ServerSpecCost, PredictedRoutingPricesDraftRowsAndKeepsGreedyOutput) {
   SKIP_WITHOUT_SERVER_FIXTURE();
-  std::unique_ptr<tok::Tokenizer> tok;
-  auto eng = streaming_pair_engine(&tok);
-  ASSERT_NE(eng->tier().cache(), nullptr);
-  constexpr int kN = 40;
+  const PlainPair pp = plain_pair();
+  const SrvSpecPair& plain = pp.plain;
   server::SchedulerOptions so;
   so.draft = std::make_shared<LookupDraft>();
-  const SrvSpecPair plain = srv_spec_pair(*eng, *tok, so, 0, kN);
-  ASSERT_EQ(plain.tokens[0].size(), static_cast<size_t>(kN));
   for (bool predict : {true, false}) {
     SCOPED_TRACE(predict ? "predicted routing" : "fitted bytes only");
     so.draft_predict = predict;
-    const SrvSpecPair spec = srv_spec_pair(*eng, *tok, so, 4, kN);
+    const SrvSpecPair spec = srv_spec_pair(*pp.eng, *pp.tok, so, 4, kPairTokens);
     EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
     EXPECT_EQ(spec.tokens[1], plain.tokens[1]);
     EXPECT_GT(spec.stats.draft_passes, 0u);
