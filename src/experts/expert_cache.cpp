@@ -217,12 +217,15 @@ uint64_t ExpertCache::grow(uint64_t bytes) {
   uint8_t* p = static_cast<uint8_t*>(mem);
   CacheBudget budget = state_->budget();
   budget.bytes += add;
+  std::vector<int> fresh;
   for (size_t c = 0; c < n_class; ++c) {
+    fresh.clear();
     for (uint64_t i = 0; i < more[c]; ++i, p += class_size_[c]) {
-      free_slots_[c].insert(free_slots_[c].begin(), static_cast<int>(slots_.size()));
+      fresh.push_back(static_cast<int>(slots_.size()));
       slots_.push_back(ExpertKey{-1, -1});
       slot_mem_.push_back(p);
     }
+    free_slots_[c].insert(free_slots_[c].begin(), fresh.rbegin(), fresh.rend());  // taken from the back: the old free slots first
     pool_slots_[c] += static_cast<int>(more[c]);
     if (!budget.class_bytes.empty()) budget.class_bytes[c] += more[c] * class_size_[c];
   }
