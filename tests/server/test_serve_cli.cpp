@@ -1,6 +1,9 @@
 // `strata serve` as a subprocess: it listens, answers, and exits cleanly on SIGTERM.
 #include "serve_process.h"
 #include "../cli/cli_util.h"
+#include "core/units.h"
+#include "model/model.h"
+#include "runtime/routing_memory.h"
 
 namespace strata::test {
 namespace {
@@ -76,6 +79,25 @@ TEST(ServeCli, DraftModelDraftsAndAnotherVocabularyIsAnErrorAtStart) {
   const CmdResult no_md = run_cmd("serve -m " + server_fixture() + " --draft model --port 0 -c 256 -t 1");
   EXPECT_NE(no_md.code, 0);
   EXPECT_NE(no_md.err.find("-md FILE"), std::string::npos) << no_md.err;
+}
+
+// --draft lookup under a budget: each slot's routing memory (for predicted routing, used while
+// experts stream) is in the memory plan, as drafting bytes, exactly routing_memory_bytes for the
+// server's slots.
+TEST(ServeCli, LookupRoutingMemoryIsInTheMemoryPlan) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  ServeProcess serve("serve_route_mem_test", {"-m", server_fixture(), "--draft", "lookup", "--port", "0", "--parallel", "2", "-c", "256", "-b", "64",
+                                               "-t", "1", "--ram-budget", "45M"});
+  ASSERT_TRUE(serve.started()) << "cannot start " << STRATA_BINARY;
+  ASSERT_TRUE(serve.ready()) << serve.log();
+  httplib::Client c("127.0.0.1", serve.port());
+  auto props = c.Get("/props");
+  ASSERT_TRUE(props);
+  const json tier = json::parse(props->body)["expert_tier"];
+  const uint64_t want = routing_memory_bytes(Model::load(server_fixture())->config(), 256, 64, 2);
+  EXPECT_NE(tier["plan"].get<std::string>().find("drafting " + format_bytes(want)), std::string::npos) << tier.dump();
+  const int st = serve.stop();
+  EXPECT_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << serve.log();
 }
 
 }  // namespace
