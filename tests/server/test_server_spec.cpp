@@ -319,6 +319,15 @@ struct PlainPair {
   std::unique_ptr<tok::Tokenizer> tok;
   std::unique_ptr<Engine> eng;
   SrvSpecPair plain;
+  // The same two requests with up to 4 drafts on slot 0 under `so`: both outputs are the plain
+  // run's, and some pass verified drafts.
+  SrvSpecPair speculate(const server::SchedulerOptions& so) const {
+    SrvSpecPair spec = srv_spec_pair(*eng, *tok, so, 4, kPairTokens);
+    EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
+    EXPECT_EQ(spec.tokens[1], plain.tokens[1]);
+    EXPECT_GT(spec.stats.draft_passes, 0u);
+    return spec;
+  }
 };
 PlainPair plain_pair() {
   PlainPair p;
@@ -353,10 +362,7 @@ TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
   for (bool demote : {true, false}) {
     SCOPED_TRACE(demote ? "demotion on" : "demotion off");
     so.draft_demote = demote;
-    const SrvSpecPair spec = srv_spec_pair(*pp.eng, *pp.tok, so, 4, kPairTokens);
-    EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
-    EXPECT_EQ(spec.tokens[1], plain.tokens[1]);
-    EXPECT_GT(spec.stats.draft_passes, 0u);
+    const SrvSpecPair spec = pp.speculate(so);
     EXPECT_EQ(spec.stats.drafts_accepted, 0u);
     uint64_t charged = 0;
     int speculating = 0;
@@ -389,10 +395,7 @@ TEST(ServerSpecCost, PredictedRoutingPricesDraftRowsAndKeepsGreedyOutput) {
   for (bool predict : {true, false}) {
     SCOPED_TRACE(predict ? "predicted routing" : "fitted bytes only");
     so.draft_predict = predict;
-    const SrvSpecPair spec = srv_spec_pair(*pp.eng, *pp.tok, so, 4, kPairTokens);
-    EXPECT_EQ(spec.tokens[0], plain.tokens[0]);
-    EXPECT_EQ(spec.tokens[1], plain.tokens[1]);
-    EXPECT_GT(spec.stats.draft_passes, 0u);
+    const SrvSpecPair spec = pp.speculate(so);
     if (predict) EXPECT_GT(spec.stats.draft_rows_predicted, 0u);
     else EXPECT_EQ(spec.stats.draft_rows_predicted, 0u);
   }
