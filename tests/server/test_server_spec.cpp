@@ -389,7 +389,6 @@ TEST(ServerSpecCost, DraftReadsAreChargedToTheirSlotAndRejectedOnesDemoted) {
 TEST(ServerSpecCost, PredictedRoutingPricesDraftRowsAndKeepsGreedyOutput) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   const PlainPair pp = plain_pair();
-  const SrvSpecPair& plain = pp.plain;
   server::SchedulerOptions so;
   so.draft = std::make_shared<LookupDraft>();
   for (bool predict : {true, false}) {
