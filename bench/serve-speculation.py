@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Server speculation benchmark: S concurrent /v1/completions requests against a running
 # `strata serve --draft lookup` (on the edit prompt: output that repeats its input), alternating
-# speculation off (speculative.n_max 0) and on (the server default) in the same server, printing
+# speculation off (speculative.n_max 0) and on (the server default) in the same server (off on, on off, ...), printing
 # aggregate tok/s, passes, drafts and expert bytes read per token per round, then the medians.
 # Each request has its own seed (1..S, the same in both modes): with one seed for all, plain
 # sampling would run S copies of one stream, which share every expert read, while speculation's
@@ -21,7 +21,7 @@ def one(body, out, i):
     out[i] = json.loads(urllib.request.urlopen(req).read())
 res = {"off": [], "on": []}
 for r in range(R):
-    for mode in ("off", "on"):
+    for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):  # A B, B A: a drifting machine favours neither
         body = {"prompt": edit, "max_tokens": N, "ignore_eos": True, "temperature": T, "seed": 1}
         if mode == "off": body["speculative.n_max"] = 0
         m0 = metrics(); outs = [None] * S

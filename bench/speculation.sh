@@ -13,7 +13,7 @@
 # model but without predicted routing (--no-draft-predict). "cpu s": user + system seconds of the
 # whole process (load and prompt included; steadier than tok/s on a busy machine). BUDGETS: --ram-budget values
 # (0 = in RAM). LIMIT=6G runs every command under ../shared/peer/cgroup-run.sh $LIMIT. ROUNDS=R runs
-# every mode R times, alternating, and prints each mode's median run (and the range of its tok/s).
+# every mode R times, alternating (A B, B A, ...), and prints each mode's median run (and the range of its tok/s).
 # Not a test: timings depend on the machine and its load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,9 +67,14 @@ for b in $BUDGETS; do
   for t in $TEMPS; do
     for w in $WORKLOADS; do
       rm -f "$tmp"/runs-*
-      # Rounds alternate the modes, so slow spells of a noisy machine hit every mode alike.
+      # Rounds alternate the modes, so slow spells of a noisy machine hit every mode alike; every
+      # other round runs them in reverse order, so a machine that drifts slower (or faster) over
+      # the rounds does not favour the modes that run first (A B, B A, ...).
+      rev=$(printf '%s\n' $MODES | tac | tr '\n' ' ')
       for r in $(seq "$ROUNDS"); do
-        for m in $MODES; do
+        order=$MODES
+        [ $((r % 2)) = 1 ] || order=$rev
+        for m in $order; do
           j=$(run "$w" "$t" "$b" "$m") || { echo "run failed: $(tail -n 3 "$tmp/err")" >&2; continue; }
           printf '%s\t%s\n' "$(cat "$tmp/cpu")" "$j" >> "$tmp/runs-$m"
         done

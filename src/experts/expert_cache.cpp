@@ -230,6 +230,7 @@ uint64_t ExpertCache::grow(uint64_t bytes) {
     if (!budget.class_bytes.empty()) budget.class_bytes[c] += more[c] * class_size_[c];
   }
   state_->grow(budget);
+  warm_pos_ = 0;  // a warm start's ranked experts that did not fit go into the new room (free slots only)
   return add;
 }
 

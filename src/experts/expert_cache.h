@@ -119,7 +119,8 @@ class ExpertCache final : public ExpertProvider {
   int n_slots() const { return static_cast<int>(slots_.size()); }
   // More room for slots (memory given back by a draft model): each size class gets the slots a
   // cache planned for the larger room would have, in a mapping of its own; resident experts and
-  // what the policy learned stay. Returns the bytes added (whole slots; 0 when none fit or the
+  // what the policy learned stay; a warm start (warm()) goes on into the new free slots, a few
+  // reads per pass as after its background fill. Returns the bytes added (whole slots; 0 when none fit or the
   // memory cannot be had).
   uint64_t grow(uint64_t bytes);
   uint64_t slot_bytes() const { return slot_bytes_; }  // the largest size class

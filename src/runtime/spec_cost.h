@@ -85,8 +85,11 @@ class SpecCostModel {
   void set_k_min(int k) { k_min_ = std::clamp(k, 1, std::max(1, k_max_)); }
   bool fitted() const { return n_plain_ >= 2 && n_multi_ >= 2; }
   // A costly draft source may be let go (its memory freed): the last kGiveUp passes were plain and
-  // no probe fits the budget (cost_gap).
-  bool given_up() const { return fitted() && plain_streak_ >= kGiveUp && cost_gap() == kNoProbe; }
+  // no probe fits the budget (cost_gap). memory_waits: the expert cache would use that memory (the
+  // target streams), so every pass it is held costs reads: kGiveUpStreaming plain passes do.
+  bool given_up(bool memory_waits = false) const {
+    return fitted() && plain_streak_ >= (memory_waits ? kGiveUpStreaming : kGiveUp) && cost_gap() == kNoProbe;
+  }
   // A new sequence on the same engine (a server slot's next request): the cost fits (compute and
   // bytes per row, draft time, bandwidth: the machine's and the model's) are kept, so no warm-up
   // passes are repeated; acceptance by position becomes a prior worth one pass (it belongs to the
@@ -99,7 +102,7 @@ class SpecCostModel {
   static constexpr double kAlpha = 0.125; // EWMA weight of a new pass in the cost fits
   static constexpr int kProbeGap = 8, kMaxProbeGap = 1024, kNewSequenceProbeGap = 32;
   static constexpr int kNoProbe = 1 << 30;  // cost_gap when no gap keeps probing within budget
-  static constexpr int kGiveUp = 16;
+  static constexpr int kGiveUp = 16, kGiveUpStreaming = 4;
   static constexpr int kRefreshGap = 16;     // passes with drafts in a row before a plain one
   static constexpr double kRefreshAlpha = 0.5;  // EWMA weight of that plain pass (its figures are stale)
   static constexpr double kProbeBudget = 0.01;  // the most probes may cost, as a share of plain passes' time

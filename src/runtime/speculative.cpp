@@ -275,7 +275,7 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   pass.compute_s = std::max(0.0, t2 - t1 - pass.io_wait_s);
   score_prediction(k, pos0, pass);
   cost_.observe(pass);
-  if (opt_.adaptive && draft_ && !released_ && draft_->costly() && cost_.given_up()) release_draft();
+  if (opt_.adaptive && draft_ && !released_ && draft_->costly() && cost_.given_up(eng_.tier().cache() != nullptr)) release_draft();
   stats_.prediction.calibration = cost_.calibration();
   stats_.cost_plain_s = cost_.pass_seconds(0);
   stats_.cost_row_s = cost_.pass_seconds(1) - stats_.cost_plain_s;

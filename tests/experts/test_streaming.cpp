@@ -376,6 +376,30 @@ TEST(ExpertStreaming, GrowAddsSlotsAndKeepsWhatIsCached) {
   cache.on_abort();
 }
 
+// A warm start whose ranked experts did not all fit goes on into the room grow() adds: the next
+// pass reads the next ranked ones into the new slots, and using them reads nothing more.
+TEST(ExpertStreaming, GrowGoesOnWithTheWarmStart) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (grow test)");
+  const FixtureStore fx;
+  const int layer = fx.layer;
+  ExpertCacheOptions o;
+  o.transient_slots = 2;
+  o.policy = "lru";
+  const uint64_t slot = align_up(fx.store.layer(layer).slot_bytes, kIoAlign);
+  o.prefetch_window = 8 * slot;  // the warm start's reads in flight at once
+  o.cache_bytes = (2 + 2) * slot;  // two transients, two slots
+  ExpertCache cache(fx.store, make_pread_backend(fx.store.files(), IoOptions{}, false), o);
+  ASSERT_EQ(cache.n_slots(), 2);
+  cache.warm({{layer, 3}, {layer, 2}, {layer, 1}, {layer, 0}});
+  EXPECT_EQ(cache.counters().warm_issued, 2u);  // the room there is
+  ASSERT_EQ(cache.grow(2 * slot), 2 * slot);
+  cache.begin_batch(1);
+  EXPECT_EQ(cache.counters().warm_issued, 4u);
+  for (int32_t e = 0; e < 4; ++e) use_expert(cache, layer, e);
+  EXPECT_EQ(cache.counters().misses, 0u);
+  cache.on_abort();
+}
+
 // --trace-experts with the router lookahead on: every MoE layer but the last is followed by the
 // prediction it made for the next MoE layer (a decode token's prediction has top-k experts),
 // and replaying those predictions in cachesim reads ahead what the engine read ahead.

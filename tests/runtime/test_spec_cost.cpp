@@ -126,22 +126,24 @@ TEST(SpecCost, DraftsResumeOnlyIfTheySaveTheirCatchUp) {
 }
 
 // The cost model gives up on a draft source (its memory may go) only when no probe fits the budget
-// and 16 passes in a row were plain: with a catch-up of 2% of a plain pass per token, after the
-// warm-up and 16 plain passes; with one of 0.2%, never (probes go on).
+// and 16 passes in a row were plain (4 while the memory would serve a streaming expert cache): with
+// a catch-up of 2% of a plain pass per token, after the warm-up and that many plain passes; with
+// one of 0.2%, never (probes go on).
 TEST(SpecCost, GivesUpOnlyOnDraftsNoProbeCanPayFor) {
-  for (const double catch_up : {0.02, 0.002}) {
-    SpecCostModel m(4);
-    int given_up_at = -1;
-    for (int i = 0; i < 400 && given_up_at < 0; ++i) {
-      const int k = m.choose(4);
-      SpecPass p = pass(k, 0, 1.0 + 0.5 * k);
-      if (k > 0) p.deferred_rows = 10, p.deferred_s = 10 * catch_up;
-      m.observe(p);
-      if (m.given_up()) given_up_at = i;
+  for (const bool memory_waits : {false, true})
+    for (const double catch_up : {0.02, 0.002}) {
+      SpecCostModel m(4);
+      int given_up_at = -1;
+      for (int i = 0; i < 400 && given_up_at < 0; ++i) {
+        const int k = m.choose(4);
+        SpecPass p = pass(k, 0, 1.0 + 0.5 * k);
+        if (k > 0) p.deferred_rows = 10, p.deferred_s = 10 * catch_up;
+        m.observe(p);
+        if (m.given_up(memory_waits)) given_up_at = i;
+      }
+      if (catch_up > 0.01) EXPECT_EQ(given_up_at, 4 + (memory_waits ? 4 : 16) - 1) << memory_waits;
+      else EXPECT_EQ(given_up_at, -1) << memory_waits;
     }
-    if (catch_up > 0.01) EXPECT_EQ(given_up_at, 4 + 16 - 1);
-    else EXPECT_EQ(given_up_at, -1);
-  }
 }
 
 // Streaming: compute is cheap (1 ms per row) but each draft row reads 4 MB more at 10 MB/s;

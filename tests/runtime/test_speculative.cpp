@@ -150,8 +150,8 @@ std::vector<int32_t> adaptive_greedy(Engine& eng, const std::vector<int32_t>& pr
 
 }  // namespace
 
-// A draft source the cost model gave up on (no probe can pay for its catch-up, and 16 passes
-// plain) frees its memory, and the expert cache gets it: more slots, the plan's draft bytes gone,
+// A draft source the cost model gave up on (no probe can pay for its catch-up, and 4 passes plain:
+// the expert cache streams, so its memory waits) frees its memory, and the expert cache gets it: more slots, the plan's draft bytes gone,
 // greedy output still plain decoding's.
 TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir());
@@ -178,7 +178,7 @@ TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
   SpecStats st;
   EXPECT_EQ(adaptive_greedy(eng, r.prompt, draft, st), r.ref);
   EXPECT_EQ(draft.released_, 1);
-  ASSERT_GE(st.released_at, 4 + 16 - 1);  // pass index: after the warm-up (4 passes) and 16 plain ones
+  EXPECT_EQ(st.released_at, 4 + 4 - 1);  // pass index: after the warm-up (4 passes) and 4 plain ones
   EXPECT_GT(st.released_bytes, kDraftBytes / 2);
   EXPECT_LE(st.released_bytes, kDraftBytes);
   EXPECT_EQ(eng.tier().plan().draft, 0u);
