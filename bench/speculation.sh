@@ -10,8 +10,9 @@
 # Workloads: "edit" (the continuation is in the prompt: a passage, then its first words again) and
 # "free" (a short prompt, free writing). Modes: plain; lookup and model drafts with the cost model
 # (auto); the same with every draft verified (--draft-fixed); "lookup-blind": lookup with the cost
-# model but without predicted routing (--no-draft-predict). "cpu s": user + system seconds of the
-# whole process (load and prompt included; steadier than tok/s on a busy machine). BUDGETS: --ram-budget values
+# model but without predicted routing (--no-draft-predict). "cpu vs": the first mode's CPU seconds
+# per generated token over this mode's (medians; every thread, generation only: `gen_cpu_s`),
+# steadier than tok/s on a busy machine, but blind to time spent waiting for reads. BUDGETS: --ram-budget values
 # (0 = in RAM). LIMIT=6G runs every command under ../shared/peer/cgroup-run.sh $LIMIT. ROUNDS=R runs
 # every mode R times, alternating (A B, B A, ...), and prints each mode's median run (and the range of its tok/s).
 # Not a test: timings depend on the machine and its load.
@@ -59,10 +60,10 @@ run() {  # workload temp budget mode -> JSON line
   cmd+=($EXTRA)
   if [ -n "$LIMIT" ]; then cmd=(../shared/peer/cgroup-run.sh "$LIMIT" -- "${cmd[@]}"); fi
   echo "+ ${cmd[*]}" >&2
-  /usr/bin/time -f "%U %S" -o "$tmp/cpu" "${cmd[@]}" 2>"$tmp/err" | tail -n 1
+  "${cmd[@]}" 2>"$tmp/err" | tail -n 1
 }
 
-printf '%-8s %-4s %-6s %-13s %8s %6s %6s %6s %7s %-22s %-16s %10s %s\n' workload temp budget mode "tok/s" "vs" "cpu s" "t/pass" "acc%" "acceptance by pos" "passes k=0..$K" "read/tok" "experts/pass  draft/io/compute s"
+printf '%-8s %-4s %-6s %-13s %8s %6s %6s %6s %7s %-22s %-16s %10s %s\n' workload temp budget mode "tok/s" "vs" "cpu vs" "t/pass" "acc%" "acceptance by pos" "passes k=0..$K" "read/tok" "experts/pass  draft/io/compute s"
 for b in $BUDGETS; do
   for t in $TEMPS; do
     for w in $WORKLOADS; do
@@ -76,26 +77,27 @@ for b in $BUDGETS; do
         [ $((r % 2)) = 1 ] || order=$rev
         for m in $order; do
           j=$(run "$w" "$t" "$b" "$m") || { echo "run failed: $(tail -n 3 "$tmp/err")" >&2; continue; }
-          printf '%s\t%s\n' "$(cat "$tmp/cpu")" "$j" >> "$tmp/runs-$m"
+          printf '%s\n' "$j" >> "$tmp/runs-$m"
         done
       done
       base=""
       for m in $MODES; do
         [ -s "$tmp/runs-$m" ] || continue
         line=$(python3 - "$tmp/runs-$m" "$base" <<'EOF2'
-import json, sys
+import json, statistics, sys
 runs = []
 for l in open(sys.argv[1]):
-    cpu, j = l.rstrip("\n").split("\t", 1)
-    j = json.loads(j)
-    runs.append((j["timings"]["gen_tps"], sum(float(x) for x in cpu.split()[-2:]), j))
+    j = json.loads(l)
+    runs.append((j["timings"]["gen_tps"], j["timings"]["gen_cpu_s"] / max(1, len(j["tokens"])), j))
 runs.sort(key=lambda r: r[0])
-tps, cpu, j = runs[len(runs) // 2]  # the median run (the upper one of an even count)
-base = float(sys.argv[2]) if sys.argv[2] else tps
+tps, _, j = runs[len(runs) // 2]  # the median run (the upper one of an even count)
+cpu = statistics.median(r[1] for r in runs)
+base, base_cpu = (float(x) for x in sys.argv[2].split(",")) if sys.argv[2] else (tps, cpu)
+cpu = base_cpu / cpu
 spread = f"[{runs[0][0]:.0f}-{runs[-1][0]:.0f}]" if len(runs) > 1 else ""
 s = j.get("speculative")
 if not s:
-    print(f"{tps:8.1f} {tps / base:5.2f}x {cpu:6.2f} {'1.00':>6} {'-':>7} {'-':22} {'-':16} {'-':>10} - {spread}|{tps}"); sys.exit()
+    print(f"{tps:8.1f} {tps / base:5.2f}x {cpu:5.2f}x {'1.00':>6} {'-':>7} {'-':22} {'-':16} {'-':>10} - {spread}|{tps},{base_cpu}"); sys.exit()
 p = max(1, s["passes"]); n = s["accepted"] + s["passes"]
 acc = " ".join(f"{100 * a / q:.0f}" if q else "-" for a, q in zip(s["accepted_at"], s["proposed_at"]))
 kh = "/".join(str(x) for x in s["k_hist"])
@@ -103,8 +105,8 @@ rb = s["bytes_read"] / max(1, n) / 1024
 comp = max(0.0, s["verify_s"] - s["io_wait_s"])
 pr = s.get("prediction")
 pr = f" pred P/R {pr['precision']:.2f}/{pr['recall']:.2f} rows {pr['rows_predicted']}/{pr['rows']} cal {pr['calibration']:.2f}" if pr else ""
-print(f"{tps:8.1f} {tps / base:5.2f}x {cpu:6.2f} {n / p:6.2f} {100 * s['accepted'] / max(1, s['proposed']):6.1f}% {acc:22} {kh:16} {rb:7.0f}KiB "
-      f"{s['expert_union'] / p:5.1f}/{s['expert_slots'] / p:5.1f}  {s['draft_s']:.2f}/{s['io_wait_s']:.2f}/{comp:.2f}{pr} {spread}|{tps}")
+print(f"{tps:8.1f} {tps / base:5.2f}x {cpu:5.2f}x {n / p:6.2f} {100 * s['accepted'] / max(1, s['proposed']):6.1f}% {acc:22} {kh:16} {rb:7.0f}KiB "
+      f"{s['expert_union'] / p:5.1f}/{s['expert_slots'] / p:5.1f}  {s['draft_s']:.2f}/{s['io_wait_s']:.2f}/{comp:.2f}{pr} {spread}|{tps},{base_cpu}")
 EOF2
 )
         [ -n "$base" ] || base=${line##*|}

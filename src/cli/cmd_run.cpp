@@ -308,7 +308,7 @@ int run(const RunOptions& o) {
   const double t0 = now_s();
   const bool all = o.top_logits > 0;
   eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, all, logits);
-  const double t1 = now_s();
+  const double t1 = now_s(), cpu1 = process_cpu_s();
   if (o.prof) {
     std::fprintf(stderr, "[PROF] prompt (%zu tokens):\n%s", prompt.size(), layer_profile(eng, static_cast<int>(prompt.size())).c_str());
     reset_profile(eng);
@@ -319,7 +319,7 @@ int run(const RunOptions& o) {
   prompt_outputs(o, logits, prompt.size(), nv, last, j);
 
   const Generated g = sd ? generate_spec(eng, tk, o, prompt, last, *sd, rec.get()) : generate(eng, tk, o, prompt, last, rec.get());
-  const double t2 = now_s();
+  const double t2 = now_s(), gen_cpu_s = process_cpu_s() - cpu1;
   const double pp_s = t1 - t0, gen_s = t2 - t1;
   const int n_gen = static_cast<int>(g.tokens.size());
   const double pp_tps = pp_s > 0 ? prompt.size() / pp_s : 0;
@@ -348,7 +348,7 @@ int run(const RunOptions& o) {
     j["memory"] = {{"budget", mp.budget},       {"dense", mp.dense},       {"kv", mp.kv},
                    {"scratch", mp.scratch},     {"expert_cache", mp.expert_cache}, {"streaming", mp.streaming},
                    {"draft", mp.draft},         {"peak_rss", process_peak_rss()}};
-    j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
+    j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"gen_cpu_s", gen_cpu_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
                     {"first16_tps", g.t_16 > 0 ? 16.0 / (g.t_16 - t1) : 0.0}};
     std::fprintf(stderr, "%s\n", figures.c_str());
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <numeric>
+#include <thread>
 
 #include "../model/golden_util.h"
 #include "cli_util.h"
@@ -32,6 +33,10 @@ TEST(RunCli, TokensFileGreedyMatchesGolden) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto out = nlohmann::json::parse(last_line(r.out));
   EXPECT_EQ(out["prompt_tokens"].get<std::vector<int>>(), prompt);
+  // The generation's CPU seconds (every thread): some, and no more than every core for its wall time.
+  const double gen_s = out["timings"]["gen_s"].get<double>(), gen_cpu_s = out["timings"]["gen_cpu_s"].get<double>();
+  EXPECT_GT(gen_cpu_s, 0.0);
+  EXPECT_LE(gen_cpu_s, gen_s * std::max(1u, std::thread::hardware_concurrency()) + 0.01);
   const auto toks = out["tokens"].get<std::vector<int>>();
   ASSERT_EQ(toks.size(), 8u);
   const auto& steps = j["greedy"]["steps"];
