@@ -10,6 +10,14 @@ namespace strata {
 namespace {
 // The mean of the first observations, then an exponentially weighted one.
 void ewma(double& v, double x, int64_t n_before, double alpha) { v += std::max(alpha, 1.0 / static_cast<double>(n_before + 1)) * (x - v); }
+
+// A pass the machine stalled (another process took the core) tells nothing of what the next one
+// costs, yet one 10x pass would move a mean weighted 1/8 by more than 100%, and the plain pass is
+// not measured again for up to 16 passes while every pass drafts: rows and drafts then look cheap
+// against it. Once a figure has two observations, one counts at most kSpike times the estimate
+// (a lasting slowdown still moves it, by up to (kSpike - 1) x the weight per pass).
+constexpr double kSpike = 2.0;
+double clip(double x, double estimate, int64_t n_before) { return n_before >= 2 && estimate > 0 ? std::min(x, kSpike * estimate) : x; }
 }  // namespace
 
 SpecCostModel::SpecCostModel(int k_max, double margin) : k_max_(k_max), margin_(margin) {
@@ -146,16 +154,17 @@ void SpecCostModel::observe(const SpecPass& p) {
   refreshing_ = false;
   if (p.k == 0) {
     const double alpha = refresh ? kRefreshAlpha : kAlpha;
-    ewma(c0_, p.compute_s, n_plain_, alpha);
+    ewma(c0_, clip(p.compute_s, c0_, n_plain_), n_plain_, alpha);
     ewma(b0_, static_cast<double>(p.bytes_read), n_plain_, alpha);
     ++n_plain_;
   } else {
-    ewma(row_c_, (p.compute_s - c0_) / p.k, n_multi_, kAlpha);
+    const double compute = clip(p.compute_s, c0_ + p.k * std::max(0.0, row_c_), n_multi_);
+    ewma(row_c_, (compute - c0_) / p.k, n_multi_, kAlpha);
     ewma(row_b_, (static_cast<double>(p.bytes_read) - b0_) / p.k, n_multi_, kAlpha);
     ++n_multi_;
   }
   if (p.k > 0) {
-    ewma(draft_tok_s_, p.draft_s / p.k, n_draft_, kAlpha);
+    ewma(draft_tok_s_, clip(p.draft_s / p.k, draft_tok_s_, n_draft_), n_draft_, kAlpha);
     ++n_draft_;
   }
   if (p.k > 0 && p.predicted_extra >= 0) {

@@ -19,7 +19,8 @@
 // with drafts, an EWMA of each, clamped to [1/4, 4]); a row without a prediction keeps the fitted
 // bytes per row.
 // Each draft row (compute + bytes) costs at least 1/16 of a plain pass.
-// Figures are running means (exponentially weighted after the first 8 passes). A k > 0 is chosen
+// Figures are running means (exponentially weighted after the first 8 passes); once a time has two
+// observations, a pass counts at most twice its estimate (a pass another process stalled). A k > 0 is chosen
 // only when its rate beats a plain pass's by more than `margin`. Warm-up: plain, one draft,
 // plain, one draft (so no single noisy pass sets a fit, and a costly draft source or costly rows
 // are not paid k_max times before anything is known; deeper positions start from the first's

@@ -146,6 +146,30 @@ TEST(SpecCost, GivesUpOnlyOnDraftsNoProbeCanPayFor) {
     }
 }
 
+// One stalled plain pass (10x: another process took the core) must not make drafts look cheap.
+// Plain passes 2 ms, draft rows 2.5 ms, acceptance 0.9: plain wins (1.9 tokens per 4.5 ms vs 1 per
+// 2 ms). Taken at face value, the 20 ms pass would put a plain pass at 4.25 ms and drafts would
+// win (1.9 per 6.75 ms vs 1 per 4.25 ms) until the next plain pass, which drafting puts off.
+TEST(SpecCost, AStalledPassDoesNotMakeDraftsLookCheap) {
+  SpecCostModel m(4);
+  for (int i = 0; i < 2; ++i) {
+    m.observe(pass(0, 0, 0.002));
+    m.observe(pass(1, 1, 0.0045));
+  }
+  ASSERT_TRUE(m.fitted());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(m.choose(4), 0);
+    m.observe(pass(0, 0, 0.002));
+  }
+  EXPECT_EQ(m.choose(4), 0);
+  m.observe(pass(0, 0, 0.020));
+  EXPECT_LT(m.pass_seconds(0), 0.0025);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(m.choose(4), 0) << i;
+    m.observe(pass(0, 0, 0.002));
+  }
+}
+
 // Streaming: compute is cheap (1 ms per row) but each draft row reads 4 MB more at 10 MB/s;
 // half the first drafts land. Plain: 1 token per 0.11 s; k=1: 1.5 tokens per 0.51 s -> plain.
 // When the cache holds what the drafts need (no extra bytes), the same acceptance pays.
