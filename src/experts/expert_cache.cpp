@@ -41,7 +41,8 @@ ExpertCache::ExpertCache(const ExpertStore& store, std::unique_ptr<IoBackend> io
   transient_ = arena_ + slot_mem_total;
   lay_out_slots(n_slots, n_transient);
   make_state(n_slots);
-  if (opt_.prefetch_window == 0) opt_.prefetch_window = std::max<uint64_t>(slot_bytes_, slot_mem_total / 8);
+  auto_window_ = opt_.prefetch_window == 0;
+  if (auto_window_) opt_.prefetch_window = std::max<uint64_t>(slot_bytes_, slot_mem_total / 8);
   if (!opt_.mlock) start_populate();  // last: nothing after it may throw
 }
 
@@ -130,6 +131,17 @@ void ExpertCache::start_populate() {
   });
 }
 
+// Grown room is faulted in the same way, off the pass that grew the cache (a few MiB cost up to
+// 10 ms here), once the arena's own population is done; reads may land in it meanwhile.
+void ExpertCache::populate_later(uint8_t* mem, uint64_t bytes) {
+  std::thread before = std::move(populate_thread_);
+  populate_thread_ = std::thread([this, before = std::move(before), mem, bytes]() mutable {
+    if (before.joinable()) before.join();
+    for (uint64_t off = 0; off < bytes && !populate_stop_.load(std::memory_order_relaxed); off += kPopulateChunk)
+      ::madvise(mem + off, std::min(kPopulateChunk, bytes - off), MADV_POPULATE_WRITE);
+  });
+}
+
 void ExpertCache::wait_populated() {
   if (populate_thread_.joinable()) populate_thread_.join();
 }
@@ -212,7 +224,7 @@ uint64_t ExpertCache::grow(uint64_t bytes) {
     return 0;
   }
   ::madvise(mem, add, MADV_HUGEPAGE);
-  ::madvise(mem, add, MADV_POPULATE_WRITE);  // best effort: else the first reads fault the pages in
+  if (!opt_.mlock) populate_later(static_cast<uint8_t*>(mem), add);
   grown_.emplace_back(static_cast<uint8_t*>(mem), add);
   uint8_t* p = static_cast<uint8_t*>(mem);
   CacheBudget budget = state_->budget();
@@ -230,6 +242,11 @@ uint64_t ExpertCache::grow(uint64_t bytes) {
     if (!budget.class_bytes.empty()) budget.class_bytes[c] += more[c] * class_size_[c];
   }
   state_->grow(budget);
+  if (auto_window_) {  // 1/8 of the cache, as it is now
+    uint64_t slot_mem_total = 0;
+    for (size_t c = 0; c < n_class; ++c) slot_mem_total += static_cast<uint64_t>(pool_slots_[c]) * class_size_[c];
+    opt_.prefetch_window = std::max<uint64_t>(slot_bytes_, slot_mem_total / 8);
+  }
   warm_pos_ = 0;  // a warm start's ranked experts that did not fit go into the new room (free slots only)
   return add;
 }

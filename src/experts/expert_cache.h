@@ -81,7 +81,8 @@ class ExpertCache final : public ExpertProvider {
   // The background fill has ended by itself (nothing left it could read); for tests.
   bool warm_thread_done() const { return warm_done_.load(std::memory_order_acquire); }
   // Waits until every page of the arena is faulted in (a background thread does it from the
-  // construction on; with --mlock, or without MADV_POPULATE_WRITE, the constructor did).
+  // construction on, and then the room grow() adds; with --mlock, or without
+  // MADV_POPULATE_WRITE, the constructor did).
   void wait_populated();
   const uint8_t* arena() const { return arena_; }
   uint64_t arena_bytes() const { return arena_bytes_; }
@@ -120,10 +121,11 @@ class ExpertCache final : public ExpertProvider {
   // More room for slots (memory given back by a draft model): each size class gets the slots a
   // cache planned for the larger room would have, in a mapping of its own; resident experts and
   // what the policy learned stay; a warm start (warm()) goes on into the new free slots, a few
-  // reads per pass as after its background fill. Returns the bytes added (whole slots; 0 when none fit or the
+  // reads per pass as after its background fill; a default prefetch window grows with the cache. Returns the bytes added (whole slots; 0 when none fit or the
   // memory cannot be had).
   uint64_t grow(uint64_t bytes);
   uint64_t slot_bytes() const { return slot_bytes_; }  // the largest size class
+  uint64_t prefetch_window() const { return opt_.prefetch_window; }
   int n_size_classes() const { return static_cast<int>(class_size_.size()); }
   uint64_t class_slot_bytes(int c) const { return class_size_[c]; }
   int class_slots(int c) const { return pool_slots_[c]; }
@@ -177,6 +179,7 @@ class ExpertCache final : public ExpertProvider {
   std::vector<uint64_t> plan_slots(const std::vector<uint64_t>& count, uint64_t room) const;
   void map_arena(uint64_t bytes);
   void start_populate();
+  void populate_later(uint8_t* mem, uint64_t bytes);
   void lay_out_slots(const std::vector<uint64_t>& n_slots, int n_transient);
   void make_state(const std::vector<uint64_t>& n_slots);
   void start_transients();
@@ -196,7 +199,8 @@ class ExpertCache final : public ExpertProvider {
   uint64_t arena_bytes_ = 0;
   uint8_t* arena_ = nullptr;      // [class 0 slots | class 1 slots | ... | transients]
   uint64_t transient_start_ = 0;  // offset of the transients in the arena
-  std::thread populate_thread_;   // faults the arena's pages in (start_populate)
+  bool auto_window_ = false;       // ExpertCacheOptions::prefetch_window was 0: 1/8 of the cache, grow() included
+  std::thread populate_thread_;   // faults the arena's pages in (start_populate), then grown room (populate_later)
   std::atomic<bool> populate_stop_{false};
   uint8_t* transient_ = nullptr;  // [n_transient * slot_bytes]
   std::vector<ExpertKey> slots_;  // owner of each slot (layer -1: free)

@@ -363,6 +363,7 @@ TEST(ExpertStreaming, GrowAddsSlotsAndKeepsWhatIsCached) {
   EXPECT_EQ(cache.grow(slot / 2), 0u);  // not a whole slot
   EXPECT_EQ(cache.grow(3 * slot + slot / 2), 3 * slot);
   EXPECT_EQ(cache.n_slots(), 5);
+  cache.wait_populated();  // the new room is faulted in off the pass, after the arena
   uint64_t misses = cache.counters().misses;
   use(0);
   use(1);
@@ -373,6 +374,9 @@ TEST(ExpertStreaming, GrowAddsSlotsAndKeepsWhatIsCached) {
   EXPECT_EQ(cache.counters().misses, misses) << "five experts fit in five slots";
   use(5);
   EXPECT_EQ(cache.counters().misses, misses + 1);
+  EXPECT_EQ(cache.prefetch_window(), slot);  // 1/8 of 5 slots, at least one
+  ASSERT_EQ(cache.grow(11 * slot), 11 * slot);
+  EXPECT_EQ(cache.prefetch_window(), 16 * slot / 8);  // 1/8 of the cache as it is now
   cache.on_abort();
 }
 
