@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Strata vs llama.cpp (../shared/peer llbench) in RAM on one GGUF, runs alternating (Strata, peer,
-# Strata, peer, ...) so that both see the same machine load; prints each run and the ratio of the
+# peer, Strata, ...) so that both see the same machine load; prints each run and the ratio of the
 # medians per phase. For a noisy shared machine: compare ratios, not absolute figures. A
 # benchmark, not a test: figures only.
 #
@@ -22,16 +22,24 @@ PP=${PP:-512}; TG=${TG:-0}; ROUNDS=${ROUNDS:-2}; TG_INPUT=${TG_INPUT:-random}
 # processes would be read from disk during its run, Strata reads the file into its own memory).
 warm() { cat "$MODEL" > /dev/null; }
 results=()
-for ((i = 1; i <= ROUNDS; ++i)); do
+run_strata() {
   warm
+  local s
   s=$("$STRATA" bench -m "$MODEL" -t 2 -c $((PP + TG + 16)) -p "$PP" -n "$TG" --tg-input "$TG_INPUT" --json 2>/dev/null | grep '^{' | tail -1)
   results+=("strata|$s")
-  echo "strata round $i: $s" | cut -c1-300 >&2
-  # llbench needs at least one generated token; with TG=0 only its pp figure is used.
+  echo "strata round $1: $s" | cut -c1-300 >&2
+}
+run_peer() {  # llbench needs at least one generated token; with TG=0 only its pp figure is used.
   warm
+  local p
   p=$("$PEER_DIR/llbench/llbench" --model "$MODEL" --threads 2 --pp "$PP" --tg "$((TG > 0 ? TG : 1))" --tg-input "$TG_INPUT" 2>/dev/null | grep '^{' | tail -1)
   results+=("peer|$p")
-  echo "peer round $i: $p" | cut -c1-300 >&2
+  echo "peer round $1: $p" | cut -c1-300 >&2
+}
+# Odd rounds run Strata first, even rounds the peer: a machine that drifts slower (or faster)
+# during the rounds favours neither.
+for ((i = 1; i <= ROUNDS; ++i)); do
+  if ((i % 2)); then run_strata "$i"; run_peer "$i"; else run_peer "$i"; run_strata "$i"; fi
 done
 
 python3 - "$PP" "$TG" "${results[@]}" <<'PY'
