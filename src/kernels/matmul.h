@@ -36,7 +36,8 @@ struct MatmulScratch {
 //     slower below ~128 tokens (bench_kernels gemm/ cases); smaller products keep the int8 path.
 enum class GemmBackend { Int8, Blas };
 inline constexpr int64_t kBlasMinTokens = 128;
-bool gemm_blas_available();  // built with OpenBLAS
+bool gemm_blas_built();      // the build found OpenBLAS
+bool gemm_blas_available();  // built with OpenBLAS, and the library loads (at the first call)
 // Process-wide, like select_isa(); throws for Blas when gemm_blas_available() is false.
 void select_gemm_backend(GemmBackend b);
 GemmBackend gemm_backend();

@@ -11,6 +11,7 @@
 
 #ifdef STRATA_HAVE_OPENBLAS
 #include <cblas.h>
+#include <dlfcn.h>
 #endif
 
 namespace strata {
@@ -24,11 +25,42 @@ std::atomic<GemmBackend> g_backend{GemmBackend::Int8};
 constexpr int64_t kTileRows = 128;
 constexpr int64_t kMinTileRows = 16;
 
+#ifdef STRATA_HAVE_OPENBLAS
+// OpenBLAS is loaded on first use (STRATA_OPENBLAS_LIB: the library the build found), not linked:
+// Debian's build starts a worker thread as it loads, which then yields in a loop for about 2^28
+// cycles (0.1 s here) in every process, and only --gemm blas uses it, single-threaded.
+struct Blas {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&openblas_set_num_threads) set_threads = nullptr;
+};
+
+const Blas& blas() {
+  static const Blas b = [] {
+    Blas r;
+    void* h = ::dlopen(STRATA_OPENBLAS_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return r;
+    r.sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(::dlsym(h, "cblas_sgemm"));
+    r.set_threads = reinterpret_cast<decltype(&openblas_set_num_threads)>(::dlsym(h, "openblas_set_num_threads"));
+    if (!r.sgemm || !r.set_threads) r = Blas{};
+    return r;
+  }();
+  return b;
+}
+#endif
+
 }  // namespace
+
+bool gemm_blas_built() {
+#ifdef STRATA_HAVE_OPENBLAS
+  return true;
+#else
+  return false;
+#endif
+}
 
 bool gemm_blas_available() {
 #ifdef STRATA_HAVE_OPENBLAS
-  return true;
+  return blas().sgemm != nullptr;
 #else
   return false;
 #endif
@@ -38,7 +70,7 @@ void select_gemm_backend(GemmBackend b) {
   STRATA_CHECK(b != GemmBackend::Blas || gemm_blas_available(), "--gemm blas: this build has no OpenBLAS");
 #ifdef STRATA_HAVE_OPENBLAS
   // matmul_blas calls sgemm from every pool thread: OpenBLAS itself stays single-threaded.
-  if (b == GemmBackend::Blas) openblas_set_num_threads(1);
+  if (b == GemmBackend::Blas) blas().set_threads(1);
 #endif
   g_backend.store(b, std::memory_order_relaxed);
 }
@@ -61,6 +93,8 @@ void matmul_blas(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const
                  MatmulScratch& s) {
 #ifdef STRATA_HAVE_OPENBLAS
   if (n <= 0 || w.rows <= 0) return;
+  const auto sgemm = blas().sgemm;
+  STRATA_CHECK(sgemm != nullptr, "matmul_blas: OpenBLAS ({}) could not be loaded", STRATA_OPENBLAS_LIB);
   const ToFloatFn deq = k.dequantize[static_cast<uint32_t>(w.type)];
   STRATA_CHECK(deq != nullptr, "kernel table '{}' has no dequantize for {}", k.name, ggml_type_name(w.type));
   STRATA_CHECK(w.cols % ggml_info(w.type).block_size == 0, "matmul: {} columns is not a multiple of the {} block size",
@@ -76,7 +110,7 @@ void matmul_blas(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const
     float* b = s.tile.data() + per_thread * tid;  // [nr, cols]
     for (int64_t r = 0; r < nr; ++r) deq(w.row(r0 + r), b + r * w.cols, w.cols);
     // y[:, r0 .. r0 + nr) = x [n, cols] * b^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(nr), ld, 1.0f, x, ld,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(nr), ld, 1.0f, x, ld,
                 b, ld, 0.0f, y + r0, static_cast<int>(w.rows));
   };
   if (nt == 1) {

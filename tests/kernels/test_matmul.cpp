@@ -155,6 +155,7 @@ TEST(Matmul, BlasBackendMatchesDoubleReference) {
   const KernelTable* k = kernel_table(Isa::Avx2);
   if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
   if (!gemm_blas_available()) {
+    EXPECT_FALSE(gemm_blas_built()) << "the build found OpenBLAS, but the library does not load";
     EXPECT_THROW(select_gemm_backend(GemmBackend::Blas), Error);
     GTEST_SKIP() << "built without OpenBLAS (--gemm blas not available)";
   }
