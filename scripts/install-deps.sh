@@ -8,7 +8,7 @@ TRAIN=0
 PKGS=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev liburing-dev libpcre2-dev
+  qemu-user-static nlohmann-json3-dev libcli11-dev libfmt-dev liburing-dev libpcre2-dev
   libcpp-httplib-dev libopenblas-dev libutf8proc-dev nodejs
   chromium
 )

@@ -13,6 +13,7 @@
 #include "cli/common_options.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "kernels/kernel_table.h"
 #include "core/units.h"
 #include "experts/disk_probe.h"
 #include "model/model_summary.h"
@@ -190,7 +191,9 @@ int bench(const BenchOptions& o) {
   j["plan"] = eng.tier().plan().describe();
   j["peak_rss"] = process_peak_rss();
   j["disk_bw"] = disk;
+  j["kernels"] = kernel_choice();
   fmt::print("{}\n", eng.tier().plan().describe());
+  fmt::print("kernels: {}\n", kernel_choice());
   print_weight_mix(ModelSummary::of(eng.model().gguf()), j);
   fmt::print("| test  | tokens/s | hit rate | read/token | read GB/s | I/O wait | limit fraction |\n");
   fmt::print("|-------|----------|----------|------------|-----------|----------|----------------|\n");

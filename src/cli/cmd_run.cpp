@@ -15,6 +15,7 @@
 #include "cli/common_options.h"
 #include "cli/tensor_dump.h"
 #include "core/error.h"
+#include "kernels/kernel_table.h"
 #include "core/units.h"
 #include "runtime/engine.h"
 #include "runtime/draft.h"
@@ -348,6 +349,7 @@ int run(const RunOptions& o) {
     j["memory"] = {{"budget", mp.budget},       {"dense", mp.dense},       {"kv", mp.kv},
                    {"scratch", mp.scratch},     {"expert_cache", mp.expert_cache}, {"streaming", mp.streaming},
                    {"draft", mp.draft},         {"peak_rss", process_peak_rss()}};
+    j["kernels"] = kernel_choice();
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"gen_cpu_s", gen_cpu_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
                     {"first16_tps", g.t_16 > 0 ? 16.0 / (g.t_16 - t1) : 0.0}};
     std::fprintf(stderr, "%s\n", figures.c_str());

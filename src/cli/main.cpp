@@ -5,7 +5,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/version.h"
+#include "kernels/kernel_table.h"
 #include "model/model.h"
 
 int main(int argc, char** argv) {
@@ -14,6 +17,13 @@ int main(int argc, char** argv) {
   std::string archs;
   for (const auto& a : strata::supported_archs()) archs += (archs.empty() ? "" : ", ") + a;
   app.footer("Architectures (GGUF general.architecture): " + archs);
+  app.set_version_flag(
+      "--version",
+      [] {
+        return fmt::format("strata {} ({})\nkernels: {}\ncpu: {}", strata::strata_version(), strata::compiler_version(),
+                           strata::kernel_choice(), strata::cpu_features().describe());
+      },
+      "Print the version, the kernel table this CPU gets and why, and exit");
   std::vector<strata::cli::Command> cmds;
   cmds.push_back(strata::cli::add_inspect(app));
   cmds.push_back(strata::cli::add_tokenize(app));

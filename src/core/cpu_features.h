@@ -10,7 +10,7 @@ struct CpuFeatures {
   bool avx512bf16 = false, avxvnni = false, amx_int8 = false;
   bool os_avx = false, os_avx512 = false;  // XCR0 says the OS saves the registers
 
-  bool has_avx2_set() const { return avx2 && fma && f16c && os_avx; }
+  bool has_avx2_set() const { return avx && avx2 && fma && f16c && bmi2 && os_avx; }
   bool has_avx512_set() const {
     return avx512f && avx512bw && avx512vl && avx512dq && avx512vnni && os_avx512 && has_avx2_set();
   }

@@ -21,16 +21,40 @@ const char* isa_name(Isa isa) {
 
 namespace {
 
-bool isa_supported(Isa isa) {
-  const auto& f = cpu_features();
-  switch (isa) {
-    case Isa::Scalar: return true;
-    case Isa::Avx2: return f.has_avx2_set();
-    case Isa::Avx512: return f.has_avx512_set();
-    case Isa::AvxVnni: return f.has_avx2_set() && (f.avxvnni || f.has_avx512_set());
-  }
-  return false;
+// Each table's needs, as (name, present) pairs; AvxVnni needs the AVX2 set plus either VNNI encoding.
+struct Need {
+  const char* name;
+  bool have;
+};
+
+void add_avx2_needs(const CpuFeatures& f, std::string& out) {
+  const Need needs[] = {{"avx", f.avx}, {"avx2", f.avx2}, {"fma", f.fma}, {"f16c", f.f16c}, {"bmi2", f.bmi2},
+                        {"os-avx-state", f.os_avx}};
+  for (const Need& n : needs)
+    if (!n.have) out += std::string(out.empty() ? "" : " ") + n.name;
 }
+
+void add_avx512_needs(const CpuFeatures& f, std::string& out) {
+  const Need needs[] = {{"avx512f", f.avx512f},   {"avx512bw", f.avx512bw},     {"avx512vl", f.avx512vl},
+                        {"avx512dq", f.avx512dq}, {"avx512vnni", f.avx512vnni}, {"os-avx512-state", f.os_avx512}};
+  for (const Need& n : needs)
+    if (!n.have) out += std::string(out.empty() ? "" : " ") + n.name;
+}
+
+std::string missing_for(const CpuFeatures& f, Isa isa) {
+  std::string out;
+  if (isa == Isa::Scalar) return out;
+  add_avx2_needs(f, out);
+  if (isa == Isa::Avx512) add_avx512_needs(f, out);
+  if (isa == Isa::AvxVnni && !f.avxvnni) {
+    std::string evex;
+    add_avx512_needs(f, evex);
+    if (!evex.empty()) out += std::string(out.empty() ? "" : " ") + "avxvnni";
+  }
+  return out;
+}
+
+bool isa_supported(Isa isa) { return missing_for(cpu_features(), isa).empty(); }
 
 struct Tables {
   std::array<KernelTable, kIsaCount> t;
@@ -41,6 +65,9 @@ struct Tables {
     constexpr int parent[kIsaCount] = {0, 0, 1, 1};
     void (*const fill[kIsaCount])(KernelTable&) = {nullptr, fill_avx2_table, fill_avx512_table, fill_avxvnni_table};
     for (int h : {1, 2, 3}) {
+      // A table the CPU lacks stays empty: its fill function and everything it copies are
+      // compiled for that ISA, so not one of its instructions may run before the check says yes.
+      if (!isa_supported(static_cast<Isa>(h))) continue;
       t[h] = t[parent[h]];
       fill[h](t[h]);
       // A multi-token kernel mirrors one single-token kernel bit for bit: where a table
@@ -62,6 +89,10 @@ const Tables& tables() {
 }
 
 std::atomic<const KernelTable*> g_selected{nullptr};
+std::atomic<bool> g_forced{false};
+
+// Auto-selection order: the first supported wins.
+constexpr Isa kPreference[] = {Isa::Avx512, Isa::AvxVnni, Isa::Avx2, Isa::Scalar};
 
 }  // namespace
 
@@ -70,10 +101,13 @@ const KernelTable* kernel_table(Isa isa) {
   return &tables().t[static_cast<int>(isa)];
 }
 
+std::string isa_missing(Isa isa) { return missing_for(cpu_features(), isa); }
+std::string isa_missing(const CpuFeatures& f, Isa isa) { return missing_for(f, isa); }
+
 const KernelTable& kernels() {
   const KernelTable* k = g_selected.load(std::memory_order_acquire);
   if (k) return *k;
-  for (Isa isa : {Isa::Avx512, Isa::AvxVnni, Isa::Avx2, Isa::Scalar}) {
+  for (Isa isa : kPreference) {
     if (const KernelTable* t = kernel_table(isa)) {
       g_selected.store(t, std::memory_order_release);
       return *t;
@@ -82,10 +116,25 @@ const KernelTable& kernels() {
   fail("no kernel table available");
 }
 
+std::string kernel_choice() {
+  const KernelTable& k = kernels();
+  if (g_forced.load(std::memory_order_acquire)) return fmt::format("{} (forced: --isa)", k.name);
+  // Why not each better table: its first missing feature.
+  std::string why;
+  for (Isa isa : kPreference) {
+    if (isa == k.isa) break;
+    const std::string miss = isa_missing(isa);
+    const std::string first = "no " + miss.substr(0, miss.find(' '));
+    if (why.find(first) == std::string::npos) why += (why.empty() ? "" : ", ") + first;
+  }
+  return fmt::format("{} (auto: {})", k.name, why.empty() ? "best available" : why);
+}
+
 void select_isa(Isa isa) {
-  const KernelTable* t = kernel_table(isa);
-  STRATA_CHECK(t != nullptr, "ISA '{}' is not supported by this CPU ({})", isa_name(isa), cpu_features().describe());
-  g_selected.store(t, std::memory_order_release);
+  const std::string miss = isa_missing(isa);
+  STRATA_CHECK(miss.empty(), "--isa {}: this CPU lacks {} (it has: {})", isa_name(isa), miss, cpu_features().describe());
+  g_selected.store(&tables().t[static_cast<int>(isa)], std::memory_order_release);
+  g_forced.store(true, std::memory_order_release);
 }
 
 Isa parse_isa(const char* name) {

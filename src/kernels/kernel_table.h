@@ -4,7 +4,9 @@
 // other table is tested against. Entries an ISA does not specialize point at the scalar ones.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "core/cpu_features.h"
 #include "gguf/ggml_type.h"
 #include "kernels/quants.h"
 
@@ -68,10 +70,20 @@ struct KernelTable {
 };
 
 // Table for an ISA, or nullptr when the ISA is not compiled in or not supported by this CPU.
+// A table is filled only when its ISA is supported: its code is compiled for that ISA, and no
+// byte of it runs before the CPU check says yes.
 const KernelTable* kernel_table(Isa isa);
+// The CPU or OS features a table needs that this machine lacks, space-separated ("" when the
+// table can run), e.g. "avx512f avx512bw os-avx512-state".
+std::string isa_missing(Isa isa);
+// The same for a given set of features (tests describe CPUs they do not run on).
+std::string isa_missing(const CpuFeatures& f, Isa isa);
 // The best table for this CPU, or the one forced with select_isa().
 const KernelTable& kernels();
-// Forces an ISA (--isa); throws if unavailable on this CPU.
+// The table in use and why, for reports and bug reports: "avx2 (auto: no avx512f, no avxvnni)",
+// "avx512 (auto: best available)", "scalar (forced: --isa)".
+std::string kernel_choice();
+// Forces an ISA (--isa); throws, naming the missing features, if this CPU lacks them.
 void select_isa(Isa isa);
 // Parses "scalar" | "avx2" | "avxvnni" | "avx512" | "auto".
 Isa parse_isa(const char* name);

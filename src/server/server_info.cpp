@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <memory>
 
+#include "core/cpu_features.h"
+#include "core/version.h"
 #include "experts/disk_probe.h"
+#include "kernels/kernel_table.h"
 #include "server/openai_api.h"
 #include "server/text_stream.h"
 
@@ -47,7 +50,9 @@ json props_json(const ServedModel& m) {
               {"chat_format", m.chat_format},
               {"bos_token", token_text(m.tok->bos())},
               {"eos_token", token_text(m.tok->eos())},
-              {"build_info", fmt::format("strata {} (g++ {})", STRATA_VERSION, __VERSION__)},
+              {"build_info", fmt::format("strata {} ({})", strata_version(), compiler_version())},
+              {"kernels", kernel_choice()},
+              {"cpu", cpu_features().describe()},
               {"modalities", {{"vision", false}, {"audio", false}}},
               {"webui", m.webui},
               {"model", {{"architecture", cfg.arch},
