@@ -4,7 +4,8 @@
 # replay in cachesim) for SECONDS/3 on fuzz/corpus-trace, fuzz_grammar (GBNF text, JSON schemas
 # and matcher steps) for SECONDS/4 on fuzz/corpus-grammar, fuzz_toolcall (the tool-call output
 # parsers) for SECONDS/4 on fuzz/corpus-toolcall, fuzz_request (the OpenAI request parsers) for
-# SECONDS/6 on fuzz/corpus-request. Prints each exec count; exits non-zero
+# SECONDS/6 on fuzz/corpus-request (inputs up to 1 MiB), fuzz_model (Model::load over the golden sets
+# with metadata and tensor shapes overwritten) for SECONDS/6 on fuzz/corpus-model. Prints each exec count; exits non-zero
 # when a fuzzer finds a crash, a leak, an out-of-memory or a timeout (the reproducer is kept and
 # its path printed).
 # Usage: scripts/fuzz.sh BUILD_DIR SECONDS
@@ -49,4 +50,5 @@ run_fuzzer fuzz_gguf "$root/fuzz/corpus" "$seconds" 65536
 run_fuzzer fuzz_trace "$root/fuzz/corpus-trace" "$(( seconds / 3 > 1 ? seconds / 3 : 1 ))" 16384
 run_fuzzer fuzz_grammar "$root/fuzz/corpus-grammar" "$(( seconds / 4 > 1 ? seconds / 4 : 1 ))" 4096
 run_fuzzer fuzz_toolcall "$root/fuzz/corpus-toolcall" "$(( seconds / 4 > 1 ? seconds / 4 : 1 ))" 4096
-run_fuzzer fuzz_request "$root/fuzz/corpus-request" "$(( seconds / 6 > 1 ? seconds / 6 : 1 ))" 4096
+run_fuzzer fuzz_request "$root/fuzz/corpus-request" "$(( seconds / 6 > 1 ? seconds / 6 : 1 ))" 1048576
+run_fuzzer fuzz_model "$root/fuzz/corpus-model" "$(( seconds / 6 > 1 ? seconds / 6 : 1 ))" 4096

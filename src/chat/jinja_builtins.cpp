@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include "core/json_depth.h"
 #include <ctime>
 
 namespace strata::jinja {
@@ -222,6 +223,7 @@ Value f_tojson(const Value& v, CallArgs& a) {
 Value f_from_json(const Value& v, CallArgs& a) {
   if (!v.is_string()) fail_at(a.where, "filter 'from_json' expects a string, got a {}", v.type_name());
   if (!a.pos.empty() || !a.kw.empty()) fail_at(a.where, "from_json takes no arguments");
+  if (json_nesting(v.as_string()).over()) fail_at(a.where, "from_json: the string nests deeper than {} levels", kMaxJsonDepth);
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(v.as_string(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail_at(a.where, "from_json: the string is not valid JSON: {}", v.as_string().substr(0, 80));
   return Value::from_json(j);

@@ -88,13 +88,13 @@ Command add_serve(CLI::App& app) {
   auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics), llama-server's /props /slots /tokenize /detokenize, /stats and a web page at /");
   add_model_options(sub, o->model);
   sub->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
-  sub->add_option("--port", o->server.port, "Port (0: any free port)")->capture_default_str();
+  sub->add_option("--port", o->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   sub->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
-  sub->add_option("--parallel", o->parallel, "Sequences decoded together (KV slots of -c tokens each)")->capture_default_str();
-  sub->add_option("--max-body", o->server.max_body, "Largest request body in bytes (413 beyond)")->capture_default_str();
-  sub->add_option("--queue", o->server.max_queue, "Requests waiting for a slot (503 beyond)")->capture_default_str();
-  sub->add_option("--step-tokens", o->server.step_tokens, "Tokens per forward pass (decode tokens first, then prompt chunks)")->capture_default_str();
-  sub->add_option("--http-threads", o->server.http_threads, "HTTP worker threads (0: queue + 64)");
+  sub->add_option("--parallel", o->parallel, "Sequences decoded together (KV slots of -c tokens each)")->capture_default_str()->check(CLI::Range(1, 256));
+  sub->add_option("--max-body", o->server.max_body, "Largest request body in bytes (413 beyond)")->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  sub->add_option("--queue", o->server.max_queue, "Requests waiting for a slot (503 beyond)")->capture_default_str()->check(CLI::Range(0, 1 << 16));
+  sub->add_option("--step-tokens", o->server.step_tokens, "Tokens per forward pass (decode tokens first, then prompt chunks)")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--http-threads", o->server.http_threads, "HTTP worker threads (0: queue + 64)")->check(CLI::Range(0, 4096));
   sub->add_option("--alias", o->server.alias, "Model id to report (and accept) instead of the GGUF general.name");
   sub->add_flag("--strict-model", o->server.strict_model, "Answer 404 to a request whose model is not the served one (default: any name is accepted)");
   sub->add_option("--reasoning-format", o->server.reasoning_format, "deepseek: <think>...</think> goes to reasoning_content; none: left in content")

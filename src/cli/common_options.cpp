@@ -18,9 +18,9 @@ namespace strata::cli {
 
 void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("-m,--model", o.path, "GGUF model (first part of a split model)")->required();
-  sub->add_option("-c,--ctx-size", o.n_ctx, "Context size in tokens (0: the model's)");
-  sub->add_option("-t,--threads", o.n_threads, "Threads (0: all cores)");
-  sub->add_option("-b,--batch-size", o.n_batch, "Prompt tokens per forward pass");
+  sub->add_option("-c,--ctx-size", o.n_ctx, "Context size in tokens (0: the model's)")->check(CLI::Range(0, 1 << 24));
+  sub->add_option("-t,--threads", o.n_threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
+  sub->add_option("-b,--batch-size", o.n_batch, "Prompt tokens per forward pass")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--cache-type-k", o.cache_type_k, "K cache type: f32, f16, q8_0");
   sub->add_option("--cache-type-v", o.cache_type_v, "V cache type: f32, f16, q8_0");
   sub->add_option("--isa", o.isa, "Kernel ISA: auto, scalar, avx2, avxvnni, avx512");
@@ -30,24 +30,26 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--ram-budget", o.ram_budget, "Hard memory budget (e.g. 64G, 6G, 512M): dense weights, KV and scratch first, the rest caches experts");
   sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
   sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
-  sub->add_option("--lookahead", o.lookahead, "MoE layers ahead whose experts are predicted and prefetched (0: off)");
-  sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight");
+  sub->add_option("--lookahead", o.lookahead, "MoE layers ahead whose experts are predicted and prefetched (0: off)")->check(CLI::Range(0, 64));
+  sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight")->check(CLI::Range(1, 4096));
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
   sub->add_flag("--no-warm-start", o.no_warm_start,
                 "Streaming: do not fill the expert cache at start from the usage statistics of earlier runs (nor update them)");
   sub->add_flag("--load-wait", o.load_wait,
                 "Resident models: read the whole file before the first token (default: decode at once, streaming experts until a background read ends)");
+  sub->add_flag("--check-finite,!--no-check-finite", o.check_finite,
+                "Check each pass's logits are finite; a NaN/Inf is an error naming the first layer and tensor that were not (default: on)");
   sub->add_option("--stats-dir", o.stats_dir, "Directory of the warm-start usage statistics (default $XDG_CACHE_HOME/strata or ~/.cache/strata)");
 }
 
 void add_sampling_options(CLI::App* sub, SamplerParams& p) {
-  sub->add_option("--temp", p.temp, "Temperature (0: greedy, ties to the lowest id)");
+  sub->add_option("--temp", p.temp, "Temperature (0: greedy, ties to the lowest id)")->check(CLI::Range(0.0, 1000.0));
   sub->add_option("--top-k", p.top_k, "Top-k (0: off)");
-  sub->add_option("--top-p", p.top_p, "Top-p (1: off)");
-  sub->add_option("--min-p", p.min_p, "Min-p (0: off)");
+  sub->add_option("--top-p", p.top_p, "Top-p (1: off)")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--min-p", p.min_p, "Min-p (0: off)")->check(CLI::Range(0.0, 1.0));
   sub->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty (1: off)");
-  sub->add_option("--repeat-last-n", p.repeat_last_n, "Tokens considered by the penalties (-1: all)");
+  sub->add_option("--repeat-last-n", p.repeat_last_n, "Tokens considered by the penalties (-1: all)")->check(CLI::Range(-1, 1 << 30));
   sub->add_option("--presence-penalty", p.presence_penalty, "Presence penalty");
   sub->add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty");
   sub->add_option("-s,--seed", p.seed, "Sampling seed");
@@ -103,6 +105,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.nextn_kv = o.nextn_kv;
   eo.nextn_hidden_copy = o.nextn_hidden_copy;
   eo.routing_memory = o.routing_memory;
+  eo.check_finite = o.check_finite;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
 }

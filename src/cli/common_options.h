@@ -31,6 +31,7 @@ struct ModelOptions {
   bool no_warm_start = false;
   bool load_wait = false;
   std::string stats_dir;
+  bool check_finite = true;
   // Drafting (set by the commands, not CLI options here): memory a draft model holds, planned
   // beside the KV cache; the engine's per-slot NextN KV rows for --draft mtp.
   uint64_t draft_bytes = 0;

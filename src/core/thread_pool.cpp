@@ -28,8 +28,12 @@ void ThreadPool::dispatch(JobFn fn, void* ctx) {
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
-  fn(ctx, 0);
-  // Spin briefly (work items are short), then sleep on the counter.
+  try {
+    fn(ctx, 0);
+  } catch (...) {
+    keep_error(std::current_exception());
+  }
+  // Every thread finishes (they use ctx) before an exception leaves. Spin briefly (work items are short), then sleep on the counter.
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin < 4096) {
       _mm_pause();
@@ -38,6 +42,17 @@ void ThreadPool::dispatch(JobFn fn, void* ctx) {
       if (p != 0) pending_.wait(p, std::memory_order_acquire);
     }
   }
+  if (failed_.load(std::memory_order_acquire)) {
+    std::exception_ptr e = std::move(error_);
+    error_ = nullptr;
+    failed_.store(false, std::memory_order_relaxed);
+    std::rethrow_exception(e);
+  }
+}
+
+void ThreadPool::keep_error(std::exception_ptr e) {
+  bool expected = false;
+  if (failed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) error_ = std::move(e);  // the first one wins
 }
 
 void ThreadPool::worker(int tid) {
@@ -50,7 +65,11 @@ void ThreadPool::worker(int tid) {
     }
     seen = g;
     if (stop_.load()) return;
-    job_(ctx_, tid);
+    try {
+      job_(ctx_, tid);
+    } catch (...) {  // thrown to the caller of run(), not std::terminate
+      keep_error(std::current_exception());
+    }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }

@@ -2,6 +2,7 @@
 // A pool of threads created once. run() calls a function on every thread (the caller is
 // thread 0) and returns when all are done; nothing is allocated per call.
 #include <atomic>
+#include <exception>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -17,7 +18,8 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // fn(int thread_index) on every thread, thread_index in [0, size()).
+  // fn(int thread_index) on every thread, thread_index in [0, size()). An exception on any thread
+  // is rethrown here once every thread has returned (the first one, if several threw).
   template <typename F>
   void run(F&& fn) {
     using Fn = std::remove_reference_t<F>;
@@ -46,6 +48,7 @@ class ThreadPool {
   using JobFn = void (*)(void*, int);
   void dispatch(JobFn fn, void* ctx);
   void worker(int tid);
+  void keep_error(std::exception_ptr e);
 
   int n_threads_;
   std::vector<std::thread> threads_;
@@ -54,6 +57,8 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};  // error_ holds the first exception of this run()
+  std::exception_ptr error_;
 };
 
 // Number of threads to use by default: the machine's hardware threads.

@@ -228,6 +228,8 @@ std::unique_ptr<IoBackend> make_pread_backend(const std::vector<std::string>& fi
 }
 
 std::unique_ptr<IoBackend> make_io_backend(const std::vector<std::string>& files, const IoOptions& opt, std::string* why) {
+  // A depth below 1 never submits a read: the cache would wait forever.
+  STRATA_CHECK(opt.queue_depth >= 1 && opt.queue_depth <= 4096, "expert I/O queue depth {} is out of range (1..4096; --io-depth)", opt.queue_depth);
   std::string reason = "pread forced by option";
   if (!opt.force_pread) {
     auto fds = open_files(files, /*direct=*/true, &reason);

@@ -1,6 +1,7 @@
 #include "experts/warm_stats.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +128,11 @@ std::optional<WarmStats> parse_warm_stats(std::span<const uint8_t> b, uint64_t m
 
 std::optional<WarmStats> load_warm_stats(const std::string& path, uint64_t model_key, int n_layer, int n_expert, std::string* why) {
   if (why) why->clear();
+  std::error_code dir_ec;
+  if (std::filesystem::is_directory(path, dir_ec)) {
+    if (why) *why = "it is a directory, not a statistics file (remove it, or choose another --stats-dir)";
+    return std::nullopt;
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     if (errno != ENOENT && why) *why = fmt::format("cannot open: {}", std::strerror(errno));
@@ -135,11 +142,31 @@ std::optional<WarmStats> load_warm_stats(const std::string& path, uint64_t model
   return parse_warm_stats(bytes, model_key, n_layer, n_expert, why);
 }
 
+namespace {
+
+// Temporaries "<name>.tmp.<pid>.<n>" of writers that died before their rename (a kill during a
+// save): removed by the next writer. A live writer's temporary is left alone.
+void remove_orphans(const std::filesystem::path& target) {
+  std::error_code ec;
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  const std::string prefix = target.filename().string() + ".tmp.";
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(it->path(), ec);
+  }
+}
+
+}  // namespace
+
 void save_warm_stats(const std::string& path, uint64_t model_key, int n_layer, int n_expert, std::span<const double> counts) {
   const size_t cells = static_cast<size_t>(n_layer) * static_cast<size_t>(n_expert);
   STRATA_CHECK(counts.size() == cells, "warm-start statistics: {} counts for {} experts", counts.size(), cells);
   const std::filesystem::path target(path);
   std::error_code ec;
+  STRATA_CHECK(!std::filesystem::is_directory(target, ec), "warm-start statistics: {} is a directory, not a statistics file (remove it, or choose another --stats-dir)",
+               path);
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
   // Writers take turns on the directory (flock), so none loses another's counts between its read
   // and its rename; readers need no lock (the rename is atomic). Best effort: without the lock
@@ -154,6 +181,7 @@ void save_warm_stats(const std::string& path, uint64_t model_key, int n_layer, i
       if (fd >= 0) ::close(fd);  // releases the lock
     }
   } unlock{dir_fd};
+  remove_orphans(target);
   std::string why;
   WarmStats s;
   if (auto old = load_warm_stats(path, model_key, n_layer, n_expert, &why)) {
@@ -186,6 +214,7 @@ void save_warm_stats(const std::string& path, uint64_t model_key, int n_layer, i
     ::unlink(tmp.c_str());
     fail("warm-start statistics: cannot write {}: {}", path, std::strerror(e ? e : EIO));
   }
+  if (dir_fd >= 0) ::fsync(dir_fd);  // the rename itself survives a crash
 }
 
 }  // namespace strata

@@ -17,12 +17,19 @@ constexpr uint64_t kMaxStringLen = 1ull << 30;  // 1 GiB: longer strings are cor
 // Counts read from the file are bounded by the bytes left, but reserving that much up front
 // would still cost a multiple of the file size on a corrupt count: vectors grow as parsed.
 constexpr uint64_t kMaxReserve = 4096;
+// GgufFile::open reads this much of the header first, then 4x more until it parses.
+constexpr uint64_t kHeaderFirstRead = 1ull << 20;
 uint64_t capped(uint64_t n) { return n < kMaxReserve ? n : kMaxReserve; }
 
+// Thrown when parsing reaches past the bytes made available (GgufFile::open reads the header in
+// growing steps) but not past the file: open() reads more and parses again.
+struct NeedMoreHeader {};
+
 // Bounds-checked little-endian reader over the file bytes; every failure names file + offset.
+// Only [0, avail) may be read; bounds that describe the file (counts, lengths) use its full size.
 class Cursor {
  public:
-  Cursor(const uint8_t* data, uint64_t size, const std::string& name) : d_(data), n_(size), name_(name) {}
+  Cursor(const uint8_t* data, uint64_t avail, uint64_t size, const std::string& name) : d_(data), avail_(avail), n_(size), name_(name) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t remaining() const { return n_ - pos_; }
@@ -31,6 +38,7 @@ class Cursor {
   void need(uint64_t bytes, const char* what) const {
     if (bytes > remaining())
       fail("{}: offset {}: truncated file while reading {} (need {} bytes, {} left)", name_, pos_, what, bytes, remaining());
+    if (bytes > avail_ - pos_) throw NeedMoreHeader{};
   }
   template <typename T>
   T read(const char* what) {
@@ -45,6 +53,7 @@ class Cursor {
     const uint64_t len = read<uint64_t>(what);
     if (len > remaining() || len > kMaxStringLen)
       fail("{}: offset {}: {} length {} exceeds the file ({} bytes left)", name_, at, what, len, remaining());
+    need(len, what);
     std::string_view s(reinterpret_cast<const char*>(d_ + pos_), len);
     pos_ += len;
     return s;
@@ -57,6 +66,7 @@ class Cursor {
 
  private:
   const uint8_t* d_;
+  uint64_t avail_;
   uint64_t n_;
   uint64_t pos_ = 0;
   const std::string& name_;
@@ -153,17 +163,29 @@ uint64_t GgufFile::key_offset(std::string_view key) const {
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   MappedFile map(path);
-  auto f = parse(map.data(), map.size(), path);
-  f->map = std::move(map);
-  return f;
+  // The header (metadata, tokenizer, tensor infos) is parsed and kept as views into its bytes:
+  // they are copied into memory with pread first, so an I/O error there is an error naming the
+  // offset, not a SIGBUS on a mapped page. A longer header than read so far: read more, parse again.
+  uint64_t avail = 0, want = std::min<uint64_t>(map.size(), kHeaderFirstRead);
+  for (;;) {
+    map.make_anonymous(avail, want - avail);
+    avail = want;
+    try {
+      auto f = parse(map.data(), map.size(), path, avail);
+      f->map = std::move(map);
+      return f;
+    } catch (const NeedMoreHeader&) {
+      want = std::min<uint64_t>(map.size(), avail * 4);
+    }
+  }
 }
 
-std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, const std::string& name) {
+std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, const std::string& name, size_t avail) {
   auto f = std::make_unique<GgufFile>();
   f->path = name;
   f->base = data;
   f->size = size;
-  Cursor c(data, size, f->path);
+  Cursor c(data, std::min(avail, size), size, f->path);
 
   const uint32_t magic = c.read<uint32_t>("magic");
   if (magic != kGgufMagic) {

@@ -52,7 +52,7 @@ struct GgufFile {
   // Parses and validates `path`; throws strata::Error naming the file and offset.
   static std::unique_ptr<GgufFile> open(const std::string& path);
   // Same over an in-memory buffer (used by the fuzzer); `name` is used in errors.
-  static std::unique_ptr<GgufFile> parse(const uint8_t* data, size_t size, const std::string& name);
+  static std::unique_ptr<GgufFile> parse(const uint8_t* data, size_t size, const std::string& name, size_t avail = SIZE_MAX);
 
   const GgufValue* find(std::string_view key) const;
   // File offset of the key of `key`'s entry (0 when absent), for error messages.

@@ -177,8 +177,10 @@ class Parser {
         budget(1);
       } else if (c == '(') {
         const size_t open = p_++;
+        if (++depth_ > kMaxNesting) error(open, fmt::format("'(' groups nested deeper than {}", kMaxNesting));
         skip_space(true);
         std::vector<Alt> alts = parse_alternates(true);
+        --depth_;
         skip_space(true);
         if (peek() != ')') error(open, "unclosed '('");
         ++p_;
@@ -462,6 +464,7 @@ class Parser {
   std::map<Ranges, uint32_t> class_ids_;
   std::string owner_;
   size_t n_elems_ = 0;
+  int depth_ = 0;  // open ( ) groups
 };
 
 }  // namespace

@@ -14,7 +14,8 @@
 // Limits (never unbounded memory): at most kMaxStacks parse stacks at once (a more ambiguous
 // grammar throws GrammarError from the matcher), parse stacks deeper than kMaxStackDepth are
 // dropped (nesting beyond it is not allowed), at most kMaxElements grammar elements after
-// expanding repetitions, repetition counts up to kMaxRepeat.
+// expanding repetitions, repetition counts up to kMaxRepeat, ( ) groups and JSON-Schema
+// subschemas nested at most kMaxNesting deep (every walk over them is recursive).
 #include <nlohmann/json_fwd.hpp>
 
 #include <array>
@@ -32,6 +33,7 @@ inline constexpr size_t kMaxStacks = 1024;
 inline constexpr size_t kMaxStackDepth = 2048;
 inline constexpr size_t kMaxElements = 1u << 20;
 inline constexpr int kMaxRepeat = 10000;
+inline constexpr int kMaxNesting = 256;
 
 // The message names line:col of the grammar text, or the JSON-Schema path and keyword
 // ("unsupported JSON Schema keyword 'patternProperties' at /properties/x").

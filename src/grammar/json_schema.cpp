@@ -152,6 +152,11 @@ class Converter {
   }
 
   std::string visit(const json& s, const std::string& path) {
+    struct Nest {  // subschemas nest at most kMaxNesting deep (this walk recurses)
+      int& d;
+      ~Nest() { --d; }
+    } nest{++depth_};
+    if (depth_ > kMaxNesting) error(fmt::format("subschemas nested deeper than {}", kMaxNesting), path.substr(0, 200));
     if (s.is_boolean()) {
       if (!s.get<bool>()) error("schema 'false' matches nothing", path);
       return prim("value");
@@ -348,6 +353,7 @@ class Converter {
   std::set<std::string> used_;
   std::map<std::string, std::string> ref_rules_;
   int counter_ = 0;
+  int depth_ = 0;  // visit() calls open
 };
 
 }  // namespace

@@ -35,6 +35,11 @@ void check_limits(const std::string& path, const ModelConfig& cfg) {
   check(-1, cfg.n_layer, key::kBlockCount, kMaxLayers, "kMaxLayers");
   for (int l = 0; l < static_cast<int>(cfg.layers.size()); ++l) {
     const LayerConfig& lc = cfg.layers[l];
+    // Every architecture's reader checks its own keys; this catches one that forgot: rope writes
+    // n_dims values into each cached key head.
+    if (lc.attn != AttnKind::DeltaNet && (lc.rope.n_dims < 0 || lc.rope.n_dims % 2 != 0 || lc.rope.n_dims > lc.head_dim_k))
+      fail("{}: {} is {} (layer {}): it must be even and at most the key head size {}", path, key::arch_key(cfg.arch, key::kRopeDimensionCount),
+           lc.rope.n_dims, l, lc.head_dim_k);
     if (lc.ffn != FfnKind::Moe) continue;
     check(l, lc.n_expert, key::kExpertCount, kMaxExperts, "kMaxExperts");
     check(l, lc.n_expert_used, key::kExpertUsedCount, kMaxExpertsUsed, "kMaxExpertsUsed");

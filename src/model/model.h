@@ -136,6 +136,7 @@ class Model {
   RoutingObserver* routing_observer() const { return observer_; }
   // Named intermediate tensors of every pass go here (nullptr: none, the default).
   void set_tensor_observer(TensorObserver* o) { tensors_ = o; }
+  TensorObserver* tensor_observer() const { return tensors_; }
   void set_lookahead(int d) { lookahead_ = d; }
   // Seconds spent in each layer since the last reset (attention + FFN, I/O waits included).
   const std::vector<double>& layer_seconds() const { return layer_s_; }

@@ -146,6 +146,7 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
   b.solo = any_solo ? solo_.data() : nullptr;
   try {
     model_->forward(b, *kv_, logits.data());
+    if (opt_.check_finite && !all_finite(logits)) fail("{}", non_finite_report(b));
   } catch (...) {
     for (const SeqInput& in : inputs) reset(in.seq);  // rows of unknown state
     throw;

@@ -37,7 +37,14 @@ struct EngineOptions {
   // Speculation with predicted routing (runtime/routing_memory.h): each slot's routing by position
   // is counted in the memory plan too (MemoryPlan::draft).
   bool routing_memory = false;
+  // Every pass's logits are checked to be finite (one scan of the rows asked for); a NaN or Inf
+  // is an error naming the first intermediate tensor, in order, that was not finite (found by
+  // running the pass again with a tensor observer). Off: whatever the arithmetic gives.
+  bool check_finite = true;
 };
+
+// No NaN and no Inf in v (EngineOptions::check_finite).
+bool all_finite(const std::vector<float>& v);
 
 // Which logits rows an input asks for.
 enum class Logits : uint8_t { None, Last, All };
@@ -130,6 +137,8 @@ class Engine {
   Seq& seq_at(int seq);
   const Seq& seq_at(int seq) const;
   void check_inputs(std::span<const SeqInput> inputs) const;
+  // check_finite: what was not finite in pass b (runs it again; engine_finite.cpp).
+  std::string non_finite_report(const Batch& b);
 
   std::unique_ptr<Model> model_;
   EngineOptions opt_;

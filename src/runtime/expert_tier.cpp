@@ -174,6 +174,7 @@ void ExpertTier::start_background_load(const TierOptions& opt) {
 bool ExpertTier::poll_load() {
   if (!loader_ || !loader_->done()) return false;
   loader_->join();
+  std::lock_guard<std::mutex> lk(plan_mu_);
   plan_.load_s = loader_->seconds();
   plan_.loading = false;
   if (std::string err = loader_->error(); !err.empty()) {
@@ -310,9 +311,13 @@ ExpertTier::~ExpertTier() {
 
 uint64_t ExpertTier::give_to_cache(uint64_t bytes) {
   bytes = std::min(bytes, plan_.draft);
-  plan_.draft -= bytes;
+  {
+    std::lock_guard<std::mutex> lk(plan_mu_);
+    plan_.draft -= bytes;
+  }
   if (!cache_) return 0;
   const uint64_t added = cache_->grow(bytes);
+  std::lock_guard<std::mutex> lk(plan_mu_);
   plan_.expert_cache += added;
   plan_.cache_slots = cache_->n_slots();
   return added;

@@ -5,6 +5,7 @@
 // streams them with O_DIRECT reads.
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "experts/expert_cache.h"
@@ -73,7 +74,14 @@ class ExpertTier {
   ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, const TierOptions& opt);
   ~ExpertTier();
 
+  // The plan as the engine thread sees it (only that thread may call this while it runs passes).
   const MemoryPlan& plan() const { return plan_; }
+  // A copy for other threads (the server's /props, /stats): poll_load() changes the plan between
+  // passes under the same lock.
+  MemoryPlan plan_snapshot() const {
+    std::lock_guard<std::mutex> lk(plan_mu_);
+    return plan_;
+  }
   // The expert cache while experts stream; nullptr when resident. A background load that ends
   // drops it at the start of a pass (poll_load), so do not hold this pointer across
   // Engine::forward: use counters() for figures that span passes.
@@ -107,6 +115,7 @@ class ExpertTier {
   bool warm_saved_ = false;
   Model& model_;
   MemoryPlan plan_;
+  mutable std::mutex plan_mu_;  // plan_ changes after construction (poll_load) vs plan_snapshot()
   std::unique_ptr<ExpertStore> store_;
   std::unique_ptr<ExpertCache> cache_;
 };

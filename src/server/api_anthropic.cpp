@@ -2,6 +2,7 @@
 // request core. The request becomes an OpenAI chat body; core events become content blocks.
 #include <fmt/format.h>
 
+#include "core/json_depth.h"
 #include "server/api_host.h"
 
 namespace strata::server {
@@ -156,6 +157,7 @@ const char* stop_reason(const GenEvent& f, bool called) {
 json stop_sequence(const GenEvent& f) { return f.stop_string.empty() || f.finish != Finish::Stop ? json(nullptr) : json(f.stop_string); }
 
 json tool_input(const std::string& args) {
+  if (json_nesting(args).over()) return json::object();
   json in = json::parse(args.empty() ? "{}" : args, nullptr, /*allow_exceptions=*/false);
   return in.is_object() ? in : json::object();
 }

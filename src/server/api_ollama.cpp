@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "core/json_depth.h"
 #include "server/api_host.h"
 
 namespace strata::server {
@@ -139,7 +140,8 @@ Json generate_body(const Json& j, int n_ctx, bool& chat) {
 }
 
 json call_json(const toolcall::ToolCall& c) {
-  json args = json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, /*allow_exceptions=*/false);
+  json args = json_nesting(c.arguments).over() ? json(nullptr)
+                                               : json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, /*allow_exceptions=*/false);
   if (!args.is_object()) args = json::object();
   return json{{"function", {{"name", c.name}, {"arguments", args}}}};
 }

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "core/json_depth.h"
 #include "gguf/gguf_file.h"
 
 namespace strata::server {
@@ -72,7 +73,7 @@ std::vector<ChatMessage> for_template(const std::vector<ChatMsg>& messages, cons
     for (auto& c : m.tool_calls) {
       if (!c.is_object() || !c.contains("function") || !c["function"].is_object()) continue;
       ojson& args = c["function"]["arguments"];
-      if (!args.is_string()) continue;
+      if (!args.is_string() || json_nesting(args.get<std::string>()).over()) continue;  // stays a string
       ojson parsed = ojson::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
       if (!parsed.is_discarded()) args = std::move(parsed);
     }

@@ -87,6 +87,12 @@ Json parse_tools(const Json& j) {
   if (!ts) return nullptr;
   if (!ts->is_array()) throw wrong_type("tools", "an array");
   if (ts->empty()) return nullptr;
+  // Before any work: every tool becomes prompt text and grammar rules.
+  if (ts->size() > kMaxTools)
+    throw bad_request(fmt::format("'tools' has {} entries; at most {} are accepted", ts->size(), kMaxTools), "tools", "too_many_tools");
+  if (const size_t bytes = ts->dump().size(); bytes > kMaxToolsBytes)
+    throw ApiError(413, fmt::format("'tools' takes {} bytes as JSON; at most {} are accepted", bytes, kMaxToolsBytes), "invalid_request_error", "tools",
+                   "tools_too_large");
   for (size_t i = 0; i < ts->size(); ++i) {
     const std::string w = fmt::format("tools[{}]", i);
     const Json& t = (*ts)[i];

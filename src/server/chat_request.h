@@ -10,6 +10,11 @@
 
 namespace strata::server {
 
+// A request's allowance, checked before any work (every tool becomes prompt text and grammar
+// rules): OpenAI's own limit of 128 tools, and their JSON at most kMaxToolsBytes (413 beyond).
+inline constexpr size_t kMaxTools = 128;
+inline constexpr size_t kMaxToolsBytes = 512u << 10;
+
 struct ToolChoice {
   enum class Mode { Auto, None, Required, Named } mode = Mode::Auto;
   std::string name;  // Named: the function

@@ -105,6 +105,9 @@ std::shared_ptr<const grammar::Grammar> request_grammar(const Json& body, const 
   if (raw && !raw->is_string()) throw wrong_type("grammar", "a string (GBNF)");
   std::string text, root = "root", param;
   if (raw) text = raw->get<std::string>(), param = "grammar";
+  if (text.size() > kMaxGrammarBytes)
+    throw ApiError(413, fmt::format("'grammar' is {} bytes; at most {} are accepted", text.size(), kMaxGrammarBytes), "invalid_request_error", "grammar",
+                   "grammar_too_large");
   if (rf) {
     std::string t = response_format_gbnf(*rf);
     if (!t.empty() && raw) throw bad_request("'grammar' and 'response_format' cannot both constrain the output", "response_format", "invalid_value");

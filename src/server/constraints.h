@@ -14,6 +14,9 @@
 
 namespace strata::server {
 
+// A request's GBNF "grammar" text at most this long (413 beyond).
+inline constexpr size_t kMaxGrammarBytes = 256u << 10;
+
 // The validated `tools` of a chat request (ChatRequest::tools) as the tool-call layer's specs.
 std::vector<toolcall::ToolSpec> tool_specs(const Json& tools);
 

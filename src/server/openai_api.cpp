@@ -7,6 +7,7 @@
 #include <random>
 
 #include "server/text_stream.h"
+#include "core/json_depth.h"
 
 namespace strata::server {
 
@@ -31,6 +32,12 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 Json parse_body(const std::string& body) {
   if (!valid_utf8(body)) throw bad_request("the request body is not valid UTF-8", "", "invalid_utf8");
+  // Before parsing: every later walk over the value recurses.
+  const JsonNesting nest = json_nesting(body);
+  if (nest.over())
+    throw bad_request(fmt::format("the request body nests arrays/objects deeper than {} levels{} (at byte {})", kMaxJsonDepth,
+                                  nest.top_key.empty() ? "" : fmt::format(" in '{}'", nest.top_key), nest.over_at),
+                      nest.top_key, "json_too_deep");
   Json j;
   try {
     j = Json::parse(body);

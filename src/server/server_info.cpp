@@ -40,7 +40,7 @@ json props_json(const ServedModel& m) {
                     {"presence_penalty", s.presence_penalty}, {"frequency_penalty", s.frequency_penalty},
                     {"seed", s.seed},
                     {"speculative.n_max", m.sched->default_draft_max()}, {"speculative.n_min", m.sched->default_draft_min()}};
-  const MemoryPlan& plan = m.eng->tier().plan();
+  const MemoryPlan plan = m.eng->tier().plan_snapshot();  // an HTTP thread: the engine thread may change it
   const auto token_text = [&](int32_t t) { return t >= 0 && t < m.tok->n_vocab() ? m.tok->token_text(t) : std::string(); };
   return json{{"default_generation_settings", {{"n_ctx", eng.options().n_ctx}, {"params", params}}},
               {"total_slots", m.eng->n_seq()},

@@ -178,7 +178,7 @@ json TierMonitor::heat_json() const {
 }
 
 json TierMonitor::snapshot(double now) const {
-  const MemoryPlan& p = eng_.tier().plan();
+  const MemoryPlan p = eng_.tier().plan_snapshot();  // an HTTP thread: the engine thread may change it
   json j;
   j["plan"] = {{"budget", p.budget},       {"dense", p.dense},          {"kv", p.kv},       {"scratch", p.scratch},
                {"experts_total", p.experts_total}, {"expert_cache", p.expert_cache}, {"cache_slots", p.cache_slots}, {"io", p.io}};

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <memory>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -133,4 +135,26 @@ TEST(ThreadPool, CreateUseDestroyRepeatedly) {
     ASSERT_EQ(calls.load(), pool.size()) << "rep " << rep;
   }
   for (int rep = 0; rep < 50; ++rep) ThreadPool idle(3);  // never used
+}
+
+// Issue 33: a throw on a worker reaches the caller of run() (it terminated the process), after
+// every thread is done; the pool stays usable.
+TEST(ThreadPool, AnExceptionOnAnyThreadReachesTheCaller) {
+  ThreadPool pool(4);
+  for (int thrower : {0, 1, 3}) {
+    std::atomic<int> ran{0};
+    try {
+      pool.run([&](int tid) {
+        ran.fetch_add(1);
+        if (tid == thrower) throw std::runtime_error("thread " + std::to_string(tid));
+      });
+      ADD_FAILURE() << "no exception from thread " << thrower;
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), "thread " + std::to_string(thrower));
+    }
+    EXPECT_EQ(ran.load(), 4);
+  }
+  std::atomic<int> after{0};
+  pool.run([&](int) { after.fetch_add(1); });
+  EXPECT_EQ(after.load(), 4);
 }

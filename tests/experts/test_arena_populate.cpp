@@ -17,7 +17,7 @@ using namespace strata;
 using namespace strata::test;
 
 TEST(ArenaPopulate, EveryPageOfTheArenaIsResidentOncePopulated) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: arena populate test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (arena populate test)");
   auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
   ExpertStore store(expert_layout(model->gguf(), model->config(), model->weights()));
   ExpertCacheOptions o;

@@ -56,7 +56,7 @@ class PartFailingBackend final : public IoBackend {
 }  // namespace
 
 TEST(ExpertErrors, FailedReadNamesLayerExpertPartFileAndOffset) {
-  if (!have_fixtures()) GTEST_SKIP() << "!!! fixtures absent: expert read error test SKIPPED !!!";
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (expert read error test)");
   auto model = Model::load(fixtures_dir() + "/qwen3moe-q8_0/model.gguf");
   ExpertStore store(expert_layout(model->gguf(), model->config(), model->weights()));
   int layer = 0;

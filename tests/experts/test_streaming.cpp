@@ -104,6 +104,9 @@ TEST(ExpertStreaming, BitIdenticalToResidentForEveryFixture) {
       t.lookahead = pread ? 0 : 2;
       auto streamed = stream_engine(path, t);
       ASSERT_NE(streamed->tier().cache(), nullptr) << set;
+      // The io_uring case is io_uring: the backend falls back to pread silently otherwise.
+      const std::string& io = streamed->tier().plan().io;
+      EXPECT_EQ(io.rfind(pread ? "pread" : "io_uring", 0), 0u) << set << ": " << io;
       const auto got = trace_logits(*streamed, prompt);
       ASSERT_EQ(got.size(), ref.size());
       EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0) << set << (pread ? " (pread)" : " (io_uring)");

@@ -3,6 +3,7 @@
 // the cache before its first token (hits on the very first pass; the background fill completes
 // before any pass when nothing else runs) without changing a bit.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -227,4 +228,40 @@ TEST(WarmStats, BackgroundFillCompletesBeforeTheFirstPass) {
   ASSERT_EQ(warm.size(), cold.size());
   EXPECT_EQ(std::memcmp(warm.data(), cold.data(), cold.size() * sizeof(float)), 0);
   fs::remove_all(dir);
+}
+
+// Issue 33: a writer killed between its temporary and the rename leaves "<name>.tmp.<pid>.<n>":
+// the next save removes those of dead processes (never a live writer's); a statistics path
+// that is a directory is a clear message, not "truncated (0 bytes)".
+TEST(WarmStats, OrphanedTemporariesAreRemovedAndADirectoryIsNamed) {
+  const fs::path d = scratch_dir("orphans");
+  const std::string path = (d / "model.warm").string();
+  // A pid that is not running: a child that has exited and been reaped.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  int st = 0;
+  ::waitpid(dead, &st, 0);
+  const fs::path orphan = d / fmt::format("model.warm.tmp.{}.0", dead);
+  const fs::path live = d / fmt::format("model.warm.tmp.{}.99", ::getpid());
+  std::ofstream(orphan) << "partial";
+  std::ofstream(live) << "partial";
+  const std::vector<double> counts(6, 1.0);
+  save_warm_stats(path, kKey, 2, 3, counts);
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_TRUE(fs::exists(live)) << "a live writer's temporary was removed";
+  std::string why;
+  EXPECT_TRUE(load_warm_stats(path, kKey, 2, 3, &why)) << why;
+
+  const std::string as_dir = (d / "dir.warm").string();
+  fs::create_directories(as_dir);
+  EXPECT_FALSE(load_warm_stats(as_dir, kKey, 2, 3, &why));
+  EXPECT_NE(why.find("is a directory"), std::string::npos) << why;
+  std::string err;
+  try {
+    save_warm_stats(as_dir, kKey, 2, 3, counts);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("is a directory"), std::string::npos) << err;
+  fs::remove_all(d);
 }

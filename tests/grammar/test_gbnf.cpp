@@ -188,3 +188,12 @@ ws ::= | " " | "\n" [ \t]{0,20}
   EXPECT_FALSE(matches(g, R"({"a" 1})"));
   EXPECT_FALSE(matches(g, R"([1])"));
 }
+
+// Groups nest at most kMaxNesting deep (the parser recurses into them): 50k '(' is an error, not a
+// stack overflow.
+TEST(Gbnf, DeepGroupNestingIsAnErrorNotACrash) {
+  const int limit = strata::grammar::kMaxNesting;
+  EXPECT_EQ(parse_error("root ::= " + std::string(limit, '(') + "\"a\"" + std::string(limit, ')')), "(no error)");
+  const std::string deep = "root ::= " + std::string(50000, '(') + "\"a\"" + std::string(50000, ')');
+  EXPECT_NE(parse_error(deep).find("nested deeper than " + std::to_string(limit)), std::string::npos) << parse_error(deep);
+}

@@ -309,3 +309,15 @@ TEST(JsonSchema, RandomSentencesAreValidJson) {
   check_random_sentences(json::parse(R"({"type": "array", "minItems": 2, "maxItems": 4,
     "items": {"anyOf": [{"type": "integer"}, {"const": "x"}, {"type": "string", "format": "uuid"}]}})"), 40);
 }
+
+// Subschemas nest at most kMaxNesting deep (the converter recurses): deeper is an error naming
+// the limit, never a stack overflow (a value built in memory, not parsed, has no depth check).
+TEST(JsonSchema, DeepNestingIsAnErrorNotACrash) {
+  json s = {{"type", "string"}};
+  for (int i = 0; i < 2000; ++i) s = json{{"type", "array"}, {"items", std::move(s)}};
+  const std::string err = schema_error(s);
+  EXPECT_NE(err.find("nested deeper than " + std::to_string(strata::grammar::kMaxNesting)), std::string::npos) << err.substr(0, 300);
+  json ok = {{"type", "string"}};
+  for (int i = 0; i < 100; ++i) ok = json{{"type", "array"}, {"items", std::move(ok)}};
+  EXPECT_EQ(schema_error(ok), "(no error)");
+}

@@ -137,3 +137,15 @@ TEST(ArchConfig, Qwen35MoeChecksDeltaNetKeys) {
   }));
   EXPECT_NE(bad_layers.find("qwen35moe.attention.recurrent_layers"), std::string::npos) << bad_layers;
 }
+
+// Issue 33: rope writes rope.dimension_count values into each head; more than the head size is
+// an error at load for every GQA architecture (it wrote past the buffer before).
+TEST(ArchConfig, RopeDimsAboveTheHeadSizeFailAtLoad) {
+  for (const char* arch : {"qwen3moe", "llama", "gpt-oss", "qwen3"}) {
+    const std::string err = load_error(write_meta(std::string("strata_rope_") + arch + ".gguf", arch, [](GgufWriter& w, const std::string& a) {
+      w.set_u32(a + "attention.key_length", 8);
+      w.set_u32(a + "attention.value_length", 8);
+    }));
+    EXPECT_NE(err.find(std::string(arch) + ".rope.dimension_count 16 must be even and at most the head size 8"), std::string::npos) << arch << ": " << err;
+  }
+}

@@ -3,6 +3,8 @@
 // key/value arguments). See stream_core.h.
 #include "chat/toolcall/stream_core.h"
 
+#include "core/json_depth.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -210,22 +212,7 @@ void append_json_escaped(std::string& out, std::string_view s) {
 }
 
 std::optional<nlohmann::json> parse_json(std::string_view text) {
-  int depth = 0, max_depth = 0;
-  bool in_str = false, esc = false;
-  for (const char c : text) {
-    if (in_str) {
-      if (esc) esc = false;
-      else if (c == '\\') esc = true;
-      else if (c == '"') in_str = false;
-    } else if (c == '"') {
-      in_str = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  if (max_depth > 64) return std::nullopt;
+  if (json_nesting(text).over()) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return std::nullopt;
   return j;

@@ -81,6 +81,9 @@ Parsed parse_all(Format f, ParserOptions o, std::string_view text) {
   return fold(events);
 }
 
+// Tools lists longer than this (compact JSON bytes) are not indented in the generic prompt.
+constexpr size_t kPrettyToolsMax = 64u << 10;
+
 std::string generic_tools_prompt(const std::vector<ToolSpec>& tools, bool parallel) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& t : tools) {
@@ -91,7 +94,17 @@ std::string generic_tools_prompt(const std::vector<ToolSpec>& tools, bool parall
     list.push_back(fn);
   }
   std::string s = "You can call these tools (JSON Schema of each one's arguments in \"parameters\"):\n";
-  s += list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Indented like llama.cpp's generic prompt while that stays small; past kPrettyToolsMax one compact
+  // tool per line (indentation grows with depth times size: a deep schema would cost gigabytes).
+  const std::string compact = list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (compact.size() <= kPrettyToolsMax) {
+    s += list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    s += "[\n";
+    for (size_t i = 0; i < list.size(); ++i)
+      s += list[i].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + (i + 1 < list.size() ? ",\n" : "\n");
+    s += "]";
+  }
   s += "\n\nRespond with exactly one JSON object and nothing else.\nTo call a tool:\n";
   if (parallel) {
     s += "{\"tool_calls\": [{\"name\": \"<tool name>\", \"arguments\": {<arguments>}}, ...]}\n";

@@ -33,7 +33,8 @@ void bind_common(const WeightBinder& b, const ModelConfig& cfg, ModelWeights& w)
 void read_gqa(const MetaReader& r, const ModelConfig& cfg, RopeStyle style, LayerConfig& l) {
   const int n_head = static_cast<int>(r.req_int(key::kAttnHeadCount));
   const int n_head_kv = static_cast<int>(r.opt_int(key::kAttnHeadCountKv, n_head));
-  STRATA_CHECK(n_head > 0 && n_head_kv > 0 && n_head % n_head_kv == 0, "{}: head counts {} / {} are invalid", r.m.path(), n_head, n_head_kv);
+  STRATA_CHECK(n_head > 0 && n_head_kv > 0 && n_head <= kMaxHeads && n_head % n_head_kv == 0, "{}: head counts {} / {} are invalid (1..{})", r.m.path(),
+               n_head, n_head_kv, kMaxHeads);
   l.attn = AttnKind::Gqa;
   l.n_head = n_head;
   l.n_head_kv = n_head_kv;
@@ -42,6 +43,12 @@ void read_gqa(const MetaReader& r, const ModelConfig& cfg, RopeStyle style, Laye
   l.kq_scale = 1.0f / std::sqrt(static_cast<float>(l.head_dim_k));
   l.rope.style = style;
   l.rope.n_dims = static_cast<int>(r.opt_int(key::kRopeDimensionCount, l.head_dim_k));
+  STRATA_CHECK(l.head_dim_k > 0 && l.head_dim_v > 0 && l.head_dim_k <= kMaxHeadDim && l.head_dim_v <= kMaxHeadDim,
+               "{}: head sizes {}{} {} / {}{} {} are invalid (1..{})", r.m.path(), r.prefix, key::kAttnKeyLength, l.head_dim_k, r.prefix,
+               key::kAttnValueLength, l.head_dim_v, kMaxHeadDim);
+  // Rope writes n_dims values per head: never more than the head holds.
+  STRATA_CHECK(l.rope.n_dims >= 0 && l.rope.n_dims <= l.head_dim_k && l.rope.n_dims % 2 == 0, "{}: {}{} {} must be even and at most the head size {}",
+               r.m.path(), r.prefix, key::kRopeDimensionCount, l.rope.n_dims, l.head_dim_k);
   l.rope.freq_base = r.opt_float(key::kRopeFreqBase, 10000.0f);
   read_rope_scaling(r, l.rope, cfg.n_ctx_train);
 }
