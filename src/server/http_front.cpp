@@ -116,6 +116,7 @@ class FrontLoop {
   ~FrontLoop() { close_all(); }
 
   int bind(const std::string& host, int port);
+  int listen_fd() const { return listen_fd_; }
   void run();
   void stop() {
     stopping_.store(true);
@@ -467,9 +468,16 @@ void FrontServer::configure(const FrontOptions& opt, FrontHooks hooks) {
   set_keep_alive_max_count(1000);  // only the Keep-Alive header's figure: the front keeps any number
 }
 
-int FrontServer::bind_front(const std::string& host, int port) { return loop_->bind(host, port); }
+int FrontServer::bind_front(const std::string& host, int port) {
+  const int bound = loop_->bind(host, port);
+  // httplib's content providers (streams) run while svr_sock_ is valid: the front's socket stands
+  // for it until shutdown().
+  if (bound > 0) svr_sock_ = loop_->listen_fd();
+  return bound;
+}
 void FrontServer::serve() { loop_->run(); }
 void FrontServer::shutdown() {
+  svr_sock_ = INVALID_SOCKET;  // streams end
   if (loop_) loop_->stop();
 }
 

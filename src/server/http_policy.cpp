@@ -120,7 +120,9 @@ std::optional<Refusal> check_head(const AccessPolicy& p, const RequestHead& h) {
     if (origin && !is_loopback_origin(*origin))
       return Refusal{403, "requests from the page of another origin need an API key (--api-key)", "forbidden_origin"};
   }
-  if (!keyless && !open_without_key(p, h) && !key_ok(p, h)) return key_refusal(h);
+  // A body is read only with the key; requests without one go on to the routes (their handlers
+  // check the key again; an unknown route is a 404 with or without it).
+  if (!keyless && h.has_body() && !open_without_key(p, h) && !key_ok(p, h)) return key_refusal(h);
   if (keyless && h.has_body()) {
     const std::string* ct = h.header("Content-Type");
     const std::string mt = ct ? media_type(*ct) : std::string();

@@ -29,7 +29,8 @@ bool is_loopback_bind(std::string_view host);
 bool takes_body(std::string_view path);
 
 // The refusal for this head, if any: 405 / 404 a body where none is read, 403 foreign Host or
-// Origin, 401 key, 415 a CORS-simple Content-Type (text/plain, multipart/form-data) without a key.
+// Origin, 401 a body without the key (bodyless requests: their handlers check it), 415 a
+// CORS-simple Content-Type (text/plain, multipart/form-data) without a key.
 std::optional<Refusal> check_head(const AccessPolicy& policy, const RequestHead& head);
 
 }  // namespace strata::server

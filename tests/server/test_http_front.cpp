@@ -183,7 +183,7 @@ TEST(HttpFront, LoopbackNamesKeysAndTheGate) {
   EXPECT_EQ(gate(keyed, post + "x-api-key: k\r\n\r\n"), 200);
   EXPECT_EQ(gate(keyed, "GET /health HTTP/1.1\r\n\r\n"), 200);
   EXPECT_EQ(gate(keyed, "GET /webui/app.js HTTP/1.1\r\n\r\n"), 200);
-  EXPECT_EQ(gate(keyed, "GET /v1/models HTTP/1.1\r\n\r\n"), 401);
+  EXPECT_EQ(gate(keyed, "GET /v1/models HTTP/1.1\r\n\r\n"), 200);  // no body: the handler checks the key
   EXPECT_EQ(gate(local, "POST /nowhere HTTP/1.1\r\nContent-Length: 5\r\n\r\n"), 404);
   EXPECT_EQ(gate(local, "PUT /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"), 405);
   EXPECT_EQ(gate(local, "GET /health HTTP/1.1\r\nHost: evil.com\r\n\r\n"), 200);
