@@ -1,6 +1,8 @@
 // strata serve: an OpenAI-compatible HTTP server (continuous batching over --parallel slots).
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -24,7 +26,24 @@ struct ServeOptions {
   std::string template_file, template_kwargs;
   std::string disk_probe = "256M";
   std::string draft_model;  // -md FILE
+  std::string api_key_file;  // --api-key-file FILE
 };
+
+// The API key: --api-key, else --api-key-file (first line, surrounding whitespace dropped), else
+// $STRATA_API_KEY; the file and the variable keep it out of /proc/PID/cmdline.
+void resolve_api_key(ServeOptions& o) {
+  STRATA_CHECK(o.server.api_key.empty() || o.api_key_file.empty(), "--api-key and --api-key-file are exclusive");
+  if (!o.api_key_file.empty()) {
+    std::string k = read_file_bytes(o.api_key_file);
+    k = k.substr(0, k.find('\n'));
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.back()))) k.pop_back();
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.front()))) k.erase(0, 1);
+    STRATA_CHECK(!k.empty(), "--api-key-file {}: no key in the file", o.api_key_file);
+    o.server.api_key = k;
+  } else if (const char* env = std::getenv("STRATA_API_KEY"); o.server.api_key.empty() && env && *env) {
+    o.server.api_key = env;
+  }
+}
 
 // --draft model: the draft model's engine (a slot per --parallel slot), loaded before the target
 // so that the target's memory plan counts what it holds; its vocabulary must be the target's.
@@ -52,6 +71,7 @@ int serve(ServeOptions& o) {
   }
   STRATA_CHECK(o.server.draft_max >= 0 && o.server.draft_max <= 63, "--draft-max must be 0..63 (got {})", o.server.draft_max);
   STRATA_CHECK(o.server.draft_min >= 0 && o.server.draft_min <= 63, "--draft-min must be 0..63 (got {})", o.server.draft_min);
+  resolve_api_key(o);
   STRATA_CHECK(o.server.max_body >= 64, "--max-body must be at least 64 bytes (got {})", o.server.max_body);
   o.server.disk_probe = parse_bytes(o.disk_probe);
   if (!o.draft_model.empty() && o.server.draft == "none") o.server.draft = "model";
@@ -87,9 +107,14 @@ Command add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics), llama-server's /props /slots /tokenize /detokenize, /stats and a web page at /");
   add_model_options(sub, o->model);
-  sub->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
+  sub->add_option("--host", o->server.host,
+                  "Address to listen on; without an API key a loopback address also refuses requests whose Host is not loopback "
+                  "or whose Origin is another site's")->capture_default_str();
   sub->add_option("--port", o->server.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  sub->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' (all endpoints but /health)");
+  sub->add_option("--api-key", o->server.api_key,
+                  "Require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (all endpoints but /health and the web page); "
+                  "visible to local users in the process list: prefer --api-key-file or $STRATA_API_KEY");
+  sub->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of FILE (else $STRATA_API_KEY, if set)");
   sub->add_option("--parallel", o->parallel, "Sequences decoded together (KV slots of -c tokens each)")->capture_default_str()->check(CLI::Range(1, 256));
   sub->add_option("--max-body", o->server.max_body, "Largest request body in bytes (413 beyond)")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   sub->add_option("--queue", o->server.max_queue, "Requests waiting for a slot (503 beyond)")->capture_default_str()->check(CLI::Range(0, 1 << 16));

@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "server/api_host.h"
+#include "server/http_front.h"
+#include "server/http_policy.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/server_info.h"
@@ -34,11 +36,10 @@ std::string endpoint_label(const std::string& path) {
 
 struct HttpServer::Impl final : ApiHost {
   ServerOptions opt;
-  httplib::Server server;
+  FrontServer server;  // httplib's routing and handlers behind an event-driven front (http_front.h)
   std::thread thread;
   int port = -1;
   std::atomic<bool> ready{false};
-  std::atomic<bool> listen_ended{false};
   Engine* eng = nullptr;
   const tok::Tokenizer* tok = nullptr;
   std::unique_ptr<TierMonitor> monitor;  // outlives the scheduler that feeds it
@@ -75,12 +76,14 @@ struct HttpServer::Impl final : ApiHost {
     res.set_content(dump(error_body(shape, e)), "application/json");
   }
 
-  // Authorization: Bearer KEY, or (Anthropic clients) x-api-key: KEY.
+  // Authorization: Bearer KEY, or (Anthropic clients) x-api-key: KEY. The front checked it before
+  // the body was read (http_policy.h); checked again here, in constant time too.
   void check_auth(const httplib::Request& req) {
     if (opt.api_key.empty()) return;
     const std::string h = req.get_header_value("Authorization");
     const std::string x = req.get_header_value("x-api-key");
-    if (h != "Bearer " + opt.api_key && x != opt.api_key)
+    const bool bearer = h.rfind("Bearer ", 0) == 0 && key_matches(std::string_view(h).substr(7), opt.api_key);
+    if (!bearer && !key_matches(x, opt.api_key))
       throw ApiError(401, h.empty() && x.empty() ? "missing API key (send 'Authorization: Bearer KEY' or 'x-api-key: KEY')" : "incorrect API key provided",
                      "invalid_request_error", "", "invalid_api_key");
   }
@@ -164,9 +167,19 @@ struct HttpServer::Impl final : ApiHost {
     // Counted before the response is written (the logger runs after it, so a client could read
     // /metrics before its own request was counted).
     server.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) { counters.add(endpoint_label(req.path), res.status); });
-    server.set_payload_max_length(opt.max_body);
-    const int threads = opt.http_threads > 0 ? opt.http_threads : opt.max_queue + 64;
-    server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    FrontOptions fo;
+    fo.max_body = opt.max_body;
+    fo.workers = opt.http_threads > 0 ? opt.http_threads : opt.max_queue + 64;
+    AccessPolicy policy{opt.api_key, is_loopback_bind(opt.host), opt.webui};
+    server.configure(fo, FrontHooks{[policy](const RequestHead& h) { return check_head(policy, h); },
+                                    [this](const RequestHead& h, const Refusal& r) { return refusal_body(h, r); }});
+  }
+
+  // A refusal of the front (answered before the body is read) as that API's error object, counted.
+  std::pair<std::string, std::string> refusal_body(const RequestHead& h, const Refusal& r) {
+    counters.add(endpoint_label(h.path), r.status);
+    const ApiError e(r.status, r.message, r.status >= 500 ? "server_error" : "invalid_request_error", "", r.code);
+    return {dump(error_body(shape_of_path(h.path), e)), "application/json"};
   }
 
   json model_json() const {
@@ -191,8 +204,7 @@ HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
   Impl& m = *impl_;
-  if (m.opt.port == 0) m.port = m.server.bind_to_any_port(m.opt.host);
-  else m.port = m.server.bind_to_port(m.opt.host, m.opt.port) ? m.opt.port : -1;
+  m.port = m.server.bind_front(m.opt.host, m.opt.port);
   STRATA_CHECK(m.port > 0, "cannot listen on {}:{}", m.opt.host, m.opt.port);
   return m.port;
 }
@@ -200,13 +212,7 @@ int HttpServer::bind() {
 void HttpServer::start() {
   std::signal(SIGPIPE, SIG_IGN);
   if (impl_->port < 0) bind();
-  impl_->thread = std::thread([this] {
-    impl_->server.listen_after_bind();
-    impl_->listen_ended.store(true);
-  });
-  // Until the server listens, its stop() would not end it: a stop() right after start() (a model
-  // that fails to load at once) would then wait forever.
-  while (!impl_->server.is_running() && !impl_->listen_ended.load()) std::this_thread::yield();
+  impl_->thread = std::thread([this] { impl_->server.serve(); });  // stop() ends it, also before it began
 }
 
 void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft) {
@@ -274,7 +280,7 @@ void HttpServer::stop() {
     m.eng->model().set_routing_observer(nullptr);
     m.monitor_closed = true;  // a second stop() may come after the engine is gone
   }
-  m.server.stop();
+  m.server.shutdown();
   if (m.thread.joinable()) m.thread.join();
   if (m.mtp) m.mtp->detach();  // the engine may go before this server
 }

@@ -1,0 +1,120 @@
+#pragma once
+// The server's connection front: one epoll thread owns every connection and reads each request
+// (head, then body) without blocking into that connection's buffer, under named limits; only a
+// whole request goes to a worker thread, which runs cpp-httplib's routing and handlers
+// (httplib::Server::process_request) over a Stream that reads the buffer and writes the socket.
+//
+// Why: httplib 0.11 gives each connection a worker thread from accept on and reads the whole
+// body before a handler (the API key check) runs, so slow clients hold every worker (slowloris)
+// and a client without a key makes the server buffer any body it sends. Here a slow or idle
+// connection costs a buffer and an fd, never a thread; the head is checked (FrontHooks::gate:
+// route, key, Host / Origin) before a body byte is accepted, and bodies are capped whether sized
+// or chunked.
+//
+//   FrontServer front;            // routes registered with Get / Post as on any httplib::Server
+//   front.configure(opts, hooks);
+//   int port = front.bind_front("127.0.0.1", 0);
+//   std::thread t([&] { front.serve(); });
+//   ...
+//   front.shutdown(); t.join();
+#include <httplib.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace strata::server {
+
+// Limits of the front (src/server/README.md, "Limits").
+namespace front_limits {
+inline constexpr size_t kMaxHeadBytes = 64 * 1024;  // request line + headers (431 beyond)
+inline constexpr size_t kMaxHeaders = 100;          // header lines (431 beyond)
+inline constexpr size_t kMaxChunkLine = 1024;       // a chunk-size line of a chunked body (400 beyond)
+inline constexpr std::chrono::milliseconds kHeadTimeout{10'000};       // from a head's first byte to its end
+inline constexpr std::chrono::milliseconds kBodyIdleTimeout{30'000};   // a body read that makes no progress
+inline constexpr std::chrono::milliseconds kKeepAliveTimeout{30'000};  // an idle kept-alive connection
+inline constexpr std::chrono::milliseconds kWriteTimeout{30'000};      // a response write that makes no progress
+inline constexpr std::chrono::milliseconds kLingerTimeout{2'000};      // draining a refused request's body before close
+inline constexpr size_t kMaxConnections = 4096;     // open connections (then the oldest idle or slow one is closed)
+inline constexpr size_t kReadChunk = 64 * 1024;     // bytes per read()
+}  // namespace front_limits
+
+// A request's line and headers as the front parsed them (before any body byte is accepted).
+struct RequestHead {
+  std::string method, target, path, version;  // path: target before '?'
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool chunked = false;
+  size_t content_length = 0;  // sized bodies
+  bool has_body() const { return chunked || content_length > 0; }
+  // The first header of that name (case-insensitive), or nullptr.
+  const std::string* header(std::string_view name) const;
+};
+
+// An answer the front gives itself, closing the connection (the body is not read).
+struct Refusal {
+  int status = 400;
+  std::string message, code;
+};
+
+struct FrontHooks {
+  // Called once per request with its whole head, before any body byte is accepted.
+  std::function<std::optional<Refusal>(const RequestHead&)> gate;
+  // The body and content type of a refusal (the API's error object); also counts it.
+  std::function<std::pair<std::string, std::string>(const RequestHead&, const Refusal&)> render;
+};
+
+struct FrontOptions {
+  size_t max_body = 4u << 20;  // a body (sized or chunked, decoded) beyond: 413
+  int workers = 128;           // threads running handlers
+  size_t max_connections = front_limits::kMaxConnections;
+};
+
+// The head of a request at the start of `buf`. Returns the head's length (terminating empty line
+// included) once it is whole, 0 while it is not; a refusal (400 / 431 / 501) when it cannot be one.
+struct HeadParse {
+  size_t length = 0;
+  std::optional<Refusal> refusal;
+};
+HeadParse parse_head(std::string_view buf, RequestHead& head);
+
+// A chunked body decoded as it arrives, its decoded size capped.
+class ChunkDecoder {
+ public:
+  explicit ChunkDecoder(size_t cap) : cap_(cap) {}
+  // Consumes bytes of `in` (returns how many), appending data to `out`; stops after the last chunk
+  // and its trailers (done()). A refusal (400 malformed, 413 over the cap) ends the body.
+  size_t feed(std::string_view in, std::string& out, std::optional<Refusal>& refusal);
+  bool done() const { return state_ == State::Done; }
+
+ private:
+  enum class State { Size, Data, DataEnd, Trailer, Done };
+  bool size_line(std::optional<Refusal>& refusal);
+  State state_ = State::Size;
+  std::string line_;
+  size_t remaining_ = 0, total_ = 0, trailers_ = 0, cap_;
+};
+
+class FrontServer : public httplib::Server {
+ public:
+  FrontServer();
+  ~FrontServer() override;
+  void configure(const FrontOptions& opt, FrontHooks hooks);
+  // Listens (backlog SOMAXCONN) on host:port (0: any free port); returns the port, -1 on failure.
+  int bind_front(const std::string& host, int port);
+  // The event loop on the calling thread until shutdown().
+  void serve();
+  void shutdown();
+
+ private:
+  friend class FrontLoop;
+  // One request read whole: httplib's routing, handler and response over `strm`.
+  bool handle(httplib::Stream& strm, bool& connection_closed);
+  std::unique_ptr<class FrontLoop> loop_;
+};
+
+}  // namespace strata::server
