@@ -19,9 +19,10 @@ struct SynthOptions {
   std::string name;
   int threads = 0;
   std::optional<int> layers, embd, heads, kv_heads, head_dim, experts, experts_used, expert_ffn, ffn, shared, dense_layers, vocab, ctx;
-  std::optional<int> q_lora, kv_lora;
+  std::optional<int> q_lora, kv_lora, qk_rope, idx_heads, idx_dim, idx_topk;
   std::optional<std::string> expert_type, expert_down_type, attn_type, embd_type, output_type, shexp_type;
   std::optional<double> skew;
+  std::optional<float> yarn_log_mul;
   std::optional<uint64_t> seed;
 };
 
@@ -54,6 +55,11 @@ SynthSpec make_spec(const SynthOptions& o) {
   over(s.n_ctx, o.ctx);
   over(s.q_lora, o.q_lora);
   over(s.kv_lora, o.kv_lora);
+  over(s.qk_rope, o.qk_rope);
+  over(s.idx_heads, o.idx_heads);
+  over(s.idx_dim, o.idx_dim);
+  over(s.idx_topk, o.idx_topk);
+  over(s.yarn_log_mul, o.yarn_log_mul);
   over(s.skew, o.skew);
   over(s.seed, o.seed);
   if (o.expert_type) s.expert_type = parse_type(*o.expert_type, "--expert-type");
@@ -93,6 +99,11 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--dense-layers", o->dense_layers, "Leading dense layers (deepseek2, glm4moe)");
   sub->add_option("--q-lora", o->q_lora, "q LoRA rank, 0 = plain attn_q (deepseek2)");
   sub->add_option("--kv-lora", o->kv_lora, "kv LoRA rank (deepseek2)");
+  sub->add_option("--qk-rope", o->qk_rope, "Rotated dims of an MLA q/k head (deepseek2, deepseek32)");
+  sub->add_option("--idx-heads", o->idx_heads, "Lightning indexer heads (deepseek32)");
+  sub->add_option("--idx-dim", o->idx_dim, "Lightning indexer head size (deepseek32; llama.cpp needs a power of two >= 64)");
+  sub->add_option("--idx-topk", o->idx_topk, "Positions the lightning indexer keeps per query (deepseek32)");
+  sub->add_option("--yarn-log-mul", o->yarn_log_mul, "rope.scaling.yarn_log_multiplier (0.1 x mscale_all_dim) of YaRN presets");
   sub->add_option("--vocab", o->vocab, "Vocabulary size");
   sub->add_option("--ctx", o->ctx, "Training context length (metadata)");
   sub->add_option("--expert-type", o->expert_type, "Routed expert weight type (e.g. q4_K, q6_K, q8_0, iq2_xxs, iq1_s, tq1_0, f16)");

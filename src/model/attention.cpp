@@ -218,11 +218,14 @@ void mla_project(FwdCtx& c, int layer) {
       float* r = st.tmp.data() + static_cast<size_t>(i) * lc.q_lora_rank;
       rmsnorm(r, lw.q_a_norm.data, r, lc.q_lora_rank, c.cfg.rms_eps);
     }
+    c.trace("qr", layer, st.tmp.data(), n, lc.q_lora_rank);
     c.mm(lw.wq_b, st.tmp.data(), n, st.q.data());
   } else {
     c.mm(lw.wq, st.xn.data(), n, st.q.data());
   }
   c.mm(lw.wkv_a, st.xn.data(), n, st.k.data());  // [n, kv_lora + rope]
+  c.trace("q", layer, st.q.data(), n, lc.n_head * (lc.qk_nope_dim + lc.qk_rope_dim));
+  c.trace("kv_cmpr_pe", layer, st.k.data(), n, lc.kv_lora_rank + lc.qk_rope_dim);
 }
 
 void check_batch_positions(const FwdCtx& c) {

@@ -3,10 +3,37 @@
 // plain multi-head attention, as llama.cpp does), first k dense layers, shared experts,
 // sigmoid (or softmax) router with selection bias, group-limited top-k, YaRN.
 #include <cmath>
+#include <string>
 
 #include "model/arch/deepseek2.h"
 
 namespace strata::arch {
+
+// The YaRN magnitudes as llama.cpp v0.5.0 computes them for deepseek2 and deepseek32
+// (llama-context.cpp's yarn_attn_factor, then the graphs' kq_scale), float for float. The rope
+// gets attn_factor (ggml multiplies it by 1 + 0.1 ln(factor) when ext_factor != 0); returned: the
+// mscale of kq_scale = mscale^2 / sqrt(key_length_mla). With mscale_all_dim (yarn_log_multiplier
+// / 0.1) = 1, as in DeepSeek-V3/V3.2 and Kimi K2, the rope's magnitude cancels to 1 and mscale =
+// 1 + 0.1 ln(factor); without the key (or with another value on deepseek32) neither holds.
+static float deepseek_yarn(const MetaReader& r, RopeConfig& rope) {
+  auto get_mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : (0.1f * m * std::log(scale) + 1.0f); };
+  const float mscale_all_dims = r.opt_float(key::kRopeScalingYarnLogMul, 0.0f) / 0.1f;  // llama.cpp's rope_yarn_log_mul
+  float attn_factor = 1.0f;
+  if (rope.ext_factor != 0.0f) {
+    const float factor = 1.0f / rope.freq_scale;
+    if (mscale_all_dims != 0.0f) {
+      // llama.cpp assumes mscale = 1, except on deepseek2 files (DeepSeek-V2's config) where it is mscale_all_dim.
+      const float ms = r.prefix == "deepseek2." && mscale_all_dims != 1.0f ? mscale_all_dims : 1.0f;
+      attn_factor = get_mscale(factor, ms) / get_mscale(factor, mscale_all_dims);
+    } else {
+      attn_factor = get_mscale(factor, 1.0f);
+    }
+    attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+  }
+  rope.attn_factor = attn_factor;
+  const float attn_factor_org = attn_factor * (1.0f + 0.1f * std::log(1.0f / rope.freq_scale));
+  return attn_factor_org * (1.0f + 0.1f * mscale_all_dims * std::log(1.0f / rope.freq_scale));
+}
 
 void deepseek2_read_config(const GgufModel& m, const MetaReader& r, ModelConfig& cfg) {
   read_common(m, r, cfg);
@@ -38,9 +65,7 @@ void deepseek2_read_config(const GgufModel& m, const MetaReader& r, ModelConfig&
   rope.freq_base = r.opt_float(key::kRopeFreqBase, 10000.0f);
   read_rope_scaling(r, rope, cfg.n_ctx_train);
   // DeepSeek's YaRN: attention temperature moves from the rope into the kq scale.
-  const float log_mul = r.opt_float(key::kRopeScalingYarnLogMul, 0.0f);
-  const float mscale = 1.0f + log_mul * std::log(1.0f / rope.freq_scale);
-  rope.attn_factor = 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale));
+  const float mscale = deepseek_yarn(r, rope);
   const GatingFunc gating = read_gating(r, GatingFunc::Softmax);
   for (int il = 0; il < cfg.n_layer; ++il) {
     LayerConfig& l = cfg.layers[il];

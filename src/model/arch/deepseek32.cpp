@@ -171,6 +171,9 @@ void index_batch(FwdCtx& c, Dsv32Cache& s, int layer) {
     rope_apply(rp, cs, k);
     s.keys.store(layer, c.seq(i), c.b.pos[i], k, nullptr);
   }
+  c.trace("indexer_q", layer, s.iq.data(), n, I * D);  // roped (llama.cpp's then go through its Hadamard matrix)
+  c.trace("indexer_k", layer, s.ik.data(), n, D);
+  c.trace("indexer_weights", layer, s.iw.data(), n, I);
 }
 
 // The positions token i attends to. With more visible positions than idx_top_k: the top-k of the
@@ -205,7 +208,24 @@ void select_token(FwdCtx& c, Dsv32Cache& s, int layer, int i, float* score, int3
   s.count[i] = top;
 }
 
+// For tensor traces only: every token's scores over the widest view (positions after its own
+// at -inf), llama.cpp's "indexer_score" [n, n_kv] of one sequence.
+void trace_scores(FwdCtx& c, Dsv32Cache& s, int layer) {
+  if (!c.tensors || !c.tensors->wants("indexer_score", layer)) return;
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const int n = c.b.n, I = lc.idx_n_head, D = lc.idx_head_dim;
+  std::vector<float> out(static_cast<size_t>(n) * s.n_view, -INFINITY), key(static_cast<size_t>(D));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j <= c.b.pos[i]; ++j) {
+      s.keys.read_k(layer, c.seq(i), j, j + 1, key.data());
+      out[static_cast<size_t>(i) * s.n_view + j] =
+          indexer_score(c.k, s.iq.data() + static_cast<size_t>(i) * I * D, s.iw.data() + static_cast<size_t>(i) * I, key.data(), I, D);
+    }
+  c.trace("indexer_score", layer, out.data(), n, s.n_view);
+}
+
 void select_batch(FwdCtx& c, Dsv32Cache& s, int layer) {
+  trace_scores(c, s, layer);
   const int n = c.b.n;
   s.cells.resize(static_cast<size_t>(n) * c.cfg.layers[layer].idx_top_k);
   s.count.resize(static_cast<size_t>(n));
