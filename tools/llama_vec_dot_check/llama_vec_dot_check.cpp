@@ -13,9 +13,9 @@
 //   llama_vec_dot_check [TYPE|all] time
 //       L2-hot GB/s of both (32 rows x 4096, thread CPU time, best of 15 interleaved runs).
 //   llama_vec_dot_check [TYPE|all] dump FILE
-//       writes golden dot products from the peer for the unit tests (see tests/kernels/
-//       test_llama_dots.cpp): per type a few rows of fixture blocks, the peer's activations and
-//       its float result.
+//       writes golden dot products from the peer for the unit tests (tests/data/llama_dots,
+//       read by tests/kernels/test_llama_dots.cpp): per type a few rows of fixture blocks and of
+//       random bytes, the peer's activations and its float result.
 // Build: tools/llama_vec_dot_check/build.sh (not part of the CMake build). Needs the peer
 // installed by shared/peer/setup.sh (PEER_DIR) and the fixtures (STRATA_FIXTURES).
 #include <dlfcn.h>
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     tabs[k] = kernel_table(isas[k]);
     if (!only_isa.empty() && only_isa != isa_name(isas[k])) tabs[k] = nullptr;
   }
-  std::FILE* dump = mode == "dump" ? std::fopen(dump_path.c_str(), "w") : nullptr;
+  std::FILE* dump = mode == "dump" ? std::fopen(dump_path.c_str(), "wb") : nullptr;
   if (mode == "dump" && !dump) { std::printf("cannot write %s\n", dump_path.c_str()); return 1; }
   int total_bad = 0;
   for (const TypeCase& tc : kCases) {
@@ -99,15 +99,17 @@ int main(int argc, char** argv) {
     if (nb_g == 0) { std::printf("no fixture blocks for %s under %s\n", tc.stem, fixtures.c_str()); return 1; }
     std::mt19937 rng(5);
     if (mode == "dump") {
-      // Rows of fixture blocks (and one of random bytes) x a few activation scales; the
-      // 32-value types also get odd block counts (llama.cpp pairs blocks).
-      std::vector<int> counts = bsz == 256 ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 2, 3, 5, 8};
+      // Rows of fixture blocks and of random bytes, 1..3 super-blocks or 1..8 32-value blocks
+      // (llama.cpp pairs those, with an odd last one alone). Record (little-endian): char[8]
+      // type stem, int32 n, uint32 result bits, uint32 weight bytes, uint32 activation bytes,
+      // the weight row, the activation row (quantized by the peer).
+      const std::vector<int> counts = bsz == 256 ? std::vector<int>{1, 2, 3} : std::vector<int>{1, 2, 3, 5, 8};
       int rows = 0;
-      for (int nblk : counts) for (int rep = 0; rep < 6; ++rep) {
+      for (int nblk : counts) for (int rep = 0; rep < 2; ++rep) {
         const int64_t n = bsz * nblk;
         std::vector<uint8_t> w(nblk * tsz);
         for (int b = 0; b < nblk; ++b) std::memcpy(w.data() + b * tsz, blocks.data() + (rng() % nb_g) * tsz, tsz);
-        if (rep == 5) for (auto& c : w) c = (rng() & 0x2F) | 0x10;
+        if (rep == 1) for (auto& c : w) c = (rng() & 0x2F) | 0x10;
         std::vector<float> x(n);
         std::normal_distribution<float> nd(0, 1);
         const float sc = std::pow(10.0f, float(int(rng() % 5)) - 2);
@@ -115,11 +117,17 @@ int main(int argc, char** argv) {
         std::vector<uint8_t> a(ggml_row_size(at, n));
         gq(x.data(), a.data(), n);
         float ref; g(int(n), &ref, 0, w.data(), 0, a.data(), 0, 1);
-        std::fprintf(dump, "%s %lld %08x ", tc.stem, static_cast<long long>(n), bits(ref));
-        for (uint8_t c : w) std::fprintf(dump, "%02x", c);
-        std::fprintf(dump, " ");
-        for (uint8_t c : a) std::fprintf(dump, "%02x", c);
-        std::fprintf(dump, "\n");
+        char name[8] = {};
+        std::strncpy(name, tc.stem, sizeof name);
+        const int32_t n32 = static_cast<int32_t>(n);
+        const uint32_t rb = bits(ref), wn = static_cast<uint32_t>(w.size()), an = static_cast<uint32_t>(a.size());
+        std::fwrite(name, 1, 8, dump);
+        std::fwrite(&n32, 4, 1, dump);
+        std::fwrite(&rb, 4, 1, dump);
+        std::fwrite(&wn, 4, 1, dump);
+        std::fwrite(&an, 4, 1, dump);
+        std::fwrite(w.data(), 1, w.size(), dump);
+        std::fwrite(a.data(), 1, a.size(), dump);
         ++rows;
       }
       std::printf("%-8s %d rows dumped\n", tc.stem, rows);
