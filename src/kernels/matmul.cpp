@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "core/error.h"
+#include "kernels/quants_gemm.h"
 
 namespace strata {
 
@@ -75,9 +76,13 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
   // f32 weights: llama.cpp's CPU build takes its tiled f32 GEMM (tinyBLAS) for multi-token
   // batches when the shapes allow (K a multiple of 8, rows a multiple of 4).
   const auto f32_gemm = (in_gemm && w.type == GgmlType::F32 && w.cols % 8 == 0 && w.rows % 4 == 0) ? k.dot_f32_x8 : nullptr;
+  // IQ4_NL likewise (llama.cpp takes its tiled GEMM for any shape there): the GEMM sums the
+  // blocks in one accumulator, its vec_dot in two. The other quantized types' GEMM rounds as
+  // their vec_dot.
+  const VecDotFn q_gemm = (in_gemm && w.type == GgmlType::IQ4_NL) ? vec_dot_iq4_nl_q8_0_gemm : nullptr;
   STRATA_CHECK(dot != nullptr, "kernel table '{}' has no vec_dot for {}", k.name, ggml_type_name(w.type));
   // Several tokens: the multi-token kernel (bit-identical per token to `dot`) when the table has one.
-  const VecDotXnFn dot_xn = (n >= 2 && !f32_gemm) ? k.vec_dot_xn[static_cast<uint32_t>(w.type)] : nullptr;
+  const VecDotXnFn dot_xn = (n >= 2 && !f32_gemm && !q_gemm) ? k.vec_dot_xn[static_cast<uint32_t>(w.type)] : nullptr;
   // ... and the rows x tokens tile kernel (bit-identical per element to `dot` too).
   const VecDotTileFn dot_tile = dot_xn ? k.vec_dot_tile[static_cast<uint32_t>(w.type)] : nullptr;
   const int64_t tok_tile = dot_tile ? kTileTokenTile : kTokenTile;
@@ -126,6 +131,11 @@ void matmul(const KernelTable& k, ThreadPool* pool, const QMatrix& w, const floa
             for (int64_t t = t0; t < t1; ++t) {
               const auto* a = reinterpret_cast<const float*>(act + t * act_stride);
               y[t * w.rows + r] = in_gemm[t] ? f32_gemm(w.cols, reinterpret_cast<const float*>(wr), a) : dot(w.cols, wr, a);
+            }
+          } else if (q_gemm) {
+            for (int64_t t = t0; t < t1; ++t) {
+              const uint8_t* a = act + t * act_stride;
+              y[t * w.rows + r] = in_gemm[t] ? q_gemm(w.cols, wr, a) : dot(w.cols, wr, a);
             }
           } else if (dot_xn) {
             dot_xn(w.cols, wr, act + t0 * act_stride, act_stride, static_cast<int>(t1 - t0), y + t0 * w.rows + r, w.rows);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/matmul.h"
+#include "kernels/quants_gemm.h"
 
 namespace strata {
 
@@ -18,6 +19,7 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
     VecDotXnFn dot_xn;  // several tokens at once (bit-identical per token to dot), or nullptr
     VecDotTileFn dot_tile;  // rows x tokens (bit-identical per element to dot), or nullptr
     float (*f32_gemm)(int64_t, const float*, const float*);
+    VecDotFn q_gemm;  // IQ4_NL rows in llama.cpp's tiled GEMM (see matmul.cpp)
     const uint8_t* act;
     size_t act_stride;
     int64_t chunk_rows;
@@ -38,7 +40,8 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
     STRATA_CHECK(jb.w.row_stride_bytes >= ggml_row_size(jb.w.type, jb.w.cols), "matmul: row stride {} < row size {}",
                  jb.w.row_stride_bytes, ggml_row_size(jb.w.type, jb.w.cols));
     p.f32_gemm = (jb.in_gemm && jb.w.type == GgmlType::F32 && jb.w.cols % 8 == 0 && jb.w.rows % 4 == 0) ? k.dot_f32_x8 : nullptr;
-    p.dot_xn = (jb.n >= 2 && !p.f32_gemm) ? k.vec_dot_xn[static_cast<uint32_t>(jb.w.type)] : nullptr;
+    p.q_gemm = (jb.in_gemm && jb.w.type == GgmlType::IQ4_NL) ? vec_dot_iq4_nl_q8_0_gemm : nullptr;
+    p.dot_xn = (jb.n >= 2 && !p.f32_gemm && !p.q_gemm) ? k.vec_dot_xn[static_cast<uint32_t>(jb.w.type)] : nullptr;
     p.dot_tile = p.dot_xn ? k.vec_dot_tile[static_cast<uint32_t>(jb.w.type)] : nullptr;
     p.act = reinterpret_cast<const uint8_t*>(jb.x);
     p.act_stride = static_cast<size_t>(jb.w.cols) * sizeof(float);
@@ -91,6 +94,7 @@ void matmul_many(const KernelTable& k, ThreadPool* pool, const MatmulJob* jobs, 
       for (int64_t t = 0; t < jb.n; ++t) {
         const uint8_t* a = p.act + t * p.act_stride;
         jb.y[t * jb.w.rows + r] = p.f32_gemm && jb.in_gemm[t] ? p.f32_gemm(jb.w.cols, reinterpret_cast<const float*>(wr), reinterpret_cast<const float*>(a))
+                                  : p.q_gemm && jb.in_gemm[t] ? p.q_gemm(jb.w.cols, wr, a)
                                                                : p.dot(jb.w.cols, wr, a);
       }
     }

@@ -319,13 +319,16 @@ void mla_attend(FwdCtx& c, int layer, const KeySelection* sel) {
     }
   }
   // q_nope absorbed through k_b, head by head: [kv_lora] = Wkb[h] (kv_lora x nope) q_nope[h].
-  // llama.cpp multiplies by a permuted (non-contiguous) view of q_nope here, so its tiled GEMM
-  // never applies: every token takes the dot association (mm_rows), chunk or not.
+  // llama.cpp multiplies by a permuted (non-contiguous) view of q_nope here, so its tiled f32
+  // GEMM never applies: f32 weights take the dot association for every token (mm_rows). For
+  // quantized weights it first quantizes that view into a contiguous buffer, and its tiled GEMM
+  // does take the tokens of a chunk (where its rounding differs from the dot, IQ4_NL: c.mm).
   for (int h = 0; h < lc.n_head; ++h) {
     QMatrix m{kb.type, lc.kv_lora_rank, lc.qk_nope_dim, kb.data + h * kb_head, static_cast<size_t>(ggml_row_size(kb.type, lc.qk_nope_dim))};
     for (int i = 0; i < n; ++i) std::memcpy(st.gather.data() + static_cast<size_t>(i) * lc.qk_nope_dim, st.q.data() + static_cast<size_t>(i) * dq + h * dqh,
                                             sizeof(float) * lc.qk_nope_dim);
-    c.mm_rows(m, st.gather.data(), n, st.tmp.data());
+    if (kb.type == GgmlType::F32) c.mm_rows(m, st.gather.data(), n, st.tmp.data());
+    else c.mm(m, st.gather.data(), n, st.tmp.data());
     for (int i = 0; i < n; ++i)
       std::memcpy(qabs + (static_cast<size_t>(i) * lc.n_head + h) * kvw, st.tmp.data() + static_cast<size_t>(i) * lc.kv_lora_rank,
                   sizeof(float) * lc.kv_lora_rank);

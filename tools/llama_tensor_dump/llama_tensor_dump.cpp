@@ -6,6 +6,7 @@
 // ([rows = tokens, cols] in row order) plus index.csv (name,layer,rows,cols,file), the format
 // `strata run --dump-tensors` writes. --list prints every callback tensor instead.
 //   llama_tensor_dump --model M.gguf --tokens 1,2,3 --out DIR [--filter REGEX] [--list]
+// STRATA_PEER_CPU_VARIANT=haswell loads only that CPU variant (else ggml picks this CPU's best).
 // Build: tools/llama_tensor_dump/build.sh (not part of the CMake build).
 #include <cstdio>
 #include <cstdlib>
@@ -126,7 +127,17 @@ int main(int argc, char** argv) {
   Dl_info di;  // the CPU backend variants live beside libllama
   dladdr(reinterpret_cast<void*>(llama_backend_init), &di);
   const std::string dir = std::filesystem::path(di.dli_fname).parent_path().string();
-  ggml_backend_load_all_from_path(dir.c_str());
+  // STRATA_PEER_CPU_VARIANT=haswell: that CPU variant only (the golden sets' AVX2 build); by
+  // default ggml picks the best variant for this CPU (on an AVX-512 host not the haswell one,
+  // whose dots and quantizers round differently).
+  if (const char* v = std::getenv("STRATA_PEER_CPU_VARIANT")) {
+    if (!ggml_backend_load((dir + "/libggml-cpu-" + v + ".so").c_str())) {
+      std::fprintf(stderr, "cannot load CPU variant %s from %s\n", v, dir.c_str());
+      return 1;
+    }
+  } else {
+    ggml_backend_load_all_from_path(dir.c_str());
+  }
   llama_backend_init();
 
   llama_model_params mp = llama_model_default_params();

@@ -3,6 +3,7 @@
 // -mavx2 -mfma -mf16c). Everything is static inline: no symbol leaves these translation units.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -108,16 +109,57 @@ static inline void unpack_k4_scales(const uint8_t* s, __m128i& scales8, __m128i&
 }
 
 // Q4_K / Q5_K super-block scales for the int8 dots: `sc16` holds the 8 sub-block scales as
-// int16 in both lanes (bcast_i16(sc16, j) is sub-block j's), `mins` each min twice as int16
-// (madd with the activation's 16 bsums gives the per-16 min terms).
+// int16 in both lanes (bcast_i16(sc16, j) is sub-block j's), `mins` the 8 mins as int16.
 struct K4Scales {
-  __m256i sc16, mins;
+  __m256i sc16;
+  __m128i mins;
 };
 static inline K4Scales k4_scales(const uint8_t* scales) {
   __m128i sc8, mn8;
   unpack_k4_scales(scales, sc8, mn8);
-  return {_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8)), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8))};
+  return {_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8)), _mm_cvtepu8_epi16(mn8)};
 }
+// The min term of a Q4_K / Q5_K super-block as llama.cpp's AVX2 kernels group it: the 16
+// per-16 activation sums added in pairs (one per 32-value sub-block, vphaddw), times the 8
+// mins (int16), in 4 int32 lanes: lane k = min[2k] * s[2k] + min[2k+1] * s[2k+1].
+static inline __m128i k4_min_prod(__m128i mins16, const int16_t* bsums) {
+  const __m256i b = load256(bsums);
+  const __m128i s = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+  return _mm_madd_epi16(mins16, s);
+}
+// llama.cpp's reduction of a 4-lane float accumulator: (l0 + l2) + (l1 + l3).
+static inline float hsum4_ps(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+// llama.cpp's exact integer sum of 4 int32 lanes ((l0 + l1) + (l2 + l3), vphaddd twice).
+static inline int32_t hsum4_epi32(__m128i v) {
+  const __m128i z = _mm_setzero_si128();
+  return _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(v, z), z));
+}
+
+// The running min term of a Q4_K / Q5_K row, accumulated as llama.cpp's AVX2 kernels do:
+// Q4_K in 4 float lanes (one fused multiply-add per block with d_a * dmin_w, reduced by
+// hsum4_ps at the end), Q5_K in one float (the 4 lanes' exact integer sum, converted, one fused
+// multiply-add per block). Kept positive and subtracted at the end, which rounds the same as
+// llama.cpp's accumulation of -dmin (round to nearest is symmetric).
+namespace {  // no weak symbol may leave an ISA's objects (scripts/check-isa.sh)
+template <bool kScalar>
+struct K4MinAcc {
+  __m128 v = _mm_setzero_ps();
+  float s = 0.0f;
+  void add(float dmin, __m128i prod) {
+    if constexpr (kScalar) s = std::fma(dmin, static_cast<float>(hsum4_epi32(prod)), s);
+    else v = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), v);
+  }
+  float total() const {
+    if constexpr (kScalar) return s;
+    else return hsum4_ps(v);
+  }
+};
+}  // namespace
+
 // Codes of 32-byte chunk c (0..3) of a Q4_K / Q5_K super-block: `lo` = sub-block 2c (low
 // nibbles), `hi` = sub-block 2c + 1 (high nibbles). With kFifthBit (Q5_K), bits 2c / 2c + 1 of
 // each qh byte add 16.

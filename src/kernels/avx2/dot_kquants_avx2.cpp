@@ -36,7 +36,6 @@ float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m128i m4 = _mm_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
-  float acc_m = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     prefetch_block(w + i, sizeof(block_q2_K));
     const float d = a[i].d * h2f(w[i].d);
@@ -44,7 +43,9 @@ float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
     const __m128i sc_raw = load128(w[i].scales);
     const __m128i sc = _mm_and_si128(sc_raw, m4);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_raw, 4), m4));
-    acc_m += dmin * static_cast<float>(hsum_epi32(_mm256_madd_epi16(mins, load256(a[i].bsums))));
+    // llama.cpp's order: the block's min term (8 lanes, -dmin) first, then its scale term.
+    const __m256i mprod = _mm256_madd_epi16(mins, load256(a[i].bsums));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(mprod), acc);
     const __m256i sc_lo = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc));
     const __m256i sc_hi = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(sc, 8)));
     __m256i sum = _mm256_setzero_si256();
@@ -60,7 +61,7 @@ float vec_dot_q2_K_q8_K(int64_t n, const void* vw, const void* va) {
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
   }
-  return hsum_ps(acc) - acc_m;
+  return hsum_ps(acc);
 }
 
 // Q3_K: 16 sub-blocks of 16 values, signed 6-bit scales (offset 32), 2 low bits + 1 high bit;
@@ -109,14 +110,13 @@ float dot_k4(int64_t n, const void* vw, const void* va) {
   const auto* a = static_cast<const block_q8_K*>(va);
   const int64_t nb = n / QK_K;
   __m256 acc = _mm256_setzero_ps();
-  __m256 acc_m = _mm256_setzero_ps();
+  K4MinAcc<kFifthBit> acc_m;
   for (int64_t i = 0; i < nb; ++i) {
     prefetch_block(w + i, sizeof(Block));
     const float d = a[i].d * h2f(w[i].d);
     const float dmin = a[i].d * h2f(w[i].dmin);
     const K4Scales ks = k4_scales(w[i].scales);
-    const __m256i msum = _mm256_madd_epi16(ks.mins, load256(a[i].bsums));
-    acc_m = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m);
+    acc_m.add(dmin, k4_min_prod(ks.mins, a[i].bsums));
     __m256i qh = _mm256_setzero_si256();
     if constexpr (kFifthBit) qh = load256(w[i].qh);
     __m256i sum0 = _mm256_setzero_si256(), sum1 = _mm256_setzero_si256();
@@ -130,7 +130,7 @@ float dot_k4(int64_t n, const void* vw, const void* va) {
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(sum0, sum1)), acc);
   }
-  return hsum_ps(acc) - hsum_ps(acc_m);
+  return hsum_ps(acc) - acc_m.total();
 }
 
 }  // namespace

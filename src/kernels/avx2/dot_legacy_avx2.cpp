@@ -1,4 +1,4 @@
-// AVX2 dot products of the 32-value block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4)
+// AVX2 dot products of the 32-value block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0)
 // with Q8_0 / Q8_1 activations. Integer products per block (maddubs + madd), float
 // accumulation across blocks with the product of the two block scales.
 #include "kernels/avx2/avx2_common.h"
@@ -99,36 +99,6 @@ float vec_dot_q8_0_q8_0(int64_t n, const void* vw, const void* va) {
   return hsum_ps(acc);
 }
 
-float vec_dot_iq4_nl_q8_0(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const block_iq4_nl*>(vw);
-  const auto* a = static_cast<const block_q8_0*>(va);
-  const int64_t nb = n / QK4_NL;
-  const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues));
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
-    const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
-    const __m256i q = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs));
-    const __m256i p = dot_i8i8(q, load256(a[i].qs));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-  }
-  return hsum_ps(acc);
-}
-
-float vec_dot_mxfp4_q8_0(int64_t n, const void* vw, const void* va) {
-  const auto* w = static_cast<const block_mxfp4*>(vw);
-  const auto* a = static_cast<const block_q8_0*>(va);
-  const int64_t nb = n / QK_MXFP4;
-  const __m256i table = _mm256_broadcastsi128_si256(load128(kMxfp4Values));
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
-    const __m256 d = _mm256_set1_ps(e8m0_half(w[i].e) * h2f(a[i].d));
-    const __m256i q = _mm256_shuffle_epi8(table, nibbles_split16(w[i].qs));
-    const __m256i p = dot_i8i8(q, load256(a[i].qs));
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-  }
-  return hsum_ps(acc);
-}
+// IQ4_NL and MXFP4: dot_multi_avx2.cpp (llama.cpp's two accumulators, dot_multi_impl.h).
 
 }  // namespace strata::avx2

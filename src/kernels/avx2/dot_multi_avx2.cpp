@@ -41,4 +41,7 @@ void vec_dot_xn_mxfp4_q8_0(int64_t n, const void* w, const void* a, size_t as, i
   xn<Legacy<DecMxfp4, Ops>, 4>(n, w, a, as, nt, y, ys);
 }
 
+float vec_dot_iq4_nl_q8_0(int64_t n, const void* w, const void* a) { return one<Legacy<DecIq4nl, Ops>>(n, w, a); }
+float vec_dot_mxfp4_q8_0(int64_t n, const void* w, const void* a) { return one<Legacy<DecMxfp4, Ops>>(n, w, a); }
+
 }  // namespace strata::avx2

@@ -61,8 +61,9 @@ struct K4 {
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
     const auto* w = static_cast<const Block*>(vw);
     const int64_t nb = n / QK_K;
-    __m256 acc[N], acc_m[N];
-    for (int t = 0; t < N; ++t) acc[t] = acc_m[t] = _mm256_setzero_ps();
+    __m256 acc[N];
+    K4MinAcc<kFifthBit> acc_m[N];
+    for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
       prefetch_block(w + i, sizeof(Block));
       const float wd = h2f(w[i].d), wdmin = h2f(w[i].dmin);
@@ -83,12 +84,11 @@ struct K4 {
       for (int t = 0; t < N; ++t) {
         const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
         const float d = a->d * wd, dmin = a->d * wdmin;
-        const __m256i msum = _mm256_madd_epi16(ks.mins, load256(a->bsums));
-        acc_m[t] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m[t]);
+        acc_m[t].add(dmin, k4_min_prod(ks.mins, a->bsums));
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum.total(t)), acc[t]);
       }
     }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]) - hsum_ps(acc_m[t]);
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]) - acc_m[t].total();
   }
 };
 
@@ -175,37 +175,57 @@ struct IQ4XS {
 
 // ---- 32-value blocks with signed codes, Q8_0 activations ----------------------------------
 // Every format below reduces to: signed codes q (no -128) and a float weight scale per block;
-// the single-token kernels compute fmadd(set1(wscale * h2f(a.d)), cvt(dot_i8i8(q, a.qs)), acc).
-// Decode(block) -> {q, wscale} is the only per-format part.
+// per block, fmadd(set1(wscale * h2f(a.d)), cvt(dot_i8i8(q, a.qs)), acc).
+// Decode(block) -> {q, wscale} is the only per-format part. Q8_0 and Q4_0 keep one
+// accumulator, blocks in order (llama.cpp's AVX2 kernels); IQ4_NL and MXFP4 (Decode::kPairs)
+// follow llama.cpp's two: even blocks in one, odd blocks in the other, summed before the
+// horizontal sum, and a last unpaired block added after it as one fused multiply-add of its
+// exact integer sum.
 
 template <class Decode, class Ops>
 struct Legacy {
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
     using W = typename Decode::Block;
+    constexpr bool kPairs = Decode::kPairs;
     const auto* w = static_cast<const W*>(vw);
     const int64_t nb = n / 32;
+    const int64_t nb_main = kPairs ? (nb & ~int64_t{1}) : nb;
     const Decode dec;
-    __m256 acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
+    __m256 acc[N], acc2[N];
+    for (int t = 0; t < N; ++t) acc[t] = acc2[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb_main; ++i) {
       Decode::prefetch(w, i);
+      float ws;
+      const __m256i q = dec.codes(w[i], ws);
+      const __m256i u = _mm256_sign_epi8(q, q);
+      const bool second = kPairs && (i & 1);
+      for (int t = 0; t < N; ++t) {
+        const block_q8_0* a = act_block<block_q8_0>(act, as, t, i);
+        const __m256 d = _mm256_set1_ps(ws * h2f(a->d));
+        const __m256i p = Ops::dot_u8i8(u, _mm256_sign_epi8(load256(a->qs), q));
+        if (second) acc2[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc2[t]);
+        else acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
+      }
+    }
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(kPairs ? _mm256_add_ps(acc[t], acc2[t]) : acc[t]);
+    if (nb_main < nb) {
+      const int64_t i = nb - 1;
       float ws;
       const __m256i q = dec.codes(w[i], ws);
       const __m256i u = _mm256_sign_epi8(q, q);
       for (int t = 0; t < N; ++t) {
         const block_q8_0* a = act_block<block_q8_0>(act, as, t, i);
-        const __m256 d = _mm256_set1_ps(ws * h2f(a->d));
-        const __m256i p = Ops::dot_u8i8(u, _mm256_sign_epi8(load256(a->qs), q));
-        acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t]);
+        const int32_t isum = hsum_epi32(Ops::dot_u8i8(u, _mm256_sign_epi8(load256(a->qs), q)));
+        y[t * ys] = std::fma(ws * h2f(a->d), static_cast<float>(isum), y[t * ys]);
       }
     }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]);
   }
 };
 
 struct DecQ8_0 {
   using Block = block_q8_0;
+  static constexpr bool kPairs = false;
   static void prefetch(const Block* w, int64_t i) {
     if ((i & 1) == 0) {
       avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead);
@@ -220,6 +240,7 @@ struct DecQ8_0 {
 
 struct DecQ4_0 {
   using Block = block_q4_0;
+  static constexpr bool kPairs = false;
   const __m256i eight = _mm256_set1_epi8(8);
   static void prefetch(const Block* w, int64_t i) { avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead); }
   __m256i codes(const Block& b, float& ws) const {
@@ -234,6 +255,7 @@ inline float block_scale(const block_mxfp4& b) { return e8m0_half(b.e); }
 template <class B, const int8_t* kValues>
 struct DecTable {
   using Block = B;
+  static constexpr bool kPairs = true;
   const __m256i table = _mm256_broadcastsi128_si256(load128(kValues));
   static void prefetch(const Block* w, int64_t i) { avx2::prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchAhead); }
   __m256i codes(const Block& b, float& ws) const {

@@ -76,15 +76,16 @@ struct K4W {
       sidx[c] = scale_index(2 * c, 16);
       bit[c] = join(_mm256_set1_epi8(static_cast<char>(1 << (2 * c))), _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1))));
     }
-    __m256 acc[N], acc_m[N];
-    for (int t = 0; t < N; ++t) acc[t] = acc_m[t] = _mm256_setzero_ps();
+    __m256 acc[N];
+    K4MinAcc<kFifthBit> acc_m[N];
+    for (int t = 0; t < N; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
       prefetch_block(w + i, sizeof(Block));
       const float wd = h2f(w[i].d), wdmin = h2f(w[i].dmin);
       __m128i sc8, mn8;
       unpack_k4_scales(w[i].scales, sc8, mn8);
       const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sc8));
-      const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+      const __m128i mins = _mm_cvtepu8_epi16(mn8);
       __m512i qh = _mm512_setzero_si512();
       if constexpr (kFifthBit) qh = _mm512_broadcast_i64x4(load256(w[i].qh));
       SumsW<N> sum;
@@ -102,12 +103,11 @@ struct K4W {
       for (int t = 0; t < N; ++t) {
         const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
         const float d = a->d * wd, dmin = a->d * wdmin;
-        const __m256i msum = _mm256_madd_epi16(mins, load256(a->bsums));
-        acc_m[t] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), acc_m[t]);
+        acc_m[t].add(dmin, k4_min_prod(mins, a->bsums));
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(fold(sum.total(t))), acc[t]);
       }
     }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]) - hsum_ps(acc_m[t]);
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum_ps(acc[t]) - acc_m[t].total();
   }
 };
 

@@ -6,6 +6,7 @@
 // ggml byte-for-byte.
 #include <algorithm>
 
+#include "kernels/quants_gemm.h"
 #include "kernels/scalar/quants_internal.h"
 
 namespace strata::scalar {
@@ -186,3 +187,27 @@ void register_iq_quants(QuantTable& t) {
 }
 
 }  // namespace strata::scalar
+
+namespace strata {
+
+// The arithmetic of llama.cpp's tiled GEMM (tinyBLAS_Q0_AVX, which its CPU build takes for the
+// tokens of a multi-token mul_mat on IQ4_NL weights): exact int32 lanes per block (value v of a
+// block in lane v / 4), one fused multiply-add per lane with d_w * d_a into 8 accumulators,
+// blocks in order, then its horizontal sum. Its vec_dot (a lone token, and every expert product)
+// instead sums even and odd blocks apart (the kernel tables' IQ4_NL vec_dot).
+float vec_dot_iq4_nl_q8_0_gemm(int64_t n, const void* w, const void* a) {
+  const auto* x = static_cast<const block_iq4_nl*>(w);
+  const auto* y = static_cast<const block_q8_0*>(a);
+  using namespace scalar;
+  int8_t q[kBlock];
+  Lanes8 acc;
+  for (int64_t i = 0; i < n / kBlock; ++i) {
+    unpack_levels(x[i].qs, q);
+    int32_t lane[8] = {};
+    for (int j = 0; j < kBlock; ++j) lane[iq_lane(j)] += q[j] * y[i].qs[j];
+    acc.fma(f16(x[i].d) * f16(y[i].d), lane);
+  }
+  return acc.hsum();
+}
+
+}  // namespace strata
