@@ -94,18 +94,19 @@ const std::vector<float>& dram_buffer() {
   return buf;
 }
 
+// SSE (the x86-64 baseline this file is built for): 16-byte loads keep far ahead of DRAM.
 float sum_range(const float* p, int64_t n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (int64_t i = 0; i + 32 <= n; i += 32) {
-    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
-    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
-    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
-    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
+  __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    s0 = _mm_add_ps(s0, _mm_loadu_ps(p + i));
+    s1 = _mm_add_ps(s1, _mm_loadu_ps(p + i + 4));
+    s2 = _mm_add_ps(s2, _mm_loadu_ps(p + i + 8));
+    s3 = _mm_add_ps(s3, _mm_loadu_ps(p + i + 12));
   }
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-  alignas(32) float t[8];
-  _mm256_store_ps(t, s);
-  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+  const __m128 s = _mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3));
+  alignas(16) float t[4];
+  _mm_store_ps(t, s);
+  return t[0] + t[1] + t[2] + t[3];
 }
 
 void BM_DramRead(benchmark::State& state) {

@@ -19,7 +19,7 @@ std::string nested(size_t depth, const std::string& open = "[", const std::strin
 TEST(JsonDepth, CountsArraysAndObjects) {
   EXPECT_EQ(json_nesting("1").depth, 0u);
   EXPECT_EQ(json_nesting("[]").depth, 1u);
-  EXPECT_EQ(json_nesting(R"({"a": [1, {"b": [[]]}]})").depth, 4u);
+  EXPECT_EQ(json_nesting(R"({"a": [1, {"b": [[]]}]})").depth, 5u);
   EXPECT_EQ(json_nesting(nested(64)).depth, 64u);
   EXPECT_FALSE(json_nesting(nested(kMaxJsonDepth)).over());
 }

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "kernels/kernel_table.h"
 #include "golden_util.h"
 #include "model/model.h"
 #include "runtime/engine.h"
@@ -169,6 +170,13 @@ TEST_P(GoldenSuite, MatchesLlamaCpp) {
   ASSERT_TRUE(crit.has_value()) << set << ": general.file_type " << ft << " has no golden criterion (add one in criterion_of)";
   if (ends_with(set, "-f32") || ends_with(set, "-q8_0")) {
     ASSERT_EQ(*crit, Criterion::Exact) << set << ": an F32/Q8_0 set must be checked bit for bit (file_type " << ft << ")";
+  }
+  // The scalar table (CPUs without AVX2) is the double-precision reference, not llama.cpp's AVX2
+  // association: within tolerance there, as llama.cpp's own non-AVX build would be.
+  if (*crit == Criterion::Exact && kernels().isa == Isa::Scalar) {
+    std::printf("[%-22s] scalar kernel table: checked within tolerance, not bit for bit\n", set.c_str());
+    check_tolerance(set, *eng);
+    return;
   }
   if (*crit == Criterion::Exact) check_exact(set, *eng);
   else check_tolerance(set, *eng);
