@@ -57,6 +57,9 @@ struct KernelTable {
   float (*dot_f32_x8)(int64_t n, const float* a, const float* b) = nullptr;
   void (*axpy_f32)(int64_t n, float a, const float* x, float* y) = nullptr;  // y += a*x
   void (*scale_f32)(int64_t n, float a, float* y) = nullptr;                 // y *= a
+  // y[i] = ggml_vexpf(x[i]) (kernels/ops.h: ggml's vectorized expf, which SwiGLU, SiLU and softmax
+  // round through), bit for bit in every table; x and y may alias.
+  void (*expf_f32)(int64_t n, const float* x, float* y) = nullptr;
   // f16 rows (KV cache) against f32: converted in registers, no row buffer.
   float (*dot_f16_f32)(int64_t n, const uint16_t* a, const float* b) = nullptr;
   void (*axpy_f16)(int64_t n, float a, const uint16_t* x, float* y) = nullptr;  // y += a*x

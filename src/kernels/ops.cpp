@@ -1,5 +1,7 @@
 #include "kernels/ops.h"
 
+#include "kernels/kernel_table.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -56,6 +58,7 @@ namespace {
 double exp_sum_grouped(float* x, int64_t n, int64_t row0, const int32_t* cell, float mx, int64_t tail_from) {
   double sum = 0.0;
   int64_t i = 0;
+  const auto expf8 = kernels().expf_f32;
   auto at = [&](int64_t k) { return cell ? static_cast<int64_t>(cell[k]) : row0 + k; };
   while (i < n) {
     const int64_t a = at(i);
@@ -67,10 +70,13 @@ double exp_sum_grouped(float* x, int64_t n, int64_t row0, const int32_t* cell, f
       break;
     }
     const int64_t g0 = a & ~int64_t{7};
-    float v[8] = {};
-    for (; i < n && at(i) < g0 + 8; ++i) {
-      x[i] = x[i] == -INFINITY ? 0.0f : ggml_vexpf(x[i] - mx);
-      v[at(i) - g0] = x[i];
+    float in[8] = {}, v[8] = {};  // v: the group's 8 cells, those x does not hold masked (0)
+    const int64_t i0 = i;
+    for (; i < n && at(i) < g0 + 8; ++i) in[i - i0] = x[i] - mx;
+    expf8(i - i0, in, in);  // the kernel table's ggml_vexpf, the group's elements at once
+    for (int64_t k = i0; k < i; ++k) {
+      x[k] = x[k] == -INFINITY ? 0.0f : in[k - i0];
+      v[at(k) - g0] = x[k];
     }
     float s[4];
     for (int q = 0; q < 4; ++q) s[q] = v[q + 4] + v[q];
@@ -132,23 +138,28 @@ float ggml_vexpf(float x) {
 }
 
 // As ggml_vec_swiglu_f32: groups of 8 through the vectorized silu, the tail through x/(1+expf(-x)).
-void swiglu(const float* g, const float* u, float* out, int64_t n) {
+// silu(x) * (u ? u : 1) over the groups of 8 (ggml's vectorized expf: the kernel table's
+// expf_f32, blocks of kExpBlock on the stack), the tail through x/(1+expf(-x)).
+void silu_mul(const float* x, const float* u, float* y, int64_t n) {
+  constexpr int64_t kExpBlock = 256;
   const int64_t nv = n & ~int64_t{7};
-  for (int64_t i = 0; i < nv; ++i) {
-    const float x = g[i];
-    out[i] = (x / (1.0f + ggml_vexpf(0.0f - x))) * u[i];
+  const auto expf8 = kernels().expf_f32;
+  float e[kExpBlock];
+  for (int64_t b = 0; b < nv; b += kExpBlock) {
+    const int64_t m = std::min(kExpBlock, nv - b);
+    for (int64_t i = 0; i < m; ++i) e[i] = 0.0f - x[b + i];
+    expf8(m, e, e);
+    for (int64_t i = 0; i < m; ++i) {
+      const float v = x[b + i] / (1.0f + e[i]);
+      y[b + i] = u ? v * u[b + i] : v;
+    }
   }
-  for (int64_t i = nv; i < n; ++i) out[i] = silu(g[i]) * u[i];
+  for (int64_t i = nv; i < n; ++i) y[i] = u ? silu(x[i]) * u[i] : silu(x[i]);
 }
 
-void silu_vec(const float* x, float* y, int64_t n) {
-  const int64_t nv = n & ~int64_t{7};
-  for (int64_t i = 0; i < nv; ++i) {
-    const float v = x[i];
-    y[i] = v / (1.0f + ggml_vexpf(0.0f - v));
-  }
-  for (int64_t i = nv; i < n; ++i) y[i] = silu(x[i]);
-}
+void swiglu(const float* g, const float* u, float* out, int64_t n) { silu_mul(g, u, out, n); }
+
+void silu_vec(const float* x, float* y, int64_t n) { silu_mul(x, nullptr, y, n); }
 
 void l2norm(const float* x, float* y, int64_t n, float eps) {
   const float fn = static_cast<float>(n);

@@ -78,6 +78,7 @@ void dequantize_bf16(const void* x, float* y, int64_t n);
 float dot_f32(int64_t n, const float* a, const float* b);
 float dot_f32_x8(int64_t n, const float* a, const float* b);
 void axpy_f32(int64_t n, float a, const float* x, float* y);
+void expf_f32(int64_t n, const float* x, float* y);  // ggml's vectorized expf, 8 lanes (expf_avx2.cpp)
 void scale_f32(int64_t n, float a, float* y);
 float dot_f16_f32(int64_t n, const uint16_t* x, const float* y);
 void axpy_f16(int64_t n, float a, const uint16_t* x, float* y);

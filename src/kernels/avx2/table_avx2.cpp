@@ -80,6 +80,7 @@ void fill_avx2_table(KernelTable& t) {
   t.dot_f32_x8 = avx2::dot_f32_x8;
   t.axpy_f32 = avx2::axpy_f32;
   t.scale_f32 = avx2::scale_f32;
+  t.expf_f32 = avx2::expf_f32;
   t.dot_f16_f32 = avx2::dot_f16_f32;
   t.axpy_f16 = avx2::axpy_f16;
   t.dot_f16_f32_multi = avx2::dot_f16_f32_multi;

@@ -4,6 +4,7 @@
 
 #include "core/fp16.h"
 #include "kernels/kernel_table.h"
+#include "kernels/ops.h"
 
 namespace strata {
 
@@ -13,6 +14,10 @@ void quantize_act_q8_1_scalar(const float* x, void* dst, int64_t n);
 // Same association as llama.cpp's CPU f32 dot (4 x 8 fused multiply-add lanes over steps of
 // 32, pairwise lane reduction, then the tail fused in float), so results agree to the last bit where it matters
 // (near-tied router scores).
+static void expf_f32_scalar(int64_t n, const float* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = ggml_vexpf(x[i]);
+}
+
 static float dot_f32_scalar(int64_t n, const float* a, const float* b) {
   float acc[4][8] = {};
   const int64_t np = n & ~int64_t{31};
@@ -86,6 +91,7 @@ void fill_scalar_table(KernelTable& t) {
   t.dot_f32_x8 = dot_f32_x8_scalar;
   t.axpy_f32 = axpy_f32_scalar;
   t.scale_f32 = scale_f32_scalar;
+  t.expf_f32 = expf_f32_scalar;
   t.dot_f16_f32 = dot_f16_f32_scalar;
   t.axpy_f16 = axpy_f16_scalar;
   t.dot_f16_f32_multi = dot_f16_f32_multi_scalar;
