@@ -227,7 +227,10 @@ std::optional<std::vector<ChoiceResult>> collect(CoreRun& run, const std::functi
     }
   }
   for (const auto& r : out)
-    if (r.final.finish == Finish::Error) throw ApiError(500, r.final.error, "server_error");
+    if (r.final.finish == Finish::Error) {
+      if (r.final.bad_request) throw ApiError(400, fmt::format("the request's grammar cannot be followed: {}", r.final.error), "invalid_request_error", "grammar", "invalid_grammar");
+      throw ApiError(500, r.final.error, "server_error");
+    }
   return out;
 }
 

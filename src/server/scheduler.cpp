@@ -289,7 +289,7 @@ void Scheduler::admit() {
     try {
       start(s);
     } catch (const std::exception& e) {
-      finish(s, Finish::Error, e.what());
+      finish(s, Finish::Error, e.what(), dynamic_cast<const grammar::GrammarError*>(&e) != nullptr);
     }
   }
 }
@@ -393,7 +393,7 @@ int32_t Scheduler::next_token(Slot& s, const float* lg, int32_t draft, bool& acc
   return t;
 }
 
-void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
+void Scheduler::finish(Slot& s, Finish f, const std::string& error, bool bad_request) {
   if ((f == Finish::Stop || f == Finish::Length || f == Finish::Cancelled) && s.dec && !s.stopper.matched()) {
     std::string tail = s.stopper.push(s.dec->flush());
     tail += s.stopper.flush();
@@ -401,6 +401,7 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
   }
   const int n_prompt = static_cast<int>(s.req->params.prompt.size());
   GenEvent fin = final_event(f, n_prompt, s.n_gen, s.n_reused, error);
+  fin.bad_request = bad_request;
   if (f == Finish::Stop && s.stopper.matched()) fin.stop_string = s.stopper.which();
   s.req->push(std::move(fin));
   local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done - s.n_reused);
@@ -664,7 +665,8 @@ int Scheduler::sample_outputs() {
         if (decoding) observe_pass(s, 0, 0);
       }
     } catch (const std::exception& e) {
-      if (s.req) finish(s, Finish::Error, e.what());  // this request's sampling or callback failed, not the pass
+      // This request's sampling or callback failed, not the pass (its grammar's fault: a 400).
+      if (s.req) finish(s, Finish::Error, e.what(), dynamic_cast<const grammar::GrammarError*>(&e) != nullptr);
     }
   }
   return generated;

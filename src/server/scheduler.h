@@ -103,6 +103,7 @@ struct GenEvent {
   int prompt_tokens = 0, completion_tokens = 0;
   int cached_tokens = 0;           // prompt tokens whose KV rows the slot kept from its previous request
   std::string error;               // Finish::Error
+  bool bad_request = false;        // Finish::Error caused by the request itself (its grammar: too ambiguous, or no token fits): a 400
   std::string stop_string;         // Finish::Stop at a stop string: that string ("" at EOS / grammar end)
 };
 
@@ -223,7 +224,7 @@ class Scheduler {
   void demote_rejected();
   void update_stats(double t0, double t1, int tokens, int generated);
   void update_slot_info();
-  void finish(Slot& s, Finish f, const std::string& error = {});
+  void finish(Slot& s, Finish f, const std::string& error = {}, bool bad_request = false);
   void emit(Slot& s, const std::string& text);
   int32_t next_token(Slot& s, const float* logits, int32_t draft, bool& accepted);
 

@@ -116,5 +116,23 @@ TEST_F(ServerLimits, RequestAllowancesAreCheckedBeforeWork) {
   expect_alive();
 }
 
+
+// A grammar no token can follow, or one too ambiguous to track (an anyOf of 5000 constants): the
+// request's fault, a 400 (it was a 500).
+TEST_F(ServerLimits, GrammarsThatCannotBeFollowedAre400) {
+  std::string out;
+  EXPECT_EQ(post("/v1/completions", R"({"prompt": "hi", "max_tokens": 4, "grammar": "root ::= [^\\x00-\\U0010FFFF]"})", &out), 400) << out;
+  EXPECT_NE(out.find("invalid_grammar"), std::string::npos) << out;
+  std::string any = "[";
+  for (int i = 0; i < 5000; ++i) any += fmt::format(R"({}{{"const": "v{}"}})", i ? "," : "", i);
+  any += "]";
+  EXPECT_EQ(post("/v1/chat/completions", R"({"max_tokens": 4, "messages": )" + std::string(kUser) +
+                                              R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"anyOf": )" + any + "}}}}",
+                 &out),
+            400)
+      << out.substr(0, 300);
+  expect_alive();
+}
+
 }  // namespace
 }  // namespace strata::test
