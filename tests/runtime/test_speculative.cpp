@@ -178,7 +178,11 @@ TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
   SpecStats st;
   EXPECT_EQ(adaptive_greedy(eng, r.prompt, draft, st), r.ref);
   EXPECT_EQ(draft.released_, 1);
-  EXPECT_EQ(st.released_at, 4 + 4 - 1);  // pass index: after the warm-up (4 passes) and 4 plain ones
+  // Pass index: after the warm-up (4 passes) and at least 4 plain ones. How many more depends on the
+  // measured pass times the cost model weighs against the draft's catch-up (real clock: under load
+  // 8 was seen instead of 7), so only the bound is asserted.
+  EXPECT_GE(st.released_at, 4 + 4 - 1);
+  EXPECT_LT(st.released_at, st.passes);
   EXPECT_GT(st.released_bytes, kDraftBytes / 2);
   EXPECT_LE(st.released_bytes, kDraftBytes);
   EXPECT_EQ(eng.tier().plan().draft, 0u);
