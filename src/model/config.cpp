@@ -7,12 +7,25 @@
 
 namespace strata {
 
+namespace {
+// Every count and size an architecture reads is in [0, kMaxMetaInt]: products of two stay far
+// from int64 overflow and a corrupt value is an error naming the key, not a wrapped size.
+constexpr int64_t kMaxMetaInt = int64_t{1} << 24;
+int64_t checked(const MetaReader& r, const char* key, int64_t v) {
+  STRATA_CHECK(v >= 0 && v <= kMaxMetaInt, "{}: metadata '{}{}' is {} (0..{} expected)", r.m.path(), r.prefix, key, v, kMaxMetaInt);
+  return v;
+}
+}  // namespace
+
 int64_t MetaReader::req_int(const char* key) const {
   auto v = m.get_int(prefix + key);
   STRATA_CHECK(v.has_value(), "{}: missing required metadata '{}{}'", m.path(), prefix, key);
-  return *v;
+  return checked(*this, key, *v);
 }
-int64_t MetaReader::opt_int(const char* key, int64_t def) const { return m.get_int(prefix + key).value_or(def); }
+int64_t MetaReader::opt_int(const char* key, int64_t def) const {
+  const auto v = m.get_int(prefix + key);
+  return v ? checked(*this, key, *v) : def;
+}
 float MetaReader::req_float(const char* key) const {
   auto v = m.get_float(prefix + key);
   STRATA_CHECK(v.has_value(), "{}: missing required metadata '{}{}'", m.path(), prefix, key);

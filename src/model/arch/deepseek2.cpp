@@ -90,6 +90,7 @@ void deepseek2_read_config(const GgufModel& m, const MetaReader& r, ModelConfig&
       l.n_expert_used = static_cast<int>(r.req_int(key::kExpertUsedCount));
       l.n_expert_shared = n_shared;
       l.n_ff_exp = n_ff_exp;
+      STRATA_CHECK(static_cast<int64_t>(n_ff_exp) * n_shared <= (int64_t{1} << 24), "{}: shared experts {} x {} wide are too large", m.path(), n_shared, n_ff_exp);
       l.n_ff_shexp = n_ff_exp * n_shared;
       l.gating = gating;
       l.n_group = static_cast<int>(r.opt_int(key::kExpertGroupCount, 0));
