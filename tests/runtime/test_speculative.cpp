@@ -217,7 +217,10 @@ TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   EXPECT_LE(with_drafts, 12) << "k histogram: " << st.k_hist[0] << " " << st.k_hist[1] << " " << st.k_hist[2] << " " << st.k_hist[3] << " "
                              << st.k_hist[4];
   EXPECT_LE(late, 2);  // at most a probe
-  EXPECT_GT(st.demoted, 0);  // the drafts' rows routed to experts no kept row needed
+  // The drafts' rows routed to experts no kept row needed. How many draft rows are verified
+  // follows the measured pass times (real clock): on a loaded machine so few were that none
+  // qualified (seen once in a ctest -j2 run), so this holds where enough rows were verified.
+  if (st.proposed >= 8) EXPECT_GT(st.demoted, 0) << st.proposed << " draft rows verified";
 }
 
 // Every row of a decode-order pass gives the logits lone-token decoding gives, bit for bit.
