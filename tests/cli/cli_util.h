@@ -14,10 +14,11 @@ struct CmdResult {
   std::string err;
 };
 
-inline CmdResult run_cmd(const std::string& args) {
+// The strata binary with `args`, after environment assignments `env` ("A=1 B=2", or "").
+inline CmdResult run_cmd_env(const std::string& env, const std::string& args) {
   static int counter = 0;
   const std::string errf = "/tmp/strata_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string cmd = std::string(STRATA_BINARY) + " " + args + " 2>" + errf;
+  const std::string cmd = (env.empty() ? "" : env + " ") + std::string(STRATA_BINARY) + " " + args + " 2>" + errf;
   CmdResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -33,6 +34,8 @@ inline CmdResult run_cmd(const std::string& args) {
   std::remove(errf.c_str());
   return r;
 }
+
+inline CmdResult run_cmd(const std::string& args) { return run_cmd_env("", args); }
 
 inline std::string last_line(const std::string& s) {
   size_t end = s.find_last_not_of('\n');
@@ -43,27 +46,3 @@ inline std::string last_line(const std::string& s) {
 
 }  // namespace strata::test
 
-namespace strata::test {
-
-// run_cmd with environment assignments before the binary ("A=1 B=2").
-inline CmdResult run_cmd_env(const std::string& env, const std::string& args) {
-  static int counter = 0;
-  const std::string errf = "/tmp/strata_cli_env_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string cmd = env + " " + std::string(STRATA_BINARY) + " " + args + " 2>" + errf;
-  CmdResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = ::pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  if (FILE* e = std::fopen(errf.c_str(), "rb")) {
-    while ((n = std::fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-    std::fclose(e);
-  }
-  std::remove(errf.c_str());
-  return r;
-}
-
-}  // namespace strata::test
