@@ -47,7 +47,7 @@ void read_gqa(const MetaReader& r, const ModelConfig& cfg, RopeStyle style, Laye
                "{}: head sizes {}{} {} / {}{} {} are invalid (1..{})", r.m.path(), r.prefix, key::kAttnKeyLength, l.head_dim_k, r.prefix,
                key::kAttnValueLength, l.head_dim_v, kMaxHeadDim);
   // Rope writes n_dims values per head: never more than the head holds.
-  STRATA_CHECK(l.rope.n_dims >= 0 && l.rope.n_dims <= l.head_dim_k && l.rope.n_dims % 2 == 0, "{}: {}{} {} must be even and at most the head size {}",
+  STRATA_CHECK(l.rope.n_dims > 0 && l.rope.n_dims <= l.head_dim_k && l.rope.n_dims % 2 == 0, "{}: {}{} {} must be even and at most the head size {}",
                r.m.path(), r.prefix, key::kRopeDimensionCount, l.rope.n_dims, l.head_dim_k);
   l.rope.freq_base = r.opt_float(key::kRopeFreqBase, 10000.0f);
   read_rope_scaling(r, l.rope, cfg.n_ctx_train);

@@ -29,8 +29,6 @@ static void glm4moe_config(const GgufModel& m, ModelConfig& cfg) {
     read_gqa(r, cfg, RopeStyle::Neox, l);
     STRATA_CHECK(l.head_dim_k == l.head_dim_v, "{}: {}{} {} differs from {}{} {}", m.path(), r.prefix, key::kAttnKeyLength, l.head_dim_k, r.prefix,
                  key::kAttnValueLength, l.head_dim_v);
-    STRATA_CHECK(l.rope.n_dims > 0 && l.rope.n_dims <= l.head_dim_k && l.rope.n_dims % 2 == 0, "{}: {}{} {} must be even and at most the head size {}",
-                 m.path(), r.prefix, key::kRopeDimensionCount, l.rope.n_dims, l.head_dim_k);
     l.qk_norm = m.tensor(blk(il, tn::kAttnQNorm)) != nullptr;  // GLM-4.5-Air has none
     l.attn_bias = m.tensor(blk(il, tn::kAttnQBias)) != nullptr;
     if (il < n_dense) {

@@ -23,8 +23,6 @@ static void minimax_m2_config(const GgufModel& m, ModelConfig& cfg) {
     read_gqa(r, cfg, RopeStyle::Neox, l);
     STRATA_CHECK(l.head_dim_k == l.head_dim_v, "{}: {}{} {} differs from {}{} {}", m.path(), r.prefix, key::kAttnKeyLength, l.head_dim_k, r.prefix,
                  key::kAttnValueLength, l.head_dim_v);
-    STRATA_CHECK(l.rope.n_dims > 0 && l.rope.n_dims <= l.head_dim_k && l.rope.n_dims % 2 == 0, "{}: {}{} {} must be even and at most the head size {}",
-                 m.path(), r.prefix, key::kRopeDimensionCount, l.rope.n_dims, l.head_dim_k);
     l.qk_norm_full = true;
     l.ffn = FfnKind::Moe;
     l.n_expert = static_cast<int>(r.req_int(key::kExpertCount));

@@ -78,8 +78,6 @@ void read_full_attention(const MetaReader& r, const ModelConfig& cfg, LayerConfi
   read_gqa(r, cfg, RopeStyle::Neox, l);
   STRATA_CHECK(l.head_dim_k == l.head_dim_v, "{}: {}{} {} differs from {}{} {}", r.m.path(), r.prefix, key::kAttnKeyLength, l.head_dim_k, r.prefix,
                key::kAttnValueLength, l.head_dim_v);
-  STRATA_CHECK(l.rope.n_dims > 0 && l.rope.n_dims <= l.head_dim_k && l.rope.n_dims % 2 == 0, "{}: {}{} {} must be even and at most the head size {}",
-               r.m.path(), r.prefix, key::kRopeDimensionCount, l.rope.n_dims, l.head_dim_k);
   l.qk_norm = true;
   l.out_gate = true;
 }
