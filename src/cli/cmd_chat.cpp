@@ -63,7 +63,9 @@ std::string reply(Engine& eng, const tok::Tokenizer& tk, Sampler& sampler, const
 }
 
 int chat(const ChatOptions& o) {
-  auto loaded = load_engine(o.model);
+  ModelOptions mo = o.model;
+  mo.logit_rows = 1;  // one row a pass: the next token's
+  auto loaded = load_engine(mo);
   Engine& eng = *loaded.engine;
   const tok::Tokenizer& tk = *loaded.tokenizer;
   const std::string tmpl = o.template_file.empty() ? chat_template_from_gguf(eng.model().gguf()) : read_file_bytes(o.template_file);

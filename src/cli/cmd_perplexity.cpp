@@ -52,7 +52,9 @@ T get(std::ifstream& f) {
 int run(const PplOptions& o) {
   if (o.file.empty() == o.kl_base_in.empty()) fail("give the text (-f FILE) or a saved base (--kl-divergence FILE), one of them");
   if (!o.kl_base_in.empty() && !o.kl_base_out.empty()) fail("--kl-divergence-base and --kl-divergence exclude each other");
-  auto loaded = load_engine(o.model);
+  ModelOptions mo = o.model;
+  mo.logit_rows = mo.n_batch;  // a pass's rows are scored as it ends: the plan holds one pass's, not a window's
+  auto loaded = load_engine(mo);
   Engine& eng = *loaded.engine;
   const tok::Tokenizer& tk = *loaded.tokenizer;
   const int nv = eng.config().n_vocab;
@@ -96,14 +98,13 @@ int run(const PplOptions& o) {
 
   double nll = 0, nll2 = 0, base_nll = 0, kl = 0, kl2 = 0;
   int64_t count = 0, same = 0;
-  std::vector<float> logits, logp, ref(static_cast<size_t>(nv));
+  std::vector<float> logp, ref(static_cast<size_t>(nv));
   const double t0 = now_s();
   for (int c = 0; c < w.n_chunk; ++c) {
     std::vector<int32_t> win(tokens.begin() + static_cast<int64_t>(c) * n_ctx, tokens.begin() + static_cast<int64_t>(c + 1) * n_ctx);
     if (tk.add_bos() && !base) win[0] = tk.bos();
-    eng.eval(0, win.data(), n_ctx, 0, true, logits);
-    for (int i = w.first; i < n_ctx - 1; ++i) {
-      const float* row = logits.data() + static_cast<size_t>(i) * nv;
+    eng.eval_rows(0, win.data(), n_ctx, 0, w.first, [&](int i, const float* row) {
+      if (i >= n_ctx - 1) return;
       const double v = token_nll(row, nv, win[static_cast<size_t>(i) + 1]);
       nll += v;
       nll2 += v * v;
@@ -120,14 +121,14 @@ int run(const PplOptions& o) {
         same += k.same_top1;
       }
       count++;
-    }
+    });
     if (!o.json) std::fprintf(stderr, "[%d]%.4f%s", c + 1, std::exp(nll / double(count)), c + 1 == w.n_chunk ? "\n" : ",");
   }
   const double secs = now_s() - t0;
   const double mean = nll / double(count), var = std::max(0.0, nll2 / double(count) - mean * mean);
   const double ppl = std::exp(mean), ppl_err = ppl * std::sqrt(var / double(count));
   nlohmann::json j = {{"chunks", w.n_chunk}, {"n_ctx", n_ctx}, {"scored_tokens", count}, {"nll", mean}, {"ppl", ppl}, {"ppl_err", ppl_err},
-                      {"seconds", secs}};
+                      {"seconds", secs}, {"memory", memory_json(eng.tier().plan())}};
   std::string text = fmt::format("perplexity: {} windows of {} tokens, {} tokens scored: PPL = {:.4f} +/- {:.4f} (mean NLL {:.6f}), {:.1f} s",
                                  w.n_chunk, n_ctx, count, ppl, ppl_err, mean, secs);
   if (base) {

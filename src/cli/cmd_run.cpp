@@ -94,12 +94,7 @@ std::vector<int32_t> load_prompt(const RunOptions& o, const tok::Tokenizer& tk, 
 }
 
 // --top-logits (into the JSON) and --logits-out, from the prompt's logits.
-void prompt_outputs(const RunOptions& o, const std::vector<float>& logits, size_t n_prompt, int nv, const float* last, nlohmann::json& j) {
-  if (o.top_logits > 0) {
-    nlohmann::json pt = nlohmann::json::array();
-    for (size_t i = 0; i < n_prompt; ++i) pt.push_back(topk_json(logits.data() + i * nv, nv, o.top_logits));
-    j["prompt_topk"] = pt;
-  }
+void prompt_outputs(const RunOptions& o, int nv, const float* last) {
   if (!o.logits_out.empty()) {
     std::ofstream f(o.logits_out, std::ios::binary);
     STRATA_CHECK(f.good(), "{}: cannot create", o.logits_out);
@@ -283,6 +278,9 @@ int run(const RunOptions& o) {
   ModelOptions mo = o.model;
   mo.nextn_kv = o.draft == "mtp";  // the NextN KV rows in the engine's memory plan
   mo.routing_memory = (!o.draft.empty() || !o.draft_model.empty()) && o.spec.predict_routing;  // each position's routes too
+  // Verification passes give the next token's row and one per draft.
+  mo.logit_rows = o.draft.empty() && o.draft_model.empty() ? 1 : 1 + std::max(o.spec.k_max, 1);
+  if (o.top_logits > 0) mo.logit_rows = mo.n_batch;  // every prompt row, a pass at a time
   // -md: the draft model's engine first, its memory in the target's plan (mo.draft_bytes).
   std::unique_ptr<Engine> draft_eng;
   if (!o.draft_model.empty() && (o.draft.empty() || o.draft == "model")) draft_eng = load_draft_for(mo, o.draft_model, 1);
@@ -305,19 +303,25 @@ int run(const RunOptions& o) {
   Sampler spec_sampler(o.sampling, nv);
   std::optional<SpeculativeDecoder> sd;
   if (draft) sd.emplace(eng, 0, spec_sampler, draft.get(), o.spec);
-  std::vector<float> logits;
+  std::vector<float> logits;  // the prompt's last row
   const double t0 = now_s();
-  const bool all = o.top_logits > 0;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, all, logits);
+  const int n_prompt = static_cast<int>(prompt.size());
+  nlohmann::json prompt_topk = nlohmann::json::array();
+  // --top-logits: every prompt row, pass by pass (the plan holds one pass's rows, not the prompt's).
+  eng.eval_rows(0, prompt.data(), n_prompt, 0, o.top_logits > 0 ? 0 : n_prompt - 1, [&](int i, const float* row) {
+    if (o.top_logits > 0) prompt_topk.push_back(topk_json(row, nv, o.top_logits));
+    if (i == n_prompt - 1) logits.assign(row, row + nv);
+  });
   const double t1 = now_s(), cpu1 = process_cpu_s();
   if (o.prof) {
     std::fprintf(stderr, "[PROF] prompt (%zu tokens):\n%s", prompt.size(), layer_profile(eng, static_cast<int>(prompt.size())).c_str());
     reset_profile(eng);
   }
-  const float* last = logits.data() + (all ? (prompt.size() - 1) * static_cast<size_t>(nv) : 0);
+  const float* last = logits.data();
   nlohmann::json j;
   j["prompt_tokens"] = prompt;
-  prompt_outputs(o, logits, prompt.size(), nv, last, j);
+  if (o.top_logits > 0) j["prompt_topk"] = std::move(prompt_topk);
+  prompt_outputs(o, nv, last);
 
   const Generated g = sd ? generate_spec(eng, tk, o, prompt, last, *sd, rec.get()) : generate(eng, tk, o, prompt, last, rec.get());
   const double t2 = now_s(), gen_cpu_s = process_cpu_s() - cpu1;
@@ -345,10 +349,7 @@ int run(const RunOptions& o) {
     j["tokens"] = g.tokens;
     if (g.spec) j["speculative"] = spec_json(*g.spec);
     j["text"] = g.text;
-    const MemoryPlan& mp = eng.tier().plan();
-    j["memory"] = {{"budget", mp.budget},       {"dense", mp.dense},       {"kv", mp.kv},
-                   {"scratch", mp.scratch},     {"expert_cache", mp.expert_cache}, {"streaming", mp.streaming},
-                   {"draft", mp.draft},         {"peak_rss", process_peak_rss()}};
+    j["memory"] = memory_json(eng.tier().plan());
     j["kernels"] = kernel_choice();
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"gen_cpu_s", gen_cpu_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
                     {"first16_tps", g.t_16 > 0 ? 16.0 / (g.t_16 - t1) : 0.0}};

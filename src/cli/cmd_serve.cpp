@@ -13,6 +13,7 @@
 #include "core/units.h"
 #include "model/model.h"
 #include "runtime/slot_draft.h"
+#include "server/http_front.h"
 #include "server/http_server.h"
 #include "tokenizer/vocab.h"
 
@@ -77,6 +78,12 @@ int serve(ServeOptions& o) {
   if (!o.draft_model.empty() && o.server.draft == "none") o.server.draft = "model";
   STRATA_CHECK(o.draft_model.empty() || o.server.draft == "model", "-md FILE is the draft model of --draft model (got --draft {})", o.server.draft);
   STRATA_CHECK(o.server.draft != "model" || !o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
+  // Request memory: room for two requests of --max-body, at most a quarter of --ram-budget.
+  if (o.server.request_memory == 0) {
+    o.server.request_memory = 2 * server::request_charge(o.server.max_body);
+    if (!o.model.ram_budget.empty()) o.server.request_memory = std::min<size_t>(o.server.request_memory, parse_bytes(o.model.ram_budget) / 4);
+    o.server.request_memory = std::max<size_t>(o.server.request_memory, server::request_charge(0));
+  }
   server::HttpServer srv(o.server);
   const int port = srv.bind();
   srv.start();
@@ -86,9 +93,17 @@ int serve(ServeOptions& o) {
   o.model.nextn_kv = o.model.nextn_hidden_copy = o.server.draft == "mtp";
   // Predicted routing of lookup drafts (the scheduler's per-slot routing memory) is in the plan.
   o.model.routing_memory = o.server.draft == "lookup" && o.server.draft_predict && o.server.draft_adaptive;
+  // One logits row per slot, and one per draft (the scheduler keeps a pass's drafts within them).
+  o.model.logit_rows = o.parallel * (1 + (o.server.draft == "none" ? 0 : o.server.draft_max));
+  // The grammar index (with the tokenizer, in the plan's vocabulary) and request handling are planned.
+  std::shared_ptr<const grammar::VocabIndex> vocab;
+  o.model.before_engine = [&](const Model& m, const tok::Tokenizer& tk) {
+    vocab = server::make_vocab_index(m.config().n_vocab, tk);
+    return srv.request_bytes(m.config().n_vocab, o.parallel);
+  };
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler
   std::signal(SIGTERM, on_term);
-  srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft));
+  srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft), std::move(vocab));
   std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
                loaded.engine->options().n_ctx, o.server.max_queue, o.server.api_key.empty() ? "" : ", API key required");
   std::fprintf(stderr, "%s\n", tier_summary(*loaded.engine, 0, 0).c_str());
@@ -117,6 +132,11 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--api-key-file", o->api_key_file, "Read the API key from the first line of FILE (else $STRATA_API_KEY, if set)");
   sub->add_option("--parallel", o->parallel, "Sequences decoded together (KV slots of -c tokens each)")->capture_default_str()->check(CLI::Range(1, 256));
   sub->add_option("--max-body", o->server.max_body, "Largest request body in bytes (413 beyond)")->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  sub->add_option_function<std::string>(
+         "--request-memory", [o](const std::string& v) { o->server.request_memory = static_cast<size_t>(parse_bytes(v)); },
+         "Bytes of requests held at once, in the memory plan: each request holds 32 bytes per body byte, 256 per JSON value and 1 MiB "
+         "while it is read and "
+         "handled (413 if it could never fit, 503 while others hold it); default: two requests of --max-body, at most a quarter of --ram-budget");
   sub->add_option("--queue", o->server.max_queue, "Requests waiting for a slot (503 beyond)")->capture_default_str()->check(CLI::Range(0, 1 << 16));
   sub->add_option("--step-tokens", o->server.step_tokens, "Tokens per forward pass (decode tokens first, then prompt chunks)")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   sub->add_option("--http-threads", o->server.http_threads, "HTTP worker threads (0: queue + 64)")->check(CLI::Range(0, 4096));

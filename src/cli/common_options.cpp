@@ -82,7 +82,10 @@ Loaded load_engine(const ModelOptions& o) {
   install_interrupt_handler();
   Loaded l;
   auto model = Model::load(o.path);
+  const uint64_t heap0 = heap_in_use();
   l.tokenizer = tok::Tokenizer::from_gguf(model->gguf());
+  const uint64_t request_bytes = o.before_engine ? o.before_engine(*model, *l.tokenizer) : 0;
+  const uint64_t heap1 = heap_in_use();
   EngineOptions eo;
   eo.n_ctx = o.n_ctx;
   eo.n_threads = o.n_threads;
@@ -106,8 +109,17 @@ Loaded load_engine(const ModelOptions& o) {
   eo.nextn_hidden_copy = o.nextn_hidden_copy;
   eo.routing_memory = o.routing_memory;
   eo.check_finite = o.check_finite;
+  eo.logit_rows = o.logit_rows;
+  eo.tier.vocab_bytes = heap1 > heap0 ? heap1 - heap0 : 0;
+  eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   return l;
+}
+
+nlohmann::json memory_json(const MemoryPlan& mp) {
+  return {{"budget", mp.budget},   {"dense", mp.dense},       {"kv", mp.kv},           {"scratch", mp.scratch},
+          {"draft", mp.draft},     {"logits", mp.logits},     {"vocab", mp.vocab},     {"requests", mp.requests},
+          {"expert_cache", mp.expert_cache}, {"planned", mp.total()}, {"streaming", mp.streaming}, {"peak_rss", process_peak_rss()}};
 }
 
 std::string read_file_bytes(const std::string& path) {

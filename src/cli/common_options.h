@@ -1,7 +1,9 @@
 #pragma once
 // Options shared by run / chat / serve / bench: model loading, threads, KV cache, sampling.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +40,11 @@ struct ModelOptions {
   bool nextn_kv = false;
   bool nextn_hidden_copy = false;  // serve --draft mtp: the drafter's copy of the hidden rows
   bool routing_memory = false;     // speculation with predicted routing (EngineOptions::routing_memory)
+  int logit_rows = 0;              // EngineOptions::logit_rows (0: one per slot)
+  // Called with the model and its tokenizer before the engine is made; the heap it holds after
+  // counts with the vocabulary (serve builds the grammar index here) and it returns
+  // TierOptions::request_bytes (serve: request handling).
+  std::function<uint64_t(const Model&, const tok::Tokenizer&)> before_engine;
 };
 
 void add_model_options(CLI::App* sub, ModelOptions& o);
@@ -55,6 +62,9 @@ struct Loaded {
 Loaded load_engine(const ModelOptions& o);
 // A KV cache type by name (f32, f16, q8_0).
 GgmlType cache_type(const std::string& s);
+
+// The memory plan's figures and the peak RSS, for --json.
+nlohmann::json memory_json(const MemoryPlan& mp);
 
 std::string read_file_bytes(const std::string& path);
 

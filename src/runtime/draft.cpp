@@ -108,6 +108,7 @@ std::unique_ptr<ModelDraft> load_model_draft(const std::string& path, const std:
   eo.n_batch = draft_batch_size(target_opt);
   eo.type_k = target_opt.type_k;
   eo.type_v = target_opt.type_v;
+  eo.logit_rows = eo.n_seq;  // one row per slot and pass
   return std::make_unique<ModelDraft>(std::make_unique<Engine>(std::move(model), eo), sampling);
 }
 

@@ -23,12 +23,14 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   model_->set_threads(pool_.get());
   // Everything a pass needs is allocated first, so the plan counts what is really held.
   model_->prepare(*kv_, opt_.n_batch, opt_.n_threads);
-  // The logits a pass returns (one row per sequence; Logits::All rows of a long prompt are the
-  // caller's extra) and eval's row of one chunk.
+  // The logits rows of a pass: the caller's buffer of forward() and eval_rows' buffer (at least two
+  // rows: a pass that gives rows is never a lone token).
+  opt_.logit_rows = std::clamp(opt_.logit_rows > 0 ? opt_.logit_rows : opt_.n_batch, 1, opt_.n_batch);
   const uint64_t row = sizeof(float) * static_cast<uint64_t>(model_->config().n_vocab);
-  part_.reserve(static_cast<size_t>(model_->config().n_vocab));
-  const uint64_t logits = row * static_cast<uint64_t>(opt_.n_seq) + row;
+  const int part_rows = std::max(opt_.logit_rows, 2);
+  part_.reserve(static_cast<size_t>(part_rows) * static_cast<size_t>(model_->config().n_vocab));
   TierOptions tier = opt_.tier;
+  tier.logits_bytes += row * static_cast<uint64_t>(opt_.logit_rows + part_rows);
   if (opt_.nextn_kv && model_->n_nextn() > 0) {
     KvCacheOptions nk = ko;
     nk.n_seq = 1;
@@ -39,7 +41,7 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
     if (opt_.nextn_hidden_copy) tier.draft_bytes += PassHiddenCopy::planned_bytes(opt_.n_batch, model_->config().n_embd, opt_.n_seq);
   }
   if (opt_.routing_memory) tier.draft_bytes += routing_memory_bytes(model_->config(), opt_.n_ctx, opt_.n_batch, opt_.n_seq);
-  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes() + logits, tier);
+  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes(), tier);
   seqs_.resize(static_cast<size_t>(opt_.n_seq));
   last_.reserve(static_cast<size_t>(opt_.n_seq));
 }
@@ -97,9 +99,10 @@ int Engine::prompt_chunk(int rest, int room) {
   return std::max(take, 0);
 }
 
-void Engine::check_inputs(std::span<const SeqInput> inputs) const {
+size_t Engine::check_inputs(std::span<const SeqInput> inputs, size_t cap) const {
   STRATA_CHECK(!inputs.empty(), "nothing to evaluate");
   int total = 0;
+  size_t rows = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const SeqInput& in = inputs[i];
     const Seq& s = seq_at(in.seq);
@@ -109,13 +112,22 @@ void Engine::check_inputs(std::span<const SeqInput> inputs) const {
     STRATA_CHECK(end <= opt_.n_ctx, "{} tokens at position {} exceed the context size {} (use -c to enlarge it)", in.n, s.tokens.size(),
                  opt_.n_ctx);
     total += in.n;
+    rows += in.logits == Logits::All ? static_cast<size_t>(in.n) : in.logits == Logits::Last ? 1 : 0;
   }
   STRATA_CHECK(total <= opt_.n_batch, "a pass of {} tokens exceeds the batch size {} the memory plan was made for", total, opt_.n_batch);
+  STRATA_CHECK(cap == 0 || rows <= cap, "a pass asking {} logits rows exceeds the {} the memory plan was made for (EngineOptions::logit_rows)",
+               rows, cap);
+  return rows;
 }
 
 void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logits) {
+  const size_t rows = check_inputs(inputs, static_cast<size_t>(opt_.logit_rows));
+  logits.resize(rows * static_cast<size_t>(config().n_vocab));
+  pass(inputs, logits.data(), rows);
+}
+
+void Engine::pass(std::span<const SeqInput> inputs, float* out, size_t rows) {
   tier_->poll_load();  // between passes: a finished background load switches to resident
-  check_inputs(inputs);
   last_.clear();
   tokens_.clear();
   pos_.clear();
@@ -123,7 +135,6 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
   want_.clear();
   solo_.clear();
   bool any_solo = false;
-  size_t rows = 0;
   for (const SeqInput& in : inputs) {
     const int p0 = static_cast<int>(seq_at(in.seq).tokens.size());
     for (int i = 0; i < in.n; ++i) {
@@ -134,9 +145,7 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
       solo_.push_back(in.decode_order ? 1 : 0);
     }
     any_solo = any_solo || in.decode_order;
-    rows += in.logits == Logits::All ? static_cast<size_t>(in.n) : in.logits == Logits::Last ? 1 : 0;
   }
-  logits.resize(rows * static_cast<size_t>(config().n_vocab));
   Batch b;
   b.n = static_cast<int>(tokens_.size());
   b.tokens = tokens_.data();
@@ -145,8 +154,8 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
   b.logits = want_.data();
   b.solo = any_solo ? solo_.data() : nullptr;
   try {
-    model_->forward(b, *kv_, logits.data());
-    if (opt_.check_finite && !all_finite(logits)) fail("{}", non_finite_report(b));
+    model_->forward(b, *kv_, out);
+    if (opt_.check_finite && !all_finite(out, rows * static_cast<size_t>(config().n_vocab))) fail("{}", non_finite_report(b));
   } catch (...) {
     for (const SeqInput& in : inputs) reset(in.seq);  // rows of unknown state
     throw;
@@ -165,26 +174,51 @@ void Engine::forward(std::span<const SeqInput> inputs, std::vector<float>& logit
 }
 
 void Engine::eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits) {
+  const size_t nv = static_cast<size_t>(config().n_vocab);
+  if (!all_logits) {
+    eval_rows(seq, tokens, n, pos0, n - 1, [&](int, const float* row) { logits.assign(row, row + nv); });
+    return;
+  }
   STRATA_CHECK(n > 0, "nothing to evaluate");
   STRATA_CHECK(pos0 >= 0 && pos0 + n <= opt_.n_ctx, "{} tokens at position {} exceed the context size {} (use -c to enlarge it)", n, pos0,
                opt_.n_ctx);
   STRATA_CHECK(pos0 <= seq_length(seq), "position {} is past the end of sequence {} ({} tokens)", pos0, seq, seq_length(seq));
   truncate(seq, pos0);
-  const size_t nv = static_cast<size_t>(config().n_vocab);
-  const Logits want = all_logits ? Logits::All : Logits::Last;
-  if (n <= opt_.n_batch) {  // one pass
-    const SeqInput in{seq, tokens, n, want};
-    forward({&in, 1}, logits);
-    return;
-  }
-  logits.resize(all_logits ? static_cast<size_t>(n) * nv : nv);
+  logits.resize(static_cast<size_t>(n) * nv);
   for (int off = 0; off < n;) {
     int m = prompt_chunk(n - off, opt_.n_batch);
     if (m == 0) m = std::min(n - off, opt_.n_batch);  // a batch size of 1 or 2 cannot avoid lone tokens
-    const bool last = off + m == n;
-    const SeqInput in{seq, tokens + off, m, all_logits ? Logits::All : last ? Logits::Last : Logits::None};
-    forward({&in, 1}, part_);
-    if (all_logits || last) std::copy(part_.begin(), part_.end(), logits.begin() + (all_logits ? static_cast<ptrdiff_t>(off * nv) : 0));
+    const SeqInput in{seq, tokens + off, m, Logits::All};
+    pass({&in, 1}, logits.data() + static_cast<size_t>(off) * nv, check_inputs({&in, 1}, 0));
+    off += m;
+  }
+}
+
+void Engine::eval_rows(int seq, const int32_t* tokens, int n, int pos0, int first, const RowSink& sink) {
+  STRATA_CHECK(n > 0, "nothing to evaluate");
+  STRATA_CHECK(first >= 0 && first < n, "rows from {} asked of {} tokens", first, n);
+  STRATA_CHECK(pos0 >= 0 && pos0 + n <= opt_.n_ctx, "{} tokens at position {} exceed the context size {} (use -c to enlarge it)", n, pos0,
+               opt_.n_ctx);
+  STRATA_CHECK(pos0 <= seq_length(seq), "position {} is past the end of sequence {} ({} tokens)", pos0, seq, seq_length(seq));
+  truncate(seq, pos0);
+  const size_t nv = static_cast<size_t>(config().n_vocab);
+  const int cap = std::max(opt_.logit_rows, 2);  // part_'s planned rows
+  for (int off = 0; off < n;) {
+    int m = prompt_chunk(n - off, opt_.n_batch);
+    if (m == 0) m = std::min(n - off, opt_.n_batch);  // a batch size of 1 or 2 cannot avoid lone tokens
+    Logits want = off + m - 1 < first ? Logits::None : first >= off + m - 1 ? Logits::Last : Logits::All;
+    if (want == Logits::All && m > cap) {
+      m = prompt_chunk(n - off, cap);
+      if (m == 0) m = std::min(n - off, cap);
+      want = off + m - 1 < first ? Logits::None : first >= off + m - 1 ? Logits::Last : Logits::All;
+    }
+    const SeqInput in{seq, tokens + off, m, want};
+    const size_t rows = check_inputs({&in, 1}, 0);
+    part_.resize(rows * nv);
+    pass({&in, 1}, part_.data(), rows);
+    if (want == Logits::Last) sink(off + m - 1, part_.data());
+    if (want == Logits::All)
+      for (int i = std::max(off, first); i < off + m; ++i) sink(i, part_.data() + static_cast<size_t>(i - off) * nv);
     off += m;
   }
 }

@@ -6,6 +6,7 @@
 // and which of them a later prompt may reuse.
 #include <climits>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,10 +42,16 @@ struct EngineOptions {
   // is an error naming the first intermediate tensor, in order, that was not finite (found by
   // running the pass again with a tensor observer). Off: whatever the arithmetic gives.
   bool check_finite = true;
+  // The most logits rows one forward() returns (Logits::Last counts 1, Logits::All n): the caller's
+  // buffer for them and eval_rows' pass buffer are planned (MemoryPlan::logits), and a pass asking
+  // more is refused. 0: n_batch (any pass). Speculative verification asks 1 + drafts per slot; the
+  // CLI's commands and the server set what they ask.
+  int logit_rows = 0;
 };
 
 // No NaN and no Inf in v (EngineOptions::check_finite).
-bool all_finite(const std::vector<float>& v);
+bool all_finite(const float* v, size_t n);
+inline bool all_finite(const std::vector<float>& v) { return all_finite(v.data(), v.size()); }
 
 // Which logits rows an input asks for.
 enum class Logits : uint8_t { None, Last, All };
@@ -120,7 +127,14 @@ class Engine {
   void forward(std::span<const SeqInput> inputs, std::vector<float>& logits);
   // One sequence: truncates it to pos0 and evaluates tokens[n] in passes of at most n_batch tokens
   // (split by prompt_chunk). logits: n rows of n_vocab when all_logits, else the last token's row.
+  // The caller's buffer holds n rows when all_logits (outside the memory plan: use eval_rows for
+  // long inputs under a budget).
   void eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits);
+  // Like eval, but hands the logits of rows first..n-1 to `sink` in order (a view valid during the
+  // call) pass by pass, holding at most EngineOptions::logit_rows of them: passes that give rows are
+  // cut to that many tokens (at least two, never a lone token). Perplexity scores a window so.
+  using RowSink = std::function<void(int i, const float* row)>;
+  void eval_rows(int seq, const int32_t* tokens, int n, int pos0, int first, const RowSink& sink);
   // The trunk's final hidden state [n_embd] (before the output norm) at position `pos` of `seq`
   // when the last pass computed that row and the model ran nothing since; nullptr otherwise. A view
   // of the model's scratch (no copy), valid until the next pass.
@@ -136,7 +150,10 @@ class Engine {
   };
   Seq& seq_at(int seq);
   const Seq& seq_at(int seq) const;
-  void check_inputs(std::span<const SeqInput> inputs) const;
+  // Rows of logits the inputs ask for; throws past `cap` (0: no cap).
+  size_t check_inputs(std::span<const SeqInput> inputs, size_t cap) const;
+  // One pass writing its rows to out (check_inputs' count of rows, n_vocab each).
+  void pass(std::span<const SeqInput> inputs, float* out, size_t rows);
   // check_finite: what was not finite in pass b (runs it again; engine_finite.cpp).
   std::string non_finite_report(const Batch& b);
 
@@ -150,7 +167,7 @@ class Engine {
   // Batch buffers, reused across passes.
   std::vector<int32_t> tokens_, pos_, seq_;
   std::vector<uint8_t> want_, solo_;
-  std::vector<float> part_;  // eval: logits of one pass
+  std::vector<float> part_;  // eval / eval_rows: logits of one pass (logit_rows rows, planned)
   struct PassRows {
     int seq = 0, pos0 = 0, n = 0, row0 = 0;  // positions [pos0, pos0 + n) of seq are batch rows [row0, row0 + n)
   };

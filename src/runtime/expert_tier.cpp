@@ -1,5 +1,7 @@
 #include "runtime/expert_tier.h"
 
+#include <malloc.h>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,9 +34,17 @@ uint64_t status_kb(const char* key) {
 uint64_t process_peak_rss() { return status_kb("VmHWM"); }
 uint64_t process_rss() { return status_kb("VmRSS"); }
 
+uint64_t heap_in_use() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<uint64_t>(m.uordblks) + static_cast<uint64_t>(m.hblkhd);
+}
+
 std::string MemoryPlan::describe() const {
   std::string s = fmt::format("memory plan: dense {} + KV cache {} + scratch {}", format_bytes(dense), format_bytes(kv), format_bytes(scratch));
   if (draft > 0) s += fmt::format(" + drafting {}", format_bytes(draft));
+  s += fmt::format(" + logits {}", format_bytes(logits));
+  if (vocab > 0) s += fmt::format(" + vocabulary {}", format_bytes(vocab));
+  if (requests > 0) s += fmt::format(" + requests {}", format_bytes(requests));
   if (!streaming)
     return s + fmt::format("; routed experts {} resident{}{}", format_bytes(experts_total), budget ? " (the whole model fits the budget)" : " (no --ram-budget)",
                            loaded_in_background ? fmt::format(" (read in the background in {:.1f} s while the first tokens streamed them)", load_s) : "");
@@ -44,7 +54,7 @@ std::string MemoryPlan::describe() const {
   if (dense_copied > 0) s += fmt::format(" (dense copied into process memory: {} in {:.1f} s)", format_bytes(dense_copied), dense_copy_s);
   return s + fmt::format(" + expert cache {} ({} slots{} for {} experts, {:.1f}% of {}) = {} of budget {}; I/O: {}", format_bytes(expert_cache), cache_slots,
                          classes, experts, experts_total ? 100.0 * static_cast<double>(expert_cache) / static_cast<double>(experts_total) : 0.0,
-                         format_bytes(experts_total), format_bytes(dense + kv + scratch + draft + expert_cache), budget ? format_bytes(budget) : "none", io);
+                         format_bytes(experts_total), format_bytes(total()), budget ? format_bytes(budget) : "none", io);
 }
 
 namespace {
@@ -201,6 +211,9 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
   plan_.dense = sum.dense_bytes;
   plan_.kv = kv_bytes;
   plan_.draft = opt.draft_bytes;
+  plan_.logits = opt.logits_bytes;
+  plan_.vocab = opt.vocab_bytes;
+  plan_.requests = opt.request_bytes;
   plan_.experts_total = sum.routed_bytes;
   plan_.experts = sum.n_routed_experts;
   // Scratch: what the model's forward pass holds (Model::prepare allocated it before this plan),
@@ -219,11 +232,12 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
     go_resident(opt);
     return;
   }
-  const uint64_t fixed = plan_.dense + plan_.kv + plan_.scratch + plan_.draft;
+  const uint64_t fixed = plan_.fixed();
   if (opt.ram_budget > 0 && fixed >= opt.ram_budget)
-    fail("--ram-budget {} is too small: dense weights {} + KV cache {} + scratch {} + drafting {} = {} already exceed it (use a smaller -c or a bigger budget)",
+    fail("--ram-budget {} is too small: dense weights {} + KV cache {} + scratch {} + drafting {} + logits {} + vocabulary {} + requests {} = {} "
+         "already exceed it (use a smaller -c, -b or --parallel, or a bigger budget)",
          format_bytes(opt.ram_budget), format_bytes(plan_.dense), format_bytes(plan_.kv), format_bytes(plan_.scratch), format_bytes(plan_.draft),
-         format_bytes(fixed));
+         format_bytes(plan_.logits), format_bytes(plan_.vocab), format_bytes(plan_.requests), format_bytes(fixed));
   store_ = std::make_unique<ExpertStore>(expert_layout(model.gguf(), model.config(), model.weights()));
   const uint64_t all_slots = all_slot_bytes(*store_);
   uint64_t cache_bytes = opt.ram_budget > 0 ? opt.ram_budget - fixed : UINT64_MAX;

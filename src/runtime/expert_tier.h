@@ -38,6 +38,14 @@ struct TierOptions {
   // Memory that drafting holds beside the model (a draft model's engine, the NextN KV rows),
   // planned like the KV cache: the expert cache gets what is left after it.
   uint64_t draft_bytes = 0;
+  // Logits rows the engine's callers hold (EngineOptions::logit_rows, n_vocab floats each).
+  uint64_t logits_bytes = 0;
+  // The vocabulary's tables beside the model: the tokenizer's, and the grammar index when
+  // constrained decoding is served (heap bytes measured as they were built).
+  uint64_t vocab_bytes = 0;
+  // Request handling (the server): each slot's n_vocab sampling buffers, the request memory the
+  // HTTP front admits bodies and their handling against, the HTTP threads' stacks.
+  uint64_t request_bytes = 0;
 };
 
 // Planned for the binary, the heap outside the planned buffers, and thread stacks.
@@ -47,6 +55,9 @@ struct MemoryPlan {
   uint64_t budget = 0;
   uint64_t dense = 0, kv = 0, scratch = 0;
   uint64_t draft = 0;             // TierOptions::draft_bytes (a draft model, NextN KV rows)
+  uint64_t logits = 0;            // TierOptions::logits_bytes
+  uint64_t vocab = 0;             // TierOptions::vocab_bytes
+  uint64_t requests = 0;          // TierOptions::request_bytes
   uint64_t experts_total = 0;     // routed expert bytes in the file
   uint64_t expert_cache = 0;      // bytes given to the expert cache (0 when resident)
   int64_t cache_slots = 0;
@@ -63,6 +74,9 @@ struct MemoryPlan {
   bool loaded_in_background = false;  // it was, and the tier switched to resident
   double load_s = 0;              // seconds the background load took
   std::string load_error;         // the background load failed: streaming stays on
+  // Everything planned but the expert cache, and with it.
+  uint64_t fixed() const { return dense + kv + scratch + draft + logits + vocab + requests; }
+  uint64_t total() const { return fixed() + expert_cache; }
   std::string describe() const;
 };
 
@@ -123,5 +137,8 @@ class ExpertTier {
 // Peak resident set of this process (VmHWM) and current (VmRSS), bytes.
 uint64_t process_peak_rss();
 uint64_t process_rss();
+// Bytes the allocator has handed out and not had back (glibc mallinfo2: uordblks + hblkhd): the
+// difference across a build measures what the built tables hold.
+uint64_t heap_in_use();
 
 }  // namespace strata

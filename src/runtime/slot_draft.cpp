@@ -132,6 +132,7 @@ std::unique_ptr<Engine> load_draft_engine(const std::string& path, const std::st
   eo.n_batch = draft_batch_size(target_opt);
   eo.type_k = target_opt.type_k;
   eo.type_v = target_opt.type_v;
+  eo.logit_rows = eo.n_seq;  // one row per slot and pass
   return std::make_unique<Engine>(std::move(model), eo);
 }
 

@@ -4,6 +4,7 @@
 #include "server/http_front.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
@@ -29,6 +31,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::chrono::milliseconds kSweepInterval{100};  // how often deadlines are checked
+constexpr size_t kTrimAfterBytes = 64 * 1024;             // requests at least this large trim the heap after
 
 const char* reason(int status) {
   switch (status) {
@@ -42,6 +45,7 @@ const char* reason(int status) {
     case 415: return "Unsupported Media Type";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
     default: return "Error";
   }
 }
@@ -90,7 +94,7 @@ size_t fd_budget(size_t wanted) {
 }  // namespace
 
 struct Conn {
-  enum class State { Head, Body, Busy, Refusing, Linger };
+  enum class State { Head, Body, Busy, Refusing, Linger, WaitMemory };
   int fd = -1;
   State state = State::Head;
   std::string in;     // bytes read and not yet consumed
@@ -104,6 +108,9 @@ struct Conn {
   Clock::time_point since;     // when the current state began (eviction order)
   bool after_out_body = false;  // the written `out` was a 100 Continue: go on reading the body
   bool closed = false;          // closed in this round of events (the object lives until its end)
+  size_t charged = 0;           // request memory held (FrontOptions::request_memory)
+  size_t want_memory = 0;       // WaitMemory: what it waits for
+  bool body_done = false;       // WaitMemory: the body is read (dispatch next), else its head only (read the body next)
   std::string remote_ip, local_ip;
   int remote_port = 0, local_port = 0;
 };
@@ -150,7 +157,22 @@ class FrontLoop {
   bool evict_one();
   void close_conn(int fd);
   void close_all();
+  // Request memory: holds `want` for c (more or less than it holds now); false when that would pass
+  // the limit (nothing changes then).
+  bool charge(Conn& c, size_t want);
+  // Charges `want` for c, or (when it could fit but others hold the memory) parks c unread until
+  // admit_waiting() can; 413 when it could never fit. False when c is not to go on now.
+  bool charge_or_wait(Conn& c, size_t want, bool body_done);
+  void admit_waiting();
+  void begin_body(Conn& c);
+  void dispatch_charged(Conn& c);
+  // The refusal for a request that needs `want` of the request memory and cannot have it.
+  Refusal no_memory(size_t want) const;
 
+ public:
+  std::atomic<size_t> in_use_{0};  // request memory held (the loop takes it, workers give it back)
+
+ private:
   FrontServer& srv_;
   FrontOptions opt_;
   FrontHooks hooks_;
@@ -161,6 +183,7 @@ class FrontLoop {
   std::unique_ptr<WorkerPool> pool_;
   std::mutex back_mu_;
   std::vector<std::pair<int, bool>> back_;  // (fd, keep alive) of requests the workers finished
+  std::deque<int> mem_waiters_;             // connections in WaitMemory, in arrival order
   Clock::time_point next_sweep_{};
 };
 
@@ -226,6 +249,10 @@ void FrontLoop::on_event(int fd, uint32_t events) {
   auto it = conns_.find(fd);
   if (it == conns_.end()) return;
   Conn& c = *it->second;
+  if (c.state == Conn::State::WaitMemory) {
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) close_conn(fd);
+    return;
+  }
   if ((events & EPOLLOUT) && c.state == Conn::State::Refusing) return send_out(c);
   if ((events & EPOLLOUT) && c.after_out_body) return send_out(c);
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable(c);
@@ -264,6 +291,67 @@ bool FrontLoop::evict_one() {
   return true;
 }
 
+bool FrontLoop::charge(Conn& c, size_t want) {
+  if (want <= c.charged) {
+    in_use_.fetch_sub(c.charged - want);
+    c.charged = want;
+    return true;
+  }
+  const size_t more = want - c.charged;
+  size_t used = in_use_.load();
+  do {  // workers give memory back meanwhile
+    if (opt_.request_memory > 0 && used + more > opt_.request_memory) return false;
+  } while (!in_use_.compare_exchange_weak(used, used + more));
+  c.charged = want;
+  return true;
+}
+
+Refusal FrontLoop::no_memory(size_t want) const {
+  if (want > opt_.request_memory)
+    return Refusal{413, "the request needs " + std::to_string(want) + " bytes of request memory (" + std::to_string(kBodyFactor) + " per body byte, " +
+                            std::to_string(kValueBytes) + " per JSON value, " + std::to_string(kHandlingBase) + " more); the server has " +
+                            std::to_string(opt_.request_memory) + " (--request-memory)", "request_too_large"};
+  return Refusal{503, "the server's request memory is in use by other requests; retry shortly", "server_busy"};
+}
+
+bool FrontLoop::charge_or_wait(Conn& c, size_t want, bool body_done) {
+  // A request that holds memory already (its body read) goes before those that wait for their first.
+  if ((body_done || mem_waiters_.empty()) && charge(c, want)) return true;
+  if (opt_.request_memory > 0 && want > opt_.request_memory) {
+    refuse(c, no_memory(want));
+    return false;
+  }
+  c.state = Conn::State::WaitMemory;
+  c.want_memory = want;
+  c.body_done = body_done;
+  c.deadline = Clock::now() + opt_.memory_wait;
+  watch(c, EPOLLRDHUP, EPOLL_CTL_MOD);  // nothing is read meanwhile; a client that leaves is noticed
+  if (body_done) mem_waiters_.push_front(c.fd);
+  else mem_waiters_.push_back(c.fd);
+  return false;
+}
+
+// Requests waiting for request memory go on, first come first served, while it lasts.
+void FrontLoop::admit_waiting() {
+  while (!mem_waiters_.empty()) {
+    auto it = conns_.find(mem_waiters_.front());
+    if (it == conns_.end() || it->second->state != Conn::State::WaitMemory) {
+      mem_waiters_.pop_front();
+      continue;
+    }
+    Conn& c = *it->second;
+    if (!charge(c, c.want_memory)) return;
+    mem_waiters_.pop_front();
+    if (c.body_done) {
+      dispatch_charged(c);
+    } else {
+      watch(c, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_MOD);
+      begin_body(c);
+      if (!c.closed && c.state == Conn::State::Body) on_body(c);
+    }
+  }
+}
+
 void FrontLoop::start_head(Conn& c, Clock::time_point now, std::chrono::milliseconds timeout) {
   c.state = Conn::State::Head;
   c.since = now;
@@ -285,12 +373,18 @@ bool FrontLoop::read_some(Conn& c) {
   if (c.state == Conn::State::Head && c.in.empty() && c.deadline - Clock::now() > kHeadTimeout) c.deadline = Clock::now() + kHeadTimeout;  // a kept-alive connection's next head
   if (c.state == Conn::State::Body) c.deadline = Clock::now() + kBodyIdleTimeout;
   c.in.append(buf, static_cast<size_t>(n));
+  // A head's bytes are held against the request memory (a body's were, when its head was admitted).
+  if (c.state == Conn::State::Head && !charge(c, c.in.size())) {
+    refuse(c, no_memory(c.in.size()));
+    return true;
+  }
   return true;
 }
 
 void FrontLoop::on_readable(Conn& c) {
   if (c.state == Conn::State::Busy || c.state == Conn::State::Refusing) return;
   if (!read_some(c)) return close_conn(c.fd);
+  if (c.state == Conn::State::Refusing) return;
   advance(c);
 }
 
@@ -315,7 +409,14 @@ void FrontLoop::on_head(Conn& c) {
   std::optional<Refusal> r = hooks_.gate ? hooks_.gate(c.head) : std::nullopt;
   if (!r && !c.head.chunked && c.head.content_length > opt_.max_body)
     r = Refusal{413, "the request body exceeds the limit of " + std::to_string(opt_.max_body) + " bytes", "request_too_large"};
+  // Admitted against the request memory before a body byte is read: a sized body for its length, a
+  // chunked one as it grows (on_body), a bodyless request for its handling.
   if (r) return refuse(c, *r);
+  const size_t want = std::max(request_charge(c.head.chunked ? 0 : c.head.content_length), c.in.size());
+  if (charge_or_wait(c, want, /*body_done=*/false)) begin_body(c);
+}
+
+void FrontLoop::begin_body(Conn& c) {
   c.in.erase(0, c.head_len);
   c.state = Conn::State::Body;
   c.deadline = Clock::now() + kBodyIdleTimeout;
@@ -333,6 +434,7 @@ void FrontLoop::on_body(Conn& c) {
     std::optional<Refusal> r;
     const size_t used = c.chunks->feed(c.in, c.body, r);
     c.in.erase(0, used);
+    if (!r && !charge(c, std::max(request_charge(c.body.size()), c.in.size()))) r = no_memory(request_charge(c.body.size()));
     if (r) return refuse(c, *r);
     if (c.chunks->done()) dispatch(c);
     return;
@@ -348,11 +450,13 @@ void FrontLoop::on_body(Conn& c) {
 void FrontLoop::refuse(Conn& c, const Refusal& r) {
   auto [body, type] = hooks_.render ? hooks_.render(c.head, r) : std::pair<std::string, std::string>{r.message, "text/plain"};
   c.out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason(r.status) + "\r\nContent-Type: " + type + "\r\nContent-Length: " +
-          std::to_string(body.size()) + "\r\nConnection: close\r\n" + (r.status == 401 ? "WWW-Authenticate: Bearer\r\n" : "") + "\r\n" + body;
+          std::to_string(body.size()) + "\r\nConnection: close\r\n" + (r.status == 401 ? "WWW-Authenticate: Bearer\r\n" : "") +
+          (r.status == 503 ? "Retry-After: 1\r\n" : "") + "\r\n" + body;
   c.in.clear();
   c.in.shrink_to_fit();
   c.body.clear();
   c.body.shrink_to_fit();
+  charge(c, 0);
   c.after_out_body = false;
   c.state = Conn::State::Refusing;
   c.deadline = Clock::now() + kWriteTimeout;
@@ -381,6 +485,12 @@ void FrontLoop::send_out(Conn& c) {
 
 // A whole request: to a worker; the loop leaves the socket alone until the worker gives it back.
 void FrontLoop::dispatch(Conn& c) {
+  // The body is whole: its JSON values are charged too.
+  if (c.head.has_body() && !charge_or_wait(c, request_charge(c.body.size(), json_values_bound(c.body)), /*body_done=*/true)) return;
+  dispatch_charged(c);
+}
+
+void FrontLoop::dispatch_charged(Conn& c) {
   c.state = Conn::State::Busy;
   epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
   auto req = std::make_shared<BufferedRequest>();
@@ -389,6 +499,8 @@ void FrontLoop::dispatch(Conn& c) {
   c.body.clear();
   c.body.shrink_to_fit();
   req->fd = c.fd;
+  req->charge = c.charged;  // the worker gives it back as soon as the handler returns
+  c.charged = 0;
   req->remote_ip = c.remote_ip, req->local_ip = c.local_ip;
   req->remote_port = c.remote_port, req->local_port = c.local_port;
   const int fd = c.fd;
@@ -400,6 +512,13 @@ void FrontLoop::dispatch(Conn& c) {
       keep = srv_.handle(strm, closed) && !closed && !stopping_.load();
     } catch (...) {  // handlers catch their own; nothing may end the worker
     }
+    // What a large request's handling freed goes back to the system rather than staying in this
+    // thread's malloc arena (RSS would keep the high-water mark of every arena); then its request
+    // memory is free for the next request, before the loop hears of it.
+    const bool large = req->bytes.size() >= kTrimAfterBytes;
+    std::string().swap(req->bytes);
+    if (large) malloc_trim(0);
+    in_use_.fetch_sub(req->charge);
     {
       std::lock_guard<std::mutex> lk(back_mu_);
       back_.emplace_back(fd, keep);
@@ -424,10 +543,12 @@ void FrontLoop::take_back() {
       continue;
     }
     Conn& c = *it->second;
+    charge(c, c.in.size());  // pipelined bytes are charged as a head (the worker gave the request's back)
     start_head(c, Clock::now(), c.in.empty() ? kKeepAliveTimeout : kHeadTimeout);
     watch(c, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD);
     if (!c.in.empty()) advance(c);
   }
+  admit_waiting();
 }
 
 // Closes the connections past their deadline (a slow head, a stalled body, an idle keep-alive, a
@@ -438,7 +559,16 @@ void FrontLoop::sweep() {
   std::vector<int> expired;
   for (auto& [fd, c] : conns_)
     if (c->state != Conn::State::Busy && now >= c->deadline) expired.push_back(fd);
-  for (int fd : expired) close_conn(fd);
+  for (int fd : expired) {
+    auto it = conns_.find(fd);
+    if (it != conns_.end() && it->second->state == Conn::State::WaitMemory) {
+      watch(*it->second, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_MOD);
+      refuse(*it->second, Refusal{503, "the server's request memory stayed in use by other requests; retry shortly", "server_busy"});
+    } else {
+      close_conn(fd);
+    }
+  }
+  admit_waiting();  // closed connections gave memory back
 }
 
 void FrontLoop::close_conn(int fd) {
@@ -446,6 +576,7 @@ void FrontLoop::close_conn(int fd) {
   if (it == conns_.end()) return;
   if (it->second->state != Conn::State::Busy) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
   ::close(fd);
+  charge(*it->second, 0);
   it->second->closed = true;
   closed_.push_back(std::move(it->second));
   conns_.erase(it);
@@ -480,6 +611,8 @@ void FrontServer::shutdown() {
   svr_sock_ = INVALID_SOCKET;  // streams end
   if (loop_) loop_->stop();
 }
+
+size_t FrontServer::request_memory_in_use() const { return loop_ ? loop_->in_use_.load(std::memory_order_relaxed) : 0; }
 
 bool FrontServer::handle(httplib::Stream& strm, bool& connection_closed) {
   return process_request(strm, /*close_connection=*/false, connection_closed, nullptr);

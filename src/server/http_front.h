@@ -41,8 +41,27 @@ inline constexpr std::chrono::milliseconds kKeepAliveTimeout{30'000};  // an idl
 inline constexpr std::chrono::milliseconds kWriteTimeout{30'000};      // a response write that makes no progress
 inline constexpr std::chrono::milliseconds kLingerTimeout{2'000};      // draining a refused request's body before close
 inline constexpr size_t kMaxConnections = 4096;     // open connections (then the oldest idle or slow one is closed)
+inline constexpr std::chrono::milliseconds kMemoryWait{30'000};  // a request waiting for request memory (then 503)
 inline constexpr size_t kReadChunk = 64 * 1024;     // bytes per read()
+// Request memory (FrontOptions::request_memory): a request is admitted against request_charge(),
+// held until its handler returns; a head being read holds its bytes. The charge bounds what handling
+// costs at its peak (its JSON tree, the template's values, the rendered prompt and its tokens, a
+// grammar from its schemas): kBodyFactor per body byte (from the head: a long prompt costs 21x),
+// kValueBytes per JSON value (once the body is whole: `[0,0,...]` carried into the template costs
+// 100x its bytes, 200 bytes a value) and kHandlingBase; measured on the worst bodies
+// (tests/server/test_request_memory.cpp).
+inline constexpr size_t kBodyFactor = 32;
+inline constexpr size_t kValueBytes = 256;
+inline constexpr size_t kHandlingBase = 1024 * 1024;
 }  // namespace front_limits
+
+// What admitting a request of `body` bytes holding `values` JSON values (0: not known yet) holds of
+// the request memory.
+inline size_t request_charge(size_t body, size_t values = 0) {
+  return body * front_limits::kBodyFactor + values * front_limits::kValueBytes + front_limits::kHandlingBase;
+}
+// At least the number of JSON values in `body` (1 + the '[', ',' and ':' outside strings); any text.
+size_t json_values_bound(std::string_view body);
 
 // A request's line and headers as the front parsed them (before any body byte is accepted).
 struct RequestHead {
@@ -69,9 +88,14 @@ struct FrontHooks {
 };
 
 struct FrontOptions {
-  size_t max_body = 4u << 20;  // a body (sized or chunked, decoded) beyond: 413
+  size_t max_body = 1u << 20;  // a body (sized or chunked, decoded) beyond: 413
   int workers = 128;           // threads running handlers
   size_t max_connections = front_limits::kMaxConnections;
+  // Bytes of requests held at once (heads being read, admitted requests: request_charge): a request
+  // that could never fit gets 413; one that does not fit now waits (unread, in arrival order) for
+  // the requests before it to end, 503 with Retry-After after memory_wait. 0: no limit.
+  size_t request_memory = 0;
+  std::chrono::milliseconds memory_wait = front_limits::kMemoryWait;
 };
 
 // The head of a request at the start of `buf`. Returns the head's length (terminating empty line
@@ -114,6 +138,10 @@ class FrontServer : public httplib::Server {
   friend class FrontLoop;
   // One request read whole: httplib's routing, handler and response over `strm`.
   bool handle(httplib::Stream& strm, bool& connection_closed);
+ public:
+  // Request memory held now (FrontOptions::request_memory), for /stats and tests.
+  size_t request_memory_in_use() const;
+ private:
   std::unique_ptr<class FrontLoop> loop_;
 };
 

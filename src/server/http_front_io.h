@@ -25,6 +25,7 @@ struct BufferedRequest {
   int fd = -1;        // the connection (responses are written to it)
   std::string remote_ip, local_ip;
   int remote_port = 0, local_port = 0;
+  size_t charge = 0;  // request memory it holds (given back by the worker when the handler returns)
 };
 
 class FrontStream final : public httplib::Stream {

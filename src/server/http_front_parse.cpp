@@ -179,4 +179,21 @@ size_t ChunkDecoder::feed(std::string_view in, std::string& out, std::optional<R
   return i;
 }
 
+size_t json_values_bound(std::string_view body) {
+  size_t n = 1;
+  bool in_string = false, escaped = false;
+  for (const char ch : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == ',' || ch == ':') {
+      ++n;
+    }
+  }
+  return n;
+}
+
 }  // namespace strata::server

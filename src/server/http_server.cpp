@@ -37,6 +37,7 @@ std::string endpoint_label(const std::string& path) {
 struct HttpServer::Impl final : ApiHost {
   ServerOptions opt;
   FrontServer server;  // httplib's routing and handlers behind an event-driven front (http_front.h)
+  FrontOptions front;  // as configured
   std::thread thread;
   int port = -1;
   std::atomic<bool> ready{false};
@@ -170,6 +171,9 @@ struct HttpServer::Impl final : ApiHost {
     FrontOptions fo;
     fo.max_body = opt.max_body;
     fo.workers = opt.http_threads > 0 ? opt.http_threads : opt.max_queue + 64;
+    fo.request_memory = opt.request_memory > 0 ? opt.request_memory : 2 * request_charge(opt.max_body);
+    fo.memory_wait = std::chrono::milliseconds(opt.memory_wait_ms);
+    front = fo;
     AccessPolicy policy{opt.api_key, is_loopback_bind(opt.host), opt.webui};
     server.configure(fo, FrontHooks{[policy](const RequestHead& h) { return check_head(policy, h); },
                                     [this](const RequestHead& h, const Refusal& r) { return refusal_body(h, r); }});
@@ -215,7 +219,28 @@ void HttpServer::start() {
   impl_->thread = std::thread([this] { impl_->server.serve(); });  // stop() ends it, also before it began
 }
 
-void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft) {
+std::shared_ptr<const grammar::VocabIndex> make_vocab_index(int n_logits, const tok::Tokenizer& tok) {
+  // Rows of the output head past the tokenizer's vocabulary stay empty: never allowed.
+  std::vector<std::string> bytes(static_cast<size_t>(n_logits));
+  std::vector<int32_t> eog;
+  for (int32_t t = 0; t < std::min(n_logits, tok.n_vocab()); ++t) {
+    bytes[static_cast<size_t>(t)] = tok.token_to_piece(t, /*special=*/false);
+    if (tok.is_eog(t)) eog.push_back(t);
+  }
+  return std::make_shared<grammar::VocabIndex>(std::move(bytes), std::move(eog));
+}
+
+uint64_t HttpServer::request_bytes(int n_vocab, int n_slots) const {
+  const FrontOptions& fo = impl_->front;
+  return fo.request_memory + static_cast<uint64_t>(fo.workers) * kHttpThreadStackPlan +
+         static_cast<uint64_t>(n_slots) * Scheduler::slot_vocab_bytes(n_vocab);
+}
+
+size_t HttpServer::request_memory() const { return impl_->front.request_memory; }
+size_t HttpServer::request_memory_in_use() const { return impl_->server.request_memory_in_use(); }
+
+void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft,
+                        std::shared_ptr<const grammar::VocabIndex> vocab) {
   Impl& m = *impl_;
   m.eng = &eng;
   m.tok = &tok;
@@ -245,16 +270,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   so.draft_min = m.opt.draft_min;
   so.draft_adaptive = m.opt.draft_adaptive;
   so.draft_predict = m.opt.draft_predict;
-  // Token bytes as the output shows them (control tokens empty) for grammar masks, one per logit
-  // (rows of the output head past the tokenizer's vocabulary stay empty: never allowed).
-  const int32_t n_logits = eng.config().n_vocab;
-  std::vector<std::string> bytes(static_cast<size_t>(n_logits));
-  std::vector<int32_t> eog;
-  for (int32_t t = 0; t < std::min(n_logits, tok.n_vocab()); ++t) {
-    bytes[static_cast<size_t>(t)] = tok.token_to_piece(t, /*special=*/false);
-    if (tok.is_eog(t)) eog.push_back(t);
-  }
-  so.vocab = std::make_shared<grammar::VocabIndex>(std::move(bytes), std::move(eog));
+  so.vocab = vocab ? std::move(vocab) : make_vocab_index(eng.config().n_vocab, tok);
   m.monitor = start_monitor(eng, m.opt.disk_probe);
   so.on_step = [mon = m.monitor.get()](int tokens, int generated, double t0, double t1) { mon->on_step(tokens, generated, t0, t1); };
   m.sched = std::make_unique<Scheduler>(eng, tok, so);

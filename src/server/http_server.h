@@ -28,7 +28,11 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                      // 0: any free port
   std::string api_key;                  // "": no authentication
-  size_t max_body = 4u << 20;           // bytes; larger bodies get 413
+  size_t max_body = 1u << 20;           // bytes; larger bodies get 413
+  // Bytes of requests held at once (server/http_front.h, request_charge); 0: room for two requests
+  // of max_body at once.
+  size_t request_memory = 0;
+  int memory_wait_ms = 30'000;          // a request waiting for request memory this long gets 503
   int max_queue = 64;                   // requests waiting for a slot; more get 503
   int step_tokens = 256;                // tokens per forward pass
   int http_threads = 0;                 // 0: queue + 64
@@ -51,6 +55,13 @@ struct ServerOptions {
   bool draft_predict = true;            // false (--no-draft-predict): no predicted routing (SchedulerOptions::draft_predict)
 };
 
+// Token bytes as the output shows them (control tokens empty), one per logit, and the end-of-
+// generation tokens: the grammar index constrained decoding masks with (built once per model).
+std::shared_ptr<const grammar::VocabIndex> make_vocab_index(int n_logits, const tok::Tokenizer& tok);
+
+// Stack an HTTP worker thread touches in the plan (handlers bound their recursion: core/json_depth.h).
+inline constexpr uint64_t kHttpThreadStackPlan = 64 * 1024;  // measured: 12 KiB idle, 19 KiB after requests
+
 class HttpServer {
  public:
   explicit HttpServer(const ServerOptions& opt);
@@ -62,8 +73,16 @@ class HttpServer {
   void start();
   // The model is loaded: starts the scheduler (slots = the engine's KV sequences). `draft`: the
   // draft model's drafter for draft "model" (runtime/slot_draft.h).
-  void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft = nullptr);
+  // `vocab`: the grammar index (make_vocab_index), built here when null.
+  void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft = nullptr,
+              std::shared_ptr<const grammar::VocabIndex> vocab = nullptr);
   void stop();
+  // What request handling holds beside the engine, for the memory plan (TierOptions::request_bytes):
+  // the request memory, the HTTP threads' stacks, each slot's n_vocab sampling buffers.
+  uint64_t request_bytes(int n_vocab, int n_slots) const;
+  // The request memory the front admits requests against (ServerOptions::request_memory).
+  size_t request_memory() const;
+  size_t request_memory_in_use() const;
 
   int port() const;
   bool ready() const;

@@ -490,6 +490,8 @@ int Scheduler::draft_want(Slot& s, int budget) {
 // slot that drafts nothing this pass lets the source observe its history (MTP keeps in step).
 void Scheduler::plan_drafts() {
   int budget = std::min(opt_.step_tokens, eng_.options().n_batch);
+  // Logits rows: one per slot, the rest for drafts (EngineOptions::logit_rows, in the memory plan).
+  budget = std::min(budget, eng_.options().logit_rows - eng_.n_seq());
   for (auto& sp : slots_)
     if (sp->req && sp->decoding) --budget;  // draft rows come after every decoding slot's own token
   jobs_.clear();

@@ -191,6 +191,9 @@ class Scheduler {
  public:
   Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOptions& opt);
   ~Scheduler();  // stops the engine thread; pending requests end with Finish::Error
+  // What one slot holds per vocabulary entry: its sampler's (penalized logits, candidates, counts),
+  // the grammar-masked and edited logits, speculation's sampling rows.
+  static uint64_t slot_vocab_bytes(int n_vocab) { return 32ull * static_cast<uint64_t>(n_vocab); }
 
   // Queues the request; false when the wait queue is full.
   bool submit(const std::shared_ptr<GenRequest>& r);

@@ -181,6 +181,7 @@ json TierMonitor::snapshot(double now) const {
   const MemoryPlan p = eng_.tier().plan_snapshot();  // an HTTP thread: the engine thread may change it
   json j;
   j["plan"] = {{"budget", p.budget},       {"dense", p.dense},          {"kv", p.kv},       {"scratch", p.scratch},
+               {"logits", p.logits},       {"vocab", p.vocab},          {"requests", p.requests}, {"draft", p.draft}, {"planned", p.total()},
                {"experts_total", p.experts_total}, {"expert_cache", p.expert_cache}, {"cache_slots", p.cache_slots}, {"io", p.io}};
   j["disk"] = {{"read_bw", opt_.disk_bw > 0 ? json(opt_.disk_bw) : json(nullptr)}, {"probe_bytes", opt_.disk_probe_bytes}};
   std::lock_guard<std::mutex> lk(mu_);

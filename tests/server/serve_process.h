@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -32,15 +33,18 @@ inline std::string slurp_file(const std::string& path) {
 class ServeProcess {
  public:
   // `tag` names the log file (/tmp/strata_<tag>_<pid>.log).
-  ServeProcess(const std::string& tag, std::vector<std::string> args) : log_("/tmp/strata_" + tag + "_" + std::to_string(::getpid()) + ".log") {
+  // `wrapper`: a command that runs `strata serve ...` (e.g. a cgroup runner), empty: none.
+  ServeProcess(const std::string& tag, std::vector<std::string> args, std::vector<std::string> wrapper = {})
+      : log_("/tmp/strata_" + tag + "_" + std::to_string(::getpid()) + ".log") {
     args.insert(args.begin(), {STRATA_BINARY, "serve"});
+    args.insert(args.begin(), wrapper.begin(), wrapper.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&pid_, STRATA_BINARY, &fa, nullptr, argv.data(), environ) != 0) pid_ = 0;
+    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = 0;
     posix_spawn_file_actions_destroy(&fa);
   }
   ServeProcess(const ServeProcess&) = delete;
@@ -79,6 +83,15 @@ class ServeProcess {
     return st;
   }
   bool started() const { return pid_ > 0 || exited_; }
+  pid_t pid() const { return pid_; }
+  // A /proc/PID/status figure of the process in bytes (VmHWM: peak RSS, VmRSS), -1 when gone.
+  long status_bytes(const char* key) const {
+    std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind(key, 0) == 0 && line.size() > std::strlen(key) && line[std::strlen(key)] == ':') return std::stol(line.substr(std::strlen(key) + 1)) * 1024;
+    return -1;
+  }
   bool exited() const { return exited_; }
   int port() const { return port_; }
   std::string log() const { return slurp_file(log_); }

@@ -394,5 +394,97 @@ TEST(HttpFrontServer, HundredSimultaneousConnects) {
   EXPECT_EQ(ok, 100);
 }
 
+
+// ---- request memory (FrontOptions::request_memory) ----
+
+// A completion request of exactly `size` bytes (its prompt padded with spaces).
+std::string hf_sized_body(size_t size) {
+  std::string b = R"({"prompt":"a","max_tokens":1})";
+  b.insert(b.size() - 1, std::string(size - b.size(), ' '));
+  return b;
+}
+
+std::string hf_sized_head(size_t size) {
+  return "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " + std::to_string(size) +
+         "\r\n\r\n";
+}
+
+TEST(HttpFront, JsonValuesAreBoundedFromAbove) {
+  EXPECT_EQ(server::json_values_bound("0"), 1u);
+  EXPECT_EQ(server::json_values_bound("[0,0,0]"), 4u);  // the array and its three values
+  EXPECT_EQ(server::json_values_bound(R"({"a":[1,2],"b":"x,y:[z"})"), 6u);  // commas and colons in strings do not count
+  EXPECT_EQ(server::json_values_bound(R"({"a":"q\"[,"})"), 2u);            // an escaped quote does not end the string
+  EXPECT_EQ(server::request_charge(100, 10), 100 * server::front_limits::kBodyFactor + 10 * server::front_limits::kValueBytes +
+                                                  server::front_limits::kHandlingBase);
+}
+
+TEST(HttpFrontServer, ARequestThatCouldNeverFitTheRequestMemoryIs413) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  server::ServerOptions so = hf_front_options();
+  so.request_memory = 2 << 20;
+  TestServer ts(so, 1, 256);
+  EXPECT_EQ(ts.srv->request_memory(), size_t{2} << 20);
+  // 64 KiB of body holds 32 x 64 KiB + 1 MiB: more than 2 MiB. Refused from its head.
+  const int fd = hf_connect_to(ts.port);
+  ASSERT_TRUE(hf_send_all(fd, hf_sized_head(64 << 10)));
+  const std::string r = hf_read_response(fd);
+  ::close(fd);
+  EXPECT_EQ(hf_status_of(r), 413) << r;
+  EXPECT_NE(r.find("--request-memory"), std::string::npos) << r;
+  // 16 KiB fits (1.5 MiB): answered, and everything it held is given back.
+  auto ok = ts.client()->Post("/v1/completions", hf_sized_body(16 << 10), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_TRUE(wait_until([&] { return ts.srv->request_memory_in_use() == 0; })) << ts.srv->request_memory_in_use();
+}
+
+TEST(HttpFrontServer, ARequestWhileOthersHoldTheRequestMemoryWaitsItsTurn) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  const size_t body = 32 << 10;
+  server::ServerOptions so = hf_front_options();
+  so.request_memory = server::request_charge(body) + server::request_charge(body) / 2;  // one such request at a time
+  TestServer ts(so, 1, 256);
+  // The first request's head is admitted; its body is still to come, and it holds its charge.
+  const int held = hf_connect_to(ts.port);
+  ASSERT_TRUE(hf_send_all(held, hf_sized_head(body)));
+  ASSERT_TRUE(wait_until([&] { return ts.srv->request_memory_in_use() == server::request_charge(body); }))
+      << ts.srv->request_memory_in_use();
+  // The second waits, unread, and is not answered while the first holds the memory...
+  const int second = hf_connect_to(ts.port);
+  ASSERT_TRUE(hf_send_all(second, hf_sized_head(body) + hf_sized_body(body)));
+  EXPECT_FALSE(hf_readable(second, 300)) << "answered while the memory was held";
+  // ... and goes on once the first client goes away.
+  ::close(held);
+  const std::string r = hf_read_response(second);
+  ::close(second);
+  EXPECT_EQ(hf_status_of(r), 200) << r.substr(0, 300);
+  EXPECT_TRUE(wait_until([&] { return ts.srv->request_memory_in_use() == 0; })) << ts.srv->request_memory_in_use();
+  // A chunked body is charged as it grows: past the request memory it is 413, not buffered.
+  const std::string big = hf_send_until_answered(ts.port, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+                                                 hf_chunk(std::string(16 << 10, ' ')), size_t{8} << 20);
+  EXPECT_EQ(hf_status_of(big), 413) << big.substr(0, 300);
+  EXPECT_TRUE(wait_until([&] { return ts.srv->request_memory_in_use() == 0; })) << ts.srv->request_memory_in_use();
+}
+
+TEST(HttpFrontServer, ARequestThatWaitsPastTheMemoryWaitIs503) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  const size_t body = 32 << 10;
+  server::ServerOptions so = hf_front_options();
+  so.request_memory = server::request_charge(body) + server::request_charge(body) / 2;
+  so.memory_wait_ms = 200;
+  TestServer ts(so, 1, 256);
+  const int held = hf_connect_to(ts.port);
+  ASSERT_TRUE(hf_send_all(held, hf_sized_head(body)));
+  ASSERT_TRUE(wait_until([&] { return ts.srv->request_memory_in_use() == server::request_charge(body); }));
+  const int second = hf_connect_to(ts.port);
+  ASSERT_TRUE(hf_send_all(second, hf_sized_head(body)));
+  const std::string busy = hf_read_response(second);  // the first never sends its body
+  ::close(second);
+  ::close(held);
+  EXPECT_EQ(hf_status_of(busy), 503) << busy;
+  EXPECT_NE(busy.find("Retry-After: 1"), std::string::npos) << busy;
+  EXPECT_TRUE(wait_until([&] { return ts.srv->request_memory_in_use() == 0; })) << ts.srv->request_memory_in_use();
+}
+
 }  // namespace
 }  // namespace strata::test

@@ -87,7 +87,7 @@ TEST(ServeCli, DraftModelDraftsAndAnotherVocabularyIsAnErrorAtStart) {
 TEST(ServeCli, LookupRoutingMemoryIsInTheMemoryPlan) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   ServeProcess serve("serve_route_mem_test", {"-m", server_fixture(), "--draft", "lookup", "--port", "0", "--parallel", "2", "-c", "256", "-b", "64",
-                                               "-t", "1", "--ram-budget", "45M"});
+                                               "-t", "1", "--ram-budget", "64M"});
   ASSERT_TRUE(serve.started()) << "cannot start " << STRATA_BINARY;
   ASSERT_TRUE(serve.ready()) << serve.log();
   httplib::Client c("127.0.0.1", serve.port());

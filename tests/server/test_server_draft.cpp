@@ -403,7 +403,7 @@ TEST(ServerDraftPlan, NextnKvAndDraftBytesAreInThePlan) {
   EXPECT_NE(mtp->tier().plan().describe().find("drafting"), std::string::npos) << mtp->tier().plan().describe();
   // Streaming under a budget: the drafting bytes come out of the expert cache.
   const MemoryPlan& p = plain->tier().plan();
-  const uint64_t fixed = p.dense + p.kv + p.scratch;
+  const uint64_t fixed = p.fixed();
   const uint64_t budget = fixed + nextn + p.experts_total * 3 / 4;
   const uint64_t extra = p.experts_total / 8;
   std::printf("[plan] experts %llu, NextN KV %llu\n", (unsigned long long)p.experts_total, (unsigned long long)nextn);
@@ -413,7 +413,7 @@ TEST(ServerDraftPlan, NextnKvAndDraftBytesAreInThePlan) {
   EXPECT_LT(b->tier().plan().expert_cache, a->tier().plan().expert_cache);
   for (Engine* e : {a.get(), b.get()}) {
     const MemoryPlan& q = e->tier().plan();
-    EXPECT_LE(q.dense + q.kv + q.scratch + q.draft + q.expert_cache, budget) << q.describe();
+    EXPECT_LE(q.total(), budget) << q.describe();
   }
   try {
     make(true, budget, budget);
