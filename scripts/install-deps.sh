@@ -16,6 +16,13 @@ PKGS=(
 # and the corpus: the King James Bible (bible-kjv-text, read through the bible program) and fortunes.
 TRAIN_PKGS=(python3-torch python3-regex python3-numpy bible-kjv bible-kjv-text fortunes)
 [ "$TRAIN" = 1 ] && PKGS+=("${TRAIN_PKGS[@]}")
+# The ARM64 cross build that `make test` runs under qemu (cmake/aarch64-linux-gnu.cmake): Debian's
+# cross compiler, and the libraries Strata links as Debian multiarch :arm64 packages (headers are
+# shared with the host's; gtest, fmt, pcre2, uring, utf8proc, httplib and its TLS/compression
+# libraries come along). Needs the arm64 architecture added to dpkg (done below when missing).
+ARM64_PKGS=(g++-aarch64-linux-gnu libgtest-dev:arm64 libfmt-dev:arm64 liburing-dev:arm64 libpcre2-dev:arm64
+            libutf8proc-dev:arm64 libcpp-httplib-dev:arm64 libbenchmark-dev:arm64)
+PKGS+=("${ARM64_PKGS[@]}")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,6 +30,9 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64
+  fi
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${missing[@]}"
 fi
