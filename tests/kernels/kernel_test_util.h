@@ -139,4 +139,9 @@ inline std::vector<const KernelTable*> simd_kernel_tables() {
   return v;
 }
 
+// The NEON tables keep the scalar kernels of the grid i-quants and ternary types (their scalar
+// dots already give llama.cpp's AVX2 bits; NEON versions are still to be written), so they have no
+// SIMD, multi-token or tile kernel of those types to check; every x86 SIMD table must have them.
+inline bool keeps_scalar_iquants(const KernelTable& k) { return k.isa == Isa::Neon || k.isa == Isa::NeonDotprod; }
+
 }  // namespace strata::testing

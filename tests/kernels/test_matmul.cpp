@@ -134,8 +134,8 @@ TEST(Matmul, MatchesDoubleReference) {
 }
 
 TEST(Matmul, RejectsBadShapes) {
-  const KernelTable* k = kernel_table(Isa::Avx2);
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (simd_kernel_tables().empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  const KernelTable* k = simd_kernel_tables().front();
   std::vector<uint8_t> w(1000);
   QMatrix m{GgmlType::Q4_K, 2, 100, w.data(), 144};  // 100 columns: not a multiple of 256
   std::vector<float> x(100), y(2);
@@ -152,8 +152,8 @@ struct GemmBackendGuard {
 };
 
 TEST(Matmul, BlasBackendMatchesDoubleReference) {
-  const KernelTable* k = kernel_table(Isa::Avx2);
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (simd_kernel_tables().empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  const KernelTable* k = simd_kernel_tables().front();
   if (!gemm_blas_available()) {
     EXPECT_FALSE(gemm_blas_built()) << "the build found OpenBLAS, but the library does not load";
     EXPECT_THROW(select_gemm_backend(GemmBackend::Blas), Error);
@@ -211,7 +211,7 @@ TEST(Matmul, BlasBackendMatchesDoubleReference) {
 // mixed types, f32 with multi-token flags, more jobs than threads, i-quants with 2..9 tokens
 // through their multi-token kernels), on every SIMD table this CPU has.
 TEST(Matmul, ManyEqualsOneByOne) {
-  if (!kernel_table(Isa::Avx2)) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (simd_kernel_tables().empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
   if (!fs::exists(kDir / "README.md"))
     STRATA_MISSING_FIXTURE(kDir.string() + " (matmul_many)");
   std::mt19937 rng(5);

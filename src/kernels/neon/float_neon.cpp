@@ -183,6 +183,40 @@ void vsum_f16_multi(int64_t n_keys, int64_t dv, const uint16_t* v, int64_t v_str
   }
 }
 
+// ggml's vectorized expf (ggml_v_expf), four lanes at once: the operations of the one-lane
+// reference ggml_vexpf (kernels/ops.cpp) in the same order, so every lane gets its bits.
+float32x4_t vexpf4(float32x4_t x) {
+  const float32x4_t r = vdupq_n_f32(0x1.8p23f);
+  const float32x4_t z = vfmaq_f32(r, x, vdupq_n_f32(0x1.715476p+0f));
+  const float32x4_t n = vsubq_f32(z, r);
+  const float32x4_t b = vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
+  const uint32x4_t e = vshlq_n_u32(vreinterpretq_u32_f32(z), 23);
+  const float32x4_t k = vreinterpretq_f32_u32(vaddq_u32(e, vreinterpretq_u32_f32(vdupq_n_f32(1.0f))));
+  const uint32x4_t c = vcagtq_f32(n, vdupq_n_f32(126.0f));
+  const float32x4_t u = vmulq_f32(b, b);
+  const float32x4_t p7 = vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b);
+  const float32x4_t p3 = vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b);
+  const float32x4_t j = vfmaq_f32(vmulq_f32(vdupq_n_f32(0x1.ffffecp-1f), b), vfmaq_f32(p3, p7, u), u);
+  const float32x4_t normal = vfmaq_f32(k, j, k);
+  if (vmaxvq_u32(c) == 0) return normal;
+  const uint32x4_t g = vandq_u32(vclezq_f32(n), vdupq_n_u32(0x82000000u));
+  const float32x4_t s1 = vreinterpretq_f32_u32(vaddq_u32(g, vdupq_n_u32(0x7f000000u)));
+  const float32x4_t s2 = vreinterpretq_f32_u32(vsubq_u32(e, g));
+  const uint32x4_t huge = vcagtq_f32(n, vdupq_n_f32(192.0f));
+  const float32x4_t over = vbslq_f32(huge, vmulq_f32(s1, s1), vmulq_f32(vfmaq_f32(s2, s2, j), s1));
+  return vbslq_f32(c, over, normal);
+}
+
+void expf_f32(int64_t n, const float* x, float* y) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vexpf4(vld1q_f32(x + i)));
+  if (i == n) return;
+  float t[4] = {};  // the tail as one padded group: each lane is computed on its own
+  for (int64_t k = i; k < n; ++k) t[k - i] = x[k];
+  vst1q_f32(t, vexpf4(vld1q_f32(t)));
+  for (int64_t k = i; k < n; ++k) y[k] = t[k - i];
+}
+
 // ---- activation quantizers ------------------------------------------------------------------
 
 inline uint16_t f2h(float f) { return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0); }
@@ -280,6 +314,7 @@ void fill_float(KernelTable& t) {
   t.dot_f32_x8 = dot_f32_x8;
   t.axpy_f32 = axpy_f32;
   t.scale_f32 = scale_f32;
+  t.expf_f32 = expf_f32;
   t.dot_f16_f32 = dot_f16_f32;
   t.axpy_f16 = axpy_f16;
   t.dot_f16_f32_multi = dot_f16_f32_multi;
