@@ -27,7 +27,10 @@ for f in "$tests" "$strata"; do
   [ -x "$f" ] || fail "$f: no ARM64 binary (make build-arm64 cross-builds it; scripts/install-deps.sh installs the toolchain)"
 done
 [ -x "$native" ] || fail "$native: no native strata binary"
-emu() { "$QEMU" -cpu "$cpu" "$@"; }
+# QEMU_CPU rather than -cpu: the strata processes the tests start (through the cross build's
+# bin/strata-emulated) inherit it.
+export QEMU_CPU=$cpu
+emu() { "$QEMU" "$@"; }
 
 # 1. The table and the reason.
 version=$(emu "$strata" --version) || fail "strata --version exited $?"
