@@ -139,9 +139,12 @@ inline std::vector<const KernelTable*> simd_kernel_tables() {
   return v;
 }
 
-// The NEON tables keep the scalar kernels of the grid i-quants and ternary types (their scalar
-// dots already give llama.cpp's AVX2 bits; NEON versions are still to be written), so they have no
-// SIMD, multi-token or tile kernel of those types to check; every x86 SIMD table must have them.
-inline bool keeps_scalar_iquants(const KernelTable& k) { return k.isa == Isa::Neon || k.isa == Isa::NeonDotprod; }
+// The NEON tables keep the scalar kernels of IQ1_S, IQ1_M and the ternary types (their scalar dots
+// already give llama.cpp's AVX2 bits; NEON versions are still to be written), and have no tile
+// kernels; every x86 SIMD table has them all.
+inline bool is_neon(const KernelTable& k) { return k.isa == Isa::Neon || k.isa == Isa::NeonDotprod; }
+inline bool keeps_scalar_kernel(const KernelTable& k, GgmlType t) {
+  return is_neon(k) && (t == GgmlType::IQ1_S || t == GgmlType::IQ1_M || t == GgmlType::TQ1_0 || t == GgmlType::TQ2_0);
+}
 
 }  // namespace strata::testing

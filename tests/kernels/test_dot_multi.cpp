@@ -182,7 +182,7 @@ TEST(DotMulti, IqSimdBitIdenticalToScalar) {
       SCOPED_TRACE(std::string(k->name) + " " + stem);
       const Golden g = load_golden(stem);
       const auto ti = static_cast<uint32_t>(g.type);
-      if (keeps_scalar_iquants(*k)) {
+      if (keeps_scalar_kernel(*k, g.type)) {
         EXPECT_EQ(k->vec_dot[ti], sc->vec_dot[ti]) << "a NEON i-quant kernel: check it here";
         continue;
       }

@@ -1,5 +1,5 @@
 // NEON dot products of the block formats with integer codes (legacy 32-value blocks, K-quants,
-// IQ4_NL / IQ4_XS, MXFP4), one weight row against N activation rows at a time, with llama.cpp's
+// IQ4_NL / IQ4_XS, MXFP4, the grid i-quants IQ2_* / IQ3_*), one weight row against N activation rows at a time, with llama.cpp's
 // AVX2 association (neon_common.h): the int32 lanes of llama.cpp's 256-bit registers are
 // computed exactly, then converted and fused-multiply-added lane by lane in block order, and
 // reduced with its horizontal sums. The single-token vec_dot is the N = 1 case, so the
@@ -9,6 +9,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/iq_grids.h"
 #include "kernels/kernel_table.h"
 #include "kernels/neon/kernels_neon.h"
 #include "kernels/neon/neon_common.h"
@@ -384,6 +385,100 @@ struct IQ4XS {
   }
 };
 
+// ---- grid i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), Q8_K activations ---------------
+// Each 8-value group is a lattice point (kernels/iq_grids.h) with per-value signs; each 16 values
+// a 4-bit s, weighted ls = 2s + 1. The scalar reference's arithmetic (Lanes8, llama.cpp's AVX2
+// kernels): per block the exact lanes of ls * q * a (value v in lane (v % 32) / 4, i.e. the
+// 4-byte dots of each 32-value chunk), one fma with d_w * d_a per lane, and the format's factor
+// times the horizontal sum. Dec::group(b, k) gives group k's 8 grid magnitudes and sign bits,
+// Dec::scale(b, j) the s of values 16j..16j+15.
+
+// 8 magnitudes (bytes of g) with signs (bit j of sgn set: value j negative).
+inline int8x8_t signed8(uint64_t g, uint8_t sgn) {
+  static constexpr uint8_t kBit8[8] = {1, 2, 4, 8, 16, 32, 64, 128};
+  const int8x8_t m = vreinterpret_s8_u8(vtst_u8(vdup_n_u8(sgn), vld1_u8(kBit8)));
+  return vsub_s8(veor_s8(vreinterpret_s8_u64(vcreate_u64(g)), m), m);
+}
+inline uint32_t load_u32le(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t pair32(uint32_t lo, uint32_t hi) { return lo | (static_cast<uint64_t>(hi) << 32); }
+
+struct DecIq2xxs {
+  using Block = block_iq2_xxs;
+  static constexpr float kFactor = 0.125f;
+  static int8x8_t group(const Block& b, int k) {
+    const auto* p = reinterpret_cast<const uint8_t*>(b.qs) + 8 * (k / 4);
+    const uint32_t aux = load_u32le(p + 4);
+    return signed8(iq::kIq2xxsGrid[p[k % 4]], iq::kSignsIq2[(aux >> (7 * (k % 4))) & 127]);
+  }
+  static int scale(const Block& b, int j) { return static_cast<int>(load_u32le(reinterpret_cast<const uint8_t*>(b.qs) + 8 * (j / 2) + 4) >> 28); }
+};
+struct DecIq2xs {
+  using Block = block_iq2_xs;
+  static constexpr float kFactor = 0.125f;
+  static int8x8_t group(const Block& b, int k) { return signed8(iq::kIq2xsGrid[b.qs[k] & 511], iq::kSignsIq2[b.qs[k] >> 9]); }
+  static int scale(const Block& b, int j) { return (b.scales[j / 2] >> (4 * (j % 2))) & 0xF; }
+};
+struct DecIq2s {
+  using Block = block_iq2_s;
+  static constexpr float kFactor = 0.125f;
+  static int8x8_t group(const Block& b, int k) {
+    const int hi = (b.qh[k / 4] >> (2 * (k % 4))) & 3;
+    return signed8(iq::kIq2sGrid[b.qs[k] | (hi << 8)], b.qs[QK_K / 8 + k]);
+  }
+  static int scale(const Block& b, int j) { return (b.scales[j / 2] >> (4 * (j % 2))) & 0xF; }
+};
+struct DecIq3xxs {
+  using Block = block_iq3_xxs;
+  static constexpr float kFactor = 0.25f;
+  static int8x8_t group(const Block& b, int k) {
+    const uint32_t aux = load_u32le(b.qs + QK_K / 4 + 4 * (k / 4));
+    return signed8(pair32(iq::kIq3xxsGrid[b.qs[2 * k]], iq::kIq3xxsGrid[b.qs[2 * k + 1]]),
+                   iq::kSignsIq2[(aux >> (7 * (k % 4))) & 127]);
+  }
+  static int scale(const Block& b, int j) { return static_cast<int>(load_u32le(b.qs + QK_K / 4 + 4 * (j / 2)) >> 28); }
+};
+struct DecIq3s {
+  using Block = block_iq3_s;
+  static constexpr float kFactor = 1.0f;
+  static int8x8_t group(const Block& b, int k) {
+    const int h = b.qh[k / 4] >> (2 * (k % 4));
+    const uint32_t lo = iq::kIq3sGrid[b.qs[2 * k] | ((h & 1) << 8)];
+    const uint32_t hi = iq::kIq3sGrid[b.qs[2 * k + 1] | (((h >> 1) & 1) << 8)];
+    return signed8(pair32(lo, hi), b.signs[k]);
+  }
+  static int scale(const Block& b, int j) { return (b.scales[j / 4] >> (4 * ((j / 2) % 2))) & 0xF; }
+};
+
+template <class Dec>
+struct Lattice {
+  template <int N>
+  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
+    using Block = typename Dec::Block;
+    const auto* w = static_cast<const Block*>(vw);
+    const int64_t nb = n / QK_K;
+    F8 acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = f8_zero();
+    for (int64_t i = 0; i < nb; ++i) {
+      prefetch_block(w + i, sizeof(Block));
+      I8 sum[N];
+      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
+      for (int g = 0; g < QK_K / 32; ++g) {
+        const B32 q{vcombine_s8(Dec::group(w[i], 4 * g), Dec::group(w[i], 4 * g + 1)),
+                    vcombine_s8(Dec::group(w[i], 4 * g + 2), Dec::group(w[i], 4 * g + 3))};
+        const int ls_lo = 2 * Dec::scale(w[i], 2 * g) + 1, ls_hi = 2 * Dec::scale(w[i], 2 * g + 1) + 1;
+        for (int t = 0; t < N; ++t) add_scaled(sum[t], q, act_block<block_q8_K>(act, as, t, i)->qs + 32 * g, ls_lo, ls_hi);
+      }
+      const float wd = h2f(w[i].d);
+      for (int t = 0; t < N; ++t) acc[t] = fma8(acc[t], wd * act_block<block_q8_K>(act, as, t, i)->d, sum[t]);
+    }
+    for (int t = 0; t < N; ++t) y[t * ys] = Dec::kFactor * hsum8(acc[t]);
+  }
+};
+
 // ---- dispatch: groups of kMaxTok tokens, then one call for the remainder ---------------------
 constexpr int kMaxTok = 4;
 
@@ -431,6 +526,11 @@ void fill_dots(KernelTable& t) {
   set<K23<false>>(t, GgmlType::Q2_K);
   set<K23<true>>(t, GgmlType::Q3_K);
   set<IQ4XS>(t, GgmlType::IQ4_XS);
+  set<Lattice<DecIq2xxs>>(t, GgmlType::IQ2_XXS);
+  set<Lattice<DecIq2xs>>(t, GgmlType::IQ2_XS);
+  set<Lattice<DecIq2s>>(t, GgmlType::IQ2_S);
+  set<Lattice<DecIq3xxs>>(t, GgmlType::IQ3_XXS);
+  set<Lattice<DecIq3s>>(t, GgmlType::IQ3_S);
 }
 
 }  // namespace strata::STRATA_NEON_NS
