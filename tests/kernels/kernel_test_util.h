@@ -139,12 +139,8 @@ inline std::vector<const KernelTable*> simd_kernel_tables() {
   return v;
 }
 
-// The NEON tables keep the scalar kernels of IQ1_S, IQ1_M and the ternary types (their scalar dots
-// already give llama.cpp's AVX2 bits; NEON versions are still to be written), and have no tile
-// kernels; every x86 SIMD table has them all.
+// The NEON tables have no tile kernels (matmul takes their multi-token ones); every x86 SIMD
+// table has them for the grid i-quants.
 inline bool is_neon(const KernelTable& k) { return k.isa == Isa::Neon || k.isa == Isa::NeonDotprod; }
-inline bool keeps_scalar_kernel(const KernelTable& k, GgmlType t) {
-  return is_neon(k) && (t == GgmlType::IQ1_S || t == GgmlType::IQ1_M || t == GgmlType::TQ1_0 || t == GgmlType::TQ2_0);
-}
 
 }  // namespace strata::testing

@@ -1,5 +1,5 @@
 // NEON dot products of the block formats with integer codes (legacy 32-value blocks, K-quants,
-// IQ4_NL / IQ4_XS, MXFP4, the grid i-quants IQ2_* / IQ3_*), one weight row against N activation rows at a time, with llama.cpp's
+// IQ4_NL / IQ4_XS, MXFP4, the grid i-quants, IQ1_S / IQ1_M, TQ1_0 / TQ2_0), one weight row against N activation rows at a time, with llama.cpp's
 // AVX2 association (neon_common.h): the int32 lanes of llama.cpp's 256-bit registers are
 // computed exactly, then converted and fused-multiply-added lane by lane in block order, and
 // reduced with its horizontal sums. The single-token vec_dot is the N = 1 case, so the
@@ -479,6 +479,154 @@ struct Lattice {
   }
 };
 
+// ---- IQ1_S / IQ1_M: grid values -1, 0, +1 per 8, a shared delta +-1/8, odd ls per 16 or 32 ---
+// The scalar reference's arithmetic (vec_dot_iq1 in kernels/scalar): lanes of ls * grid * a fused
+// with d = d_w * d_a; the delta term ls * sign * sum(a) as IQ1_S: one int per block fused into a
+// float, IQ1_M: lanes of its own; result hsum + kIq1Delta * (delta term).
+template <bool kM>
+struct Iq1 {
+  using Block = std::conditional_t<kM, block_iq1_m, block_iq1_s>;
+  template <int N>
+  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
+    const auto* w = static_cast<const Block*>(vw);
+    const int64_t nb = n / QK_K;
+    F8 acc1[N], acc2[N];
+    float acc_delta[N];
+    for (int t = 0; t < N; ++t) {
+      acc1[t] = acc2[t] = f8_zero();
+      acc_delta[t] = 0.0f;
+    }
+    for (int64_t i = 0; i < nb; ++i) {
+      prefetch_block(w + i, sizeof(Block));
+      const Block& b = w[i];
+      float wd;
+      int s[QK_K / 16];   // 3-bit scale code per 16 values
+      bool neg[QK_K / 8];  // delta sign per 8 values
+      int8x8_t q[QK_K / 8];
+      if constexpr (kM) {
+        uint16_t sc[4];
+        std::memcpy(sc, b.scales, sizeof(sc));
+        wd = h2f(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
+        for (int k = 0; k < QK_K / 8; ++k) {
+          const int h = (b.qh[k / 2] >> (4 * (k % 2))) & 0xF;
+          q[k] = vreinterpret_s8_u64(vcreate_u64(iq::kIq1sGrid[b.qs[k] | ((h & 7) << 8)]));
+          neg[k] = (h & 8) != 0;
+        }
+        for (int g = 0; g < QK_K / 16; ++g) s[g] = (sc[g / 4] >> (3 * (g % 4))) & 7;
+      } else {
+        wd = h2f(b.d);
+        for (int g = 0; g < QK_K / 32; ++g) {
+          const int h = b.qh[g];
+          for (int l = 0; l < 4; ++l) {
+            q[4 * g + l] = vreinterpret_s8_u64(vcreate_u64(iq::kIq1sGrid[b.qs[4 * g + l] | (((h >> (3 * l)) & 7) << 8)]));
+            neg[4 * g + l] = (h & 0x8000) != 0;
+          }
+          s[2 * g] = s[2 * g + 1] = (h >> 12) & 7;
+        }
+      }
+      I8 sum1[N], sum2[N];
+      for (int t = 0; t < N; ++t) sum1[t] = sum2[t] = i8_zero();
+      for (int g = 0; g < QK_K / 32; ++g) {
+        const B32 qv{vcombine_s8(q[4 * g], q[4 * g + 1]), vcombine_s8(q[4 * g + 2], q[4 * g + 3])};
+        const int ls_lo = 2 * s[2 * g] + 1, ls_hi = 2 * s[2 * g + 1] + 1;
+        B32 sg{};
+        if constexpr (kM) {
+          auto sign8 = [&](int k) { return vdup_n_s8(neg[k] ? -1 : 1); };
+          sg = {vcombine_s8(sign8(4 * g), sign8(4 * g + 1)), vcombine_s8(sign8(4 * g + 2), sign8(4 * g + 3))};
+        }
+        for (int t = 0; t < N; ++t) {
+          const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 32 * g;
+          add_scaled(sum1[t], qv, q8, ls_lo, ls_hi);
+          if constexpr (kM) add_scaled(sum2[t], sg, q8, ls_lo, ls_hi);
+        }
+      }
+      for (int t = 0; t < N; ++t) {
+        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
+        const float d = wd * a->d;
+        acc1[t] = fma8(acc1[t], d, sum1[t]);
+        if constexpr (kM) {
+          acc2[t] = fma8(acc2[t], d, sum2[t]);
+        } else {
+          int32_t delta = 0;
+          for (int g = 0; g < QK_K / 32; ++g) {
+            const int ls = 2 * s[2 * g] + 1;
+            const int32_t sa = a->bsums[2 * g] + a->bsums[2 * g + 1];
+            delta += neg[4 * g] ? -ls * sa : ls * sa;
+          }
+          acc_delta[t] = std::fma(d, static_cast<float>(delta), acc_delta[t]);
+        }
+      }
+    }
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc1[t]) + iq::kIq1Delta * (kM ? hsum8(acc2[t]) : acc_delta[t]);
+  }
+};
+
+// ---- TQ1_0 / TQ2_0: ternary codes c = value + 1 (0..3) -------------------------------------
+// The scalar reference's arithmetic: lanes of c * a, minus in lane l the activation's sum over
+// values 32l..32l+31 (its per-16 sums 2l and 2l+1), fused with d = d_w * d_a.
+
+// Ternary digit k of each of 16 base-3 fraction bytes: (uint8(b * 3^k) * 3) >> 8.
+inline uint8x16_t trits16(uint8x16_t b, uint8_t pow3) {
+  const uint8x16_t q = vmulq_u8(b, vdupq_n_u8(pow3));
+  const uint8x16_t three = vdupq_n_u8(3);
+  return vcombine_u8(vshrn_n_u16(vmull_u8(vget_low_u8(q), vget_low_u8(three)), 8), vshrn_n_u16(vmull_high_u8(q, three), 8));
+}
+struct DecTq1 {
+  using Block = block_tq1_0;
+  static void codes(const Block& b, uint8_t* c) {
+    static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+    const uint8x16_t q0 = vld1q_u8(b.qs), q1 = vld1q_u8(b.qs + 16), q2 = vld1q_u8(b.qs + 32);
+    for (int k = 0; k < 5; ++k) {
+      vst1q_u8(c + 32 * k, trits16(q0, kPow3[k]));
+      vst1q_u8(c + 32 * k + 16, trits16(q1, kPow3[k]));
+      vst1q_u8(c + 160 + 16 * k, trits16(q2, kPow3[k]));
+    }
+    for (int k = 0; k < 4; ++k)
+      for (int m = 0; m < 4; ++m) c[240 + 4 * k + m] = static_cast<uint8_t>((static_cast<uint8_t>(b.qh[m] * kPow3[k]) * 3) >> 8);
+  }
+};
+struct DecTq2 {
+  using Block = block_tq2_0;
+  static void codes(const Block& b, uint8_t* c) {
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int h = 0; h < 2; ++h)
+      for (int half = 0; half < 2; ++half) {
+        const uint8x16_t q = vld1q_u8(b.qs + 32 * h + 16 * half);
+        for (int l = 0; l < 4; ++l) vst1q_u8(c + 128 * h + 32 * l + 16 * half, vandq_u8(vshlq_u8(q, vdupq_n_s8(static_cast<int8_t>(-2 * l))), m3));
+      }
+  }
+};
+
+template <class Dec>
+struct Ternary {
+  template <int N>
+  static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
+    using Block = typename Dec::Block;
+    const auto* w = static_cast<const Block*>(vw);
+    const int64_t nb = n / QK_K;
+    F8 acc[N];
+    for (int t = 0; t < N; ++t) acc[t] = f8_zero();
+    alignas(16) uint8_t c[QK_K];
+    for (int64_t i = 0; i < nb; ++i) {
+      prefetch_block(w + i, sizeof(Block));
+      Dec::codes(w[i], c);
+      I8 sum[N];
+      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
+      for (int g = 0; g < QK_K / 32; ++g) {
+        const B32 q = load32(c + 32 * g);
+        for (int t = 0; t < N; ++t) sum[t] = i8_add(sum[t], dot32(q, load32(act_block<block_q8_K>(act, as, t, i)->qs + 32 * g)));
+      }
+      const float wd = h2f(w[i].d);
+      for (int t = 0; t < N; ++t) {
+        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
+        const I8 bs{vpaddlq_s16(vld1q_s16(a->bsums)), vpaddlq_s16(vld1q_s16(a->bsums + 8))};
+        acc[t] = fma8(acc[t], wd * a->d, i8_sub(sum[t], bs));
+      }
+    }
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc[t]);
+  }
+};
+
 // ---- dispatch: groups of kMaxTok tokens, then one call for the remainder ---------------------
 constexpr int kMaxTok = 4;
 
@@ -531,6 +679,10 @@ void fill_dots(KernelTable& t) {
   set<Lattice<DecIq2s>>(t, GgmlType::IQ2_S);
   set<Lattice<DecIq3xxs>>(t, GgmlType::IQ3_XXS);
   set<Lattice<DecIq3s>>(t, GgmlType::IQ3_S);
+  set<Iq1<false>>(t, GgmlType::IQ1_S);
+  set<Iq1<true>>(t, GgmlType::IQ1_M);
+  set<Ternary<DecTq1>>(t, GgmlType::TQ1_0);
+  set<Ternary<DecTq2>>(t, GgmlType::TQ2_0);
 }
 
 }  // namespace strata::STRATA_NEON_NS
