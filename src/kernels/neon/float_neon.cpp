@@ -1,5 +1,5 @@
-// NEON float kernels: F32 / F16 / BF16 dots, the f32 / f16 vector ops of the kernel table, and
-// the activation quantizers (f32 -> Q8_0 / Q8_1 / Q8_K / F16). Each keeps the AVX2 table's
+// NEON float kernels: F32 / F16 / BF16 dots, the f32 / f16 vector ops of the kernel table, the
+// activation quantizers (f32 -> Q8_0 / Q8_1 / Q8_K / F16) and the Q8_0 / Q4_0 / F16 / BF16 dequantizers. Each keeps the AVX2 table's
 // association (8-lane accumulators as two 4-lane halves, the same horizontal sums, the same
 // fused and unfused tails), so results are its bits; quantizers round to nearest even as
 // cvtps_epi32 / vcvtph do.
@@ -299,6 +299,55 @@ void quantize_f16(const float* x, void* vy, int64_t n) {
   for (; i < n; ++i) y[i] = f2h(x[i]);
 }
 
+// ---- dequantization (bit-exact with ggml: one float multiply per value) ----------------------
+
+void dequantize_q8_0(const void* vx, float* y, int64_t n) {
+  const auto* b = static_cast<const block_q8_0*>(vx);
+  for (int64_t i = 0; i < n / QK8_0; ++i, y += QK8_0) {
+    const float d = h2f(b[i].d);
+    for (int k = 0; k < 2; ++k) {
+      const int8x16_t q = vld1q_s8(b[i].qs + 16 * k);
+      const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
+      vst1q_f32(y + 16 * k, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), d));
+      vst1q_f32(y + 16 * k + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(lo)), d));
+      vst1q_f32(y + 16 * k + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), d));
+      vst1q_f32(y + 16 * k + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(hi)), d));
+    }
+  }
+}
+
+void dequantize_q4_0(const void* vx, float* y, int64_t n) {
+  const auto* b = static_cast<const block_q4_0*>(vx);
+  for (int64_t i = 0; i < n / QK4_0; ++i, y += QK4_0) {
+    const float d = h2f(b[i].d);
+    const uint8x16_t x = vld1q_u8(b[i].qs);
+    const int8x16_t eight = vdupq_n_s8(8);
+    const int8x16_t q[2] = {vsubq_s8(vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(0x0F))), eight),
+                            vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(x, 4)), eight)};
+    for (int k = 0; k < 2; ++k) {
+      const int16x8_t lo = vmovl_s8(vget_low_s8(q[k])), hi = vmovl_high_s8(q[k]);
+      vst1q_f32(y + 16 * k, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), d));
+      vst1q_f32(y + 16 * k + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(lo)), d));
+      vst1q_f32(y + 16 * k + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), d));
+      vst1q_f32(y + 16 * k + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(hi)), d));
+    }
+  }
+}
+
+void dequantize_f16(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(vx);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, load_f16x4(x + i));
+  for (; i < n; ++i) y[i] = f16_to_f32(x[i]);
+}
+
+void dequantize_bf16(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(vx);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, bf16x4(vld1_u16(x + i)));
+  for (; i < n; ++i) y[i] = bf16_to_f32(x[i]);
+}
+
 }  // namespace
 
 void fill_float(KernelTable& t) {
@@ -310,6 +359,10 @@ void fill_float(KernelTable& t) {
   t.quantize_act[at(GgmlType::Q8_1)] = quantize_q8_1;
   t.quantize_act[at(GgmlType::Q8_K)] = quantize_q8_K;
   t.quantize_act[at(GgmlType::F16)] = quantize_f16;
+  t.dequantize[at(GgmlType::Q8_0)] = dequantize_q8_0;
+  t.dequantize[at(GgmlType::Q4_0)] = dequantize_q4_0;
+  t.dequantize[at(GgmlType::F16)] = dequantize_f16;
+  t.dequantize[at(GgmlType::BF16)] = dequantize_bf16;
   t.dot_f32 = dot_f32;
   t.dot_f32_x8 = dot_f32_x8;
   t.axpy_f32 = axpy_f32;
