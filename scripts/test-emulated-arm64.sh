@@ -2,7 +2,7 @@
 # Runs the cross-built ARM64 tests on an emulated ARM64 CPU (qemu-user, Debian's qemu-user-static):
 # CTest calls it once per CPU, `make test-arm64` with the whole suite.
 #
-#   scripts/test-emulated-arm64.sh QEMU_CPU EXPECTED_TABLE ARM64_TESTS ARM64_STRATA NATIVE_STRATA [--all]
+#   scripts/test-emulated-arm64.sh QEMU_CPU EXPECTED_TABLE ARM64_TESTS ARM64_STRATA NATIVE_STRATA [--light|--all]
 #
 #   cortex-a53 -> ARMv8.0-A, NEON without dotprod: auto-detection must pick "neon"
 #   max        -> every extension qemu has (dotprod, i8mm, ...): it must pick "neon-dotprod"
@@ -13,11 +13,12 @@
 #  2. forcing a table the CPU lacks, or an x86 table, is a clear error, not SIGILL;
 #  3. the kernel tests of every table the emulated CPU has, and the golden suite on one set per
 #     architecture and per weight-type family (F32, Q8_0, Q4_0, K-quants, i-quants, MXFP4)
-#     (--all: the whole test binary instead);
+#     (--light: the kernel dispatch and golden-dot tests and 3 golden sets, for the CPU whose table
+#     the other run's kernel tests already cover; --all: the whole test binary instead);
 #  4. the trained model generates the same greedy tokens as the native x86-64 binary.
 set -euo pipefail
-[ $# -ge 5 ] || { echo "usage: $0 QEMU_CPU EXPECTED_TABLE ARM64_TESTS ARM64_STRATA NATIVE_STRATA [--all]" >&2; exit 2; }
-cpu=$1 want=$2 tests=$3 strata=$4 native=$5 all=${6:-}
+[ $# -ge 5 ] || { echo "usage: $0 QEMU_CPU EXPECTED_TABLE ARM64_TESTS ARM64_STRATA NATIVE_STRATA [--light|--all]" >&2; exit 2; }
+cpu=$1 want=$2 tests=$3 strata=$4 native=$5 mode=${6:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=$root/models/strata-moe-tiny/model.gguf
 QEMU=${QEMU:-qemu-aarch64-static}
@@ -51,8 +52,12 @@ forced avx2 "architecture"
 [ "$want" = neon ] && forced neon-dotprod "lacks dotprod"
 
 # 3. The test binary: a subset (CI) or all of it.
-if [ "$all" = --all ]; then
+if [ "$mode" = --all ]; then
   STRATA_EXPECT_ISA=$want emu "$tests" --gtest_brief=1 || fail "the test suite failed"
+elif [ "$mode" = --light ]; then
+  filter='IsaDispatch.*:SimdGolden.VecDotMatchesLlamaCpp:IqGolden.*:LlamaDots.*'
+  for s in mixtral_q8_0 deepseek2_q4_k_m qwen3moe_iq2_xxs; do filter+=":Fixtures/GoldenSuite.MatchesLlamaCpp/$s"; done
+  STRATA_EXPECT_ISA=$want emu "$tests" --gtest_filter="$filter" --gtest_brief=1 || fail "the test subset failed"
 else
   kernels='IsaDispatch.*:SimdGolden.*:IqGolden.*:SimdKernels.*:KernelAssociation.*:LlamaDots.*:ExpfTable.*'
   kernels+=':DotMulti.*:DotTile.*:AttnMulti.*:Ops.*:Golden/QuantGoldenTest.*:Matmul.*:QuantTraits.*:Sizes/QuantSizeTest.*'
