@@ -3,13 +3,15 @@
 BUILD     ?= build
 BUILD_SAN ?= build-san
 BUILD_FUZZ?= build-fuzz
+BUILD_ARM64 ?= build-arm64
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 # Left out of the sanitizer run (ctest -E): what the release run already checks over every set, and
 # the RSS and cgroup bounds (VocabBudget, RequestMemory), which AddressSanitizer's shadow and quarantine break.
 SAN_EXCLUDE ?= VocabBudget|RequestMemory|GoldenSuite|EveryFixture|OnEveryGoldenSet|CallGrammars.ForcedOutputParsesBackIntoValidCalls|Qwen3MaskAgreesWithAccept|Qwen3FastMasksEqualTheTrieWalk
 
-.PHONY: all deps configure build build-cli demo test test-release test-sanitize fuzz bench clean npm-client
+.PHONY: all deps configure build build-cli demo test test-release test-sanitize fuzz bench clean npm-client \
+        configure-arm64 build-arm64 test-arm64
 
 all: build
 
@@ -19,8 +21,12 @@ deps:
 # The test binary is a unity build here (tests/CMakeLists.txt): CI compiles it twice from scratch.
 UNITY     ?= -DSTRATA_UNITY_TESTS=ON
 
+# With ARM64=1 the native build's ctest also runs the ARM64 cross build's tests under qemu
+# (Emulated.Arm64*; make build-arm64 fills that build). Not in `make test`: the cross build costs as
+# much as a second release build, past CI's time (issue 40).
+ARM64 ?=
 configure: deps
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(UNITY) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(UNITY) -DSTRATA_ARM64_BUILD=$(if $(ARM64),$(abspath $(BUILD_ARM64)),) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@ninja -C $(BUILD)
@@ -41,7 +47,22 @@ test: deps test-release test-sanitize fuzz
 npm-client: deps
 	@./scripts/setup-npm.sh >/dev/null || echo "strata: WARNING: npm install failed: the openai client e2e test will SKIP"
 
-test-release: build npm-client
+# ARM64, cross-built from x86-64 (cmake/aarch64-linux-gnu.cmake): the library, the CLI and the tests.
+configure-arm64:
+	@./scripts/install-deps.sh --arm64
+	@cmake -S . -B $(BUILD_ARM64) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+	  -DSTRATA_BUILD_BENCH=OFF $(UNITY) $(CMAKE_FLAGS) >/dev/null
+
+build-arm64: configure-arm64
+	@ninja -C $(BUILD_ARM64) strata-cli strata-tests
+
+# The whole test suite on ARM64 under qemu, as a CPU without dotprod and as one with every
+# extension (CI runs a subset: ctest's Emulated.Arm64 and Emulated.Arm64Dotprod).
+test-arm64: build-arm64 build-cli
+	@./scripts/test-emulated-arm64.sh cortex-a53 neon $(BUILD_ARM64)/tests/strata-tests $(BUILD_ARM64)/bin/strata $(BUILD)/bin/strata --all
+	@./scripts/test-emulated-arm64.sh max neon-dotprod $(BUILD_ARM64)/tests/strata-tests $(BUILD_ARM64)/bin/strata $(BUILD)/bin/strata --all
+
+test-release: build npm-client $(if $(ARM64),build-arm64,)
 	@ctest --test-dir $(BUILD) --output-on-failure -j2
 
 test-sanitize: deps
@@ -61,4 +82,4 @@ bench: build
 	@$(BUILD)/bin/bench_kernels
 
 clean:
-	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ) $(BUILD_ARM64)

@@ -6,7 +6,11 @@
 // Plain run (`bench_kernels`) runs everything briefly and prints a summary table at the end;
 // Google Benchmark flags (--benchmark_filter=..., --benchmark_min_time=...) work as usual.
 #include <benchmark/benchmark.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -94,7 +98,8 @@ const std::vector<float>& dram_buffer() {
   return buf;
 }
 
-// SSE (the x86-64 baseline this file is built for): 16-byte loads keep far ahead of DRAM.
+// SSE (the x86-64 baseline this file is built for) or NEON: 16-byte loads keep far ahead of DRAM.
+#if defined(__x86_64__)
 float sum_range(const float* p, int64_t n) {
   __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   for (int64_t i = 0; i + 16 <= n; i += 16) {
@@ -108,6 +113,24 @@ float sum_range(const float* p, int64_t n) {
   _mm_store_ps(t, s);
   return t[0] + t[1] + t[2] + t[3];
 }
+#elif defined(__aarch64__)
+float sum_range(const float* p, int64_t n) {
+  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    s0 = vaddq_f32(s0, vld1q_f32(p + i));
+    s1 = vaddq_f32(s1, vld1q_f32(p + i + 4));
+    s2 = vaddq_f32(s2, vld1q_f32(p + i + 8));
+    s3 = vaddq_f32(s3, vld1q_f32(p + i + 12));
+  }
+  return vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+}
+#else
+float sum_range(const float* p, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+#endif
 
 void BM_DramRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
@@ -295,9 +318,15 @@ std::map<GemmKey, std::map<std::string, std::vector<double>>>& gemm_results() {
 
 void BM_Gemm(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n, GemmPath path) {
   const int threads = static_cast<int>(state.range(0));
+  // The int8 paths' base table: AVX2 on x86-64, the best NEON table on ARM64.
+#if defined(__aarch64__)
+  const Isa int8_isa = kernels().isa;
+#else
+  const Isa int8_isa = Isa::Avx2;
+#endif
   const KernelTable* base = kernel_table(path == GemmPath::Int8Avx512 || path == GemmPath::Int8Avx512Row ? Isa::Avx512
                                          : path == GemmPath::Int8Vnni                                      ? Isa::AvxVnni
-                                                                                                           : Isa::Avx2);
+                                                                                                           : int8_isa);
   if (!base || !base->vec_dot[static_cast<uint32_t>(t)]) {
     state.SkipWithError("no kernel table for this path on this CPU");
     return;
@@ -539,12 +568,13 @@ void register_all() {
                               GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS,
                               GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M, GgmlType::TQ1_0, GgmlType::TQ2_0};
   for (GgmlType t : formats)
-    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+    for (Isa isa : kAllIsas) {
+      if (isa != Isa::Scalar && !kernel_table(isa)) continue;
       const std::string name = std::string("gemv/") + ggml_type_name(t) + "/" + isa_name(isa);
       benchmark::RegisterBenchmark(name.c_str(), BM_Gemv, isa, t)->Arg(1)->Arg(2)->ArgName("threads")->MinTime(kMinTime)->UseRealTime();
     }
   for (GgmlType t : formats)
-    for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+    for (Isa isa : kSimdIsas) {
       if (!kernel_table(isa)) continue;
       const std::string name = std::string("gemv_l2hot/") + ggml_type_name(t) + "/" + isa_name(isa);
       benchmark::RegisterBenchmark(name.c_str(), BM_GemvHot, isa, t)->MinTime(0.1)->UseRealTime();

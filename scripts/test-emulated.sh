@@ -40,7 +40,7 @@ if [ "$want" != avx512 ]; then
 fi
 
 # 3. The subset of the test binary.
-kernels='IsaDispatch.*:Avx2Golden.*:IqGolden.*:Avx512Golden.*:AvxVnniGolden.*:Avx2Kernels.*:KernelAssociation.*'
+kernels='IsaDispatch.*:SimdGolden.*:IqGolden.*:Avx512Golden.*:AvxVnniGolden.*:SimdKernels.*:KernelAssociation.*'
 kernels+=':DotMulti.*:DotTile.*:AttnMulti.*:Ops.*:Golden/QuantGoldenTest.*:Matmul.*:QuantTraits.*:Sizes/QuantSizeTest.*'
 # One set per architecture, and per weight family: F32 (qwen3moe-f32), Q8_0 (most), a K-quant
 # (deepseek2-q4_k_m), an i-quant (qwen3moe-iq2_xxs), MXFP4 (gpt-oss-mxfp4_moe).

@@ -23,7 +23,7 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("-b,--batch-size", o.n_batch, "Prompt tokens per forward pass")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--cache-type-k", o.cache_type_k, "K cache type: f32, f16, q8_0");
   sub->add_option("--cache-type-v", o.cache_type_v, "V cache type: f32, f16, q8_0");
-  sub->add_option("--isa", o.isa, "Kernel ISA: auto, scalar, avx2, avxvnni, avx512");
+  sub->add_option("--isa", o.isa, "Kernel ISA: auto, scalar, avx2, avxvnni, avx512 (x86-64); neon, neon-dotprod (ARM64)");
   sub->add_option("--gemm", o.gemm,
                   "Products of >= 128 tokens: int8 (default, llama.cpp's arithmetic) or blas (OpenBLAS sgemm on "
                   "dequantized weights; not bit-identical to llama.cpp)");

@@ -1,11 +1,16 @@
 #include "core/cpu_features.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 #include <cstdint>
 
 namespace strata {
 
+#if defined(__x86_64__) || defined(__i386__)
 static CpuFeatures probe() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -39,6 +44,21 @@ static CpuFeatures probe() {
   }
   return f;
 }
+#elif defined(__aarch64__)
+static CpuFeatures probe() {
+  // Bits of the Linux arm64 ABI (asm/hwcap.h), spelled out so that older headers build.
+  constexpr unsigned long kHwcapAsimd = 1ul << 1, kHwcapAsimdDp = 1ul << 20;
+  constexpr unsigned long kHwcap2I8mm = 1ul << 13;
+  const unsigned long hw = ::getauxval(AT_HWCAP), hw2 = ::getauxval(AT_HWCAP2);
+  CpuFeatures f;
+  f.asimd = hw & kHwcapAsimd;
+  f.dotprod = f.asimd && (hw & kHwcapAsimdDp);
+  f.i8mm = f.asimd && (hw2 & kHwcap2I8mm);
+  return f;
+}
+#else
+static CpuFeatures probe() { return {}; }
+#endif
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = probe();
@@ -65,7 +85,14 @@ std::string CpuFeatures::describe() const {
   add(avx512bf16, "avx512bf16");
   add(avxvnni, "avxvnni");
   add(amx_int8, "amx-int8");
+  add(asimd, "asimd");
+  add(dotprod, "dotprod");
+  add(i8mm, "i8mm");
+#if defined(__aarch64__)
+  if (s.empty()) s = "(no asimd)";
+#else
   if (s.empty()) s = "(baseline x86-64)";
+#endif
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/page_size.h"
 
 namespace strata {
 
@@ -43,14 +44,14 @@ MappedFile::~MappedFile() { reset(); }
 
 bool MappedFile::advise(uint64_t offset, uint64_t len, int advice) const {
   if (!data_ || offset >= size_) return false;
-  const uint64_t page = 4096;
+  const uint64_t page = page_size();
   const uint64_t a = offset / page * page;
   const uint64_t e = std::min<uint64_t>(size_, offset + len);
   return ::madvise(const_cast<uint8_t*>(data_) + a, e - a, advice) == 0;
 }
 
 uint64_t MappedFile::make_anonymous(uint64_t offset, uint64_t len) {
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t page = page_size();
   if (!data_ || offset >= size_ || len == 0) return 0;
   const uint64_t a = offset / page * page;
   const uint64_t e = std::min<uint64_t>(size_, offset + len);

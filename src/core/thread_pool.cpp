@@ -1,6 +1,6 @@
 #include "core/thread_pool.h"
 
-#include <immintrin.h>
+#include "core/spin_pause.h"
 
 #include "core/error.h"
 
@@ -36,7 +36,7 @@ void ThreadPool::dispatch(JobFn fn, void* ctx) {
   // Every thread finishes (they use ctx) before an exception leaves. Spin briefly (work items are short), then sleep on the counter.
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin < 4096) {
-      _mm_pause();
+      spin_pause();
     } else {
       int p = pending_.load(std::memory_order_acquire);
       if (p != 0) pending_.wait(p, std::memory_order_acquire);
@@ -60,7 +60,7 @@ void ThreadPool::worker(int tid) {
   for (;;) {
     uint32_t g;
     for (int spin = 0; (g = generation_.load(std::memory_order_acquire)) == seen; ++spin) {
-      if (spin < 4096) _mm_pause();
+      if (spin < 4096) spin_pause();
       else generation_.wait(seen, std::memory_order_acquire);
     }
     seen = g;

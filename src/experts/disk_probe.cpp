@@ -22,10 +22,10 @@ double measure_read_bandwidth(const ExpertStore& store, bool force_pread, int de
   io.force_pread = force_pread;
   auto backend = make_io_backend(store.files(), io, nullptr);
   const uint64_t file_size = store.file_sizes()[0];
-  const uint64_t kReq = std::max<uint64_t>(kIoAlign, std::min<uint64_t>(4ull << 20, align_down(file_size, kIoAlign)));
+  const uint64_t kReq = std::max<uint64_t>(io_align(), std::min<uint64_t>(4ull << 20, align_down(file_size, io_align())));
   const int n_buf = std::max(1, depth);
   void* mem = nullptr;
-  if (posix_memalign(&mem, kIoAlign, kReq * static_cast<uint64_t>(n_buf)) != 0) return 0;
+  if (posix_memalign(&mem, io_align(), kReq * static_cast<uint64_t>(n_buf)) != 0) return 0;
   std::vector<ReadOp> ops(static_cast<size_t>(n_buf));
   std::mt19937_64 rng(7);
   const uint64_t n_req = std::max<uint64_t>(1, bytes / kReq);
@@ -33,7 +33,7 @@ double measure_read_bandwidth(const ExpertStore& store, bool force_pread, int de
   auto submit = [&](ReadOp& op) {
     op = ReadOp{};
     op.file = 0;
-    op.offset = align_down(rng() % std::max<uint64_t>(1, file_size - kReq), kIoAlign);
+    op.offset = align_down(rng() % std::max<uint64_t>(1, file_size - kReq), io_align());
     op.len = static_cast<uint32_t>(kReq);
     op.min_len = 1;
     op.dst = static_cast<uint8_t*>(mem) + (&op - ops.data()) * kReq;

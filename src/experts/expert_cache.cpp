@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/page_size.h"
 #include "core/clock.h"
 
 namespace strata {
@@ -18,7 +19,7 @@ constexpr uint64_t kPopulateChunk = 64ull << 20;   // arena pages faulted in per
 
 uint64_t part_base(const ExpertLayer& L, int p) {
   uint64_t b = 0;
-  for (int q = 0; q < p; ++q) b += align_up(L.part[q].stride, kIoAlign) + kIoAlign;
+  for (int q = 0; q < p; ++q) b += align_up(L.part[q].stride, io_align()) + io_align();
   return b;
 }
 }  // namespace
@@ -53,13 +54,13 @@ std::vector<uint64_t> ExpertCache::plan_size_classes() {
   const int n_layer = store_.n_layers();
   class_of_.assign(static_cast<size_t>(n_layer), 0);
   for (int l = 0; l < n_layer; ++l)
-    if (store_.is_moe(l)) class_size_.push_back(align_up(store_.layer(l).slot_bytes, kIoAlign));
+    if (store_.is_moe(l)) class_size_.push_back(align_up(store_.layer(l).slot_bytes, io_align()));
   std::sort(class_size_.begin(), class_size_.end());
   class_size_.erase(std::unique(class_size_.begin(), class_size_.end()), class_size_.end());
   std::vector<uint64_t> count(class_size_.size(), 0);
   for (int l = 0; l < n_layer; ++l) {
     if (!store_.is_moe(l)) continue;
-    const uint64_t size = align_up(store_.layer(l).slot_bytes, kIoAlign);
+    const uint64_t size = align_up(store_.layer(l).slot_bytes, io_align());
     class_of_[l] = static_cast<int>(std::lower_bound(class_size_.begin(), class_size_.end(), size) - class_size_.begin());
     count[class_of_[l]] += static_cast<uint64_t>(store_.layer(l).n_expert);
   }
@@ -118,7 +119,7 @@ void ExpertCache::start_populate() {
   const uint64_t slot_end = transient_start_;
   const uint64_t first = std::min<uint64_t>(arena_bytes_ - slot_end, kPopulateChunk);  // of the transients
   if (::madvise(arena_ + slot_end, std::max<uint64_t>(first, 1), MADV_POPULATE_WRITE) != 0) {
-    for (uint64_t off = 0; off < arena_bytes_; off += 4096) static_cast<volatile uint8_t*>(arena_)[off] = 0;
+    for (uint64_t off = 0; off < arena_bytes_; off += page_size()) static_cast<volatile uint8_t*>(arena_)[off] = 0;
     return;
   }
   populate_thread_ = std::thread([this, slot_end, first] {

@@ -28,7 +28,7 @@ ExpertStore::ExpertStore(ExpertLayout layout)
                    "{}: expert tensor '{}' extends past the end of the file", files_[P.file], P.tensor);
       L.expert_bytes += P.stride;
       // Worst-case aligned superset of one expert's part: the payload rounded up plus one page.
-      L.slot_bytes += align_up(P.stride, kIoAlign) + kIoAlign;
+      L.slot_bytes += align_up(P.stride, io_align()) + io_align();
     }
   }
 }
@@ -39,8 +39,8 @@ PartRead ExpertStore::part_read(int layer, int e, int part) const {
   r.file = P.file;
   r.offset = P.offset + static_cast<uint64_t>(e) * P.stride;
   r.len = P.stride;
-  r.aligned_offset = align_down(r.offset, kIoAlign);
-  r.aligned_len = align_up(r.offset + r.len, kIoAlign) - r.aligned_offset;
+  r.aligned_offset = align_down(r.offset, io_align());
+  r.aligned_len = align_up(r.offset + r.len, io_align()) - r.aligned_offset;
   return r;
 }
 

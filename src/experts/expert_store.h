@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "core/page_size.h"  // io_align(): O_DIRECT offset, length and buffer alignment
 #include "gguf/ggml_type.h"
 
 namespace strata {
 
-inline constexpr uint64_t kIoAlign = 4096;  // O_DIRECT: offset, length and buffer alignment
 
 // The three matrices of an expert, in this order everywhere (reads, slots, errors).
 inline constexpr int kExpertParts = 3;

@@ -15,6 +15,8 @@ const char* isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
     case Isa::AvxVnni: return "avxvnni";
+    case Isa::Neon: return "neon";
+    case Isa::NeonDotprod: return "neon-dotprod";
   }
   return "?";
 }
@@ -41,9 +43,19 @@ void add_avx512_needs(const CpuFeatures& f, std::string& out) {
     if (!n.have) out += std::string(out.empty() ? "" : " ") + n.name;
 }
 
+void add_neon_needs(const CpuFeatures& f, Isa isa, std::string& out) {
+  const Need needs[] = {{"asimd", f.asimd}, {"dotprod", isa == Isa::NeonDotprod ? f.dotprod : true}};
+  for (const Need& n : needs)
+    if (!n.have) out += std::string(out.empty() ? "" : " ") + n.name;
+}
+
 std::string missing_for(const CpuFeatures& f, Isa isa) {
   std::string out;
   if (isa == Isa::Scalar) return out;
+  if (isa == Isa::Neon || isa == Isa::NeonDotprod) {
+    add_neon_needs(f, isa, out);
+    return out;
+  }
   add_avx2_needs(f, out);
   if (isa == Isa::Avx512) add_avx512_needs(f, out);
   if (isa == Isa::AvxVnni && !f.avxvnni) {
@@ -54,7 +66,27 @@ std::string missing_for(const CpuFeatures& f, Isa isa) {
   return out;
 }
 
-bool isa_supported(Isa isa) { return missing_for(cpu_features(), isa).empty(); }
+// The tables this build compiles: the scalar one and its own architecture's.
+bool isa_compiled(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::Avx2: case Isa::Avx512: case Isa::AvxVnni:
+#if defined(__x86_64__)
+      return true;
+#else
+      return false;
+#endif
+    case Isa::Neon: case Isa::NeonDotprod:
+#if defined(__aarch64__)
+      return true;
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+bool isa_supported(Isa isa) { return isa_compiled(isa) && missing_for(cpu_features(), isa).empty(); }
 
 struct Tables {
   std::array<KernelTable, kIsaCount> t;
@@ -62,9 +94,19 @@ struct Tables {
     fill_scalar_table(t[0]);
     // Every other table starts as a copy of its parent (AVX2's is scalar, the VNNI ones' is
     // AVX2) and overrides what it specializes.
-    constexpr int parent[kIsaCount] = {0, 0, 1, 1};
-    void (*const fill[kIsaCount])(KernelTable&) = {nullptr, fill_avx2_table, fill_avx512_table, fill_avxvnni_table};
-    for (int h : {1, 2, 3}) {
+    // NEON's is scalar, NEON dotprod's NEON.
+    constexpr int parent[kIsaCount] = {0, 0, 1, 1, 0, 4};
+#if defined(__x86_64__)
+    void (*const fill[kIsaCount])(KernelTable&) = {nullptr, fill_avx2_table, fill_avx512_table, fill_avxvnni_table,
+                                                   nullptr, nullptr};
+#elif defined(__aarch64__)
+    void (*const fill[kIsaCount])(KernelTable&) = {nullptr, nullptr, nullptr, nullptr,
+                                                   fill_neon_table, fill_neon_dotprod_table};
+#else
+    void (*const fill[kIsaCount])(KernelTable&) = {};
+#endif
+    for (int h = 1; h < kIsaCount; ++h) {
+      if (!fill[h]) continue;  // not this architecture's
       // A table the CPU lacks stays empty: its fill function and everything it copies are
       // compiled for that ISA, so not one of its instructions may run before the check says yes.
       if (!isa_supported(static_cast<Isa>(h))) continue;
@@ -92,7 +134,7 @@ std::atomic<const KernelTable*> g_selected{nullptr};
 std::atomic<bool> g_forced{false};
 
 // Auto-selection order: the first supported wins.
-constexpr Isa kPreference[] = {Isa::Avx512, Isa::AvxVnni, Isa::Avx2, Isa::Scalar};
+constexpr Isa kPreference[] = {Isa::Avx512, Isa::AvxVnni, Isa::Avx2, Isa::NeonDotprod, Isa::Neon, Isa::Scalar};
 
 }  // namespace
 
@@ -123,6 +165,7 @@ std::string kernel_choice() {
   std::string why;
   for (Isa isa : kPreference) {
     if (isa == k.isa) break;
+    if (!isa_compiled(isa)) continue;  // another architecture's
     const std::string miss = isa_missing(isa);
     const std::string first = "no " + miss.substr(0, miss.find(' '));
     if (why.find(first) == std::string::npos) why += (why.empty() ? "" : ", ") + first;
@@ -131,6 +174,7 @@ std::string kernel_choice() {
 }
 
 void select_isa(Isa isa) {
+  STRATA_CHECK(isa_compiled(isa), "--isa {}: not a table of this build's architecture", isa_name(isa));
   const std::string miss = isa_missing(isa);
   STRATA_CHECK(miss.empty(), "--isa {}: this CPU lacks {} (it has: {})", isa_name(isa), miss, cpu_features().describe());
   g_selected.store(&tables().t[static_cast<int>(isa)], std::memory_order_release);
@@ -142,8 +186,10 @@ Isa parse_isa(const char* name) {
   if (!std::strcmp(name, "avx2")) return Isa::Avx2;
   if (!std::strcmp(name, "avx512")) return Isa::Avx512;
   if (!std::strcmp(name, "avxvnni")) return Isa::AvxVnni;
+  if (!std::strcmp(name, "neon")) return Isa::Neon;
+  if (!std::strcmp(name, "neon-dotprod")) return Isa::NeonDotprod;
   if (!std::strcmp(name, "auto")) return kernels().isa;
-  fail("unknown ISA '{}' (expected scalar, avx2, avxvnni, avx512 or auto)", name);
+  fail("unknown ISA '{}' (expected scalar, avx2, avxvnni, avx512, neon, neon-dotprod or auto)", name);
 }
 
 }  // namespace strata

@@ -27,8 +27,15 @@ using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int n_r
 
 // AvxVnni: 256-bit VNNI kernels, VEX-encoded on AVX-VNNI CPUs and EVEX-encoded on AVX-512
 // VNNI ones. Auto-selection prefers Avx512, then AvxVnni, then Avx2.
-enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, AvxVnni = 3 };
-inline constexpr int kIsaCount = 4;
+// ARM64: Neon (ARMv8-A Advanced SIMD) and NeonDotprod (+ SDOT, ARMv8.2), preferred in the
+// reverse order; both give the Avx2 table's bits (llama.cpp's association). No i8mm table:
+// that association rounds each 4-byte integer sum on its own, and SMMLA only makes 8-byte sums.
+// A build holds the tables of its own architecture only: the others are never supported.
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, AvxVnni = 3, Neon = 4, NeonDotprod = 5 };
+inline constexpr int kIsaCount = 6;
+// Every table, and every table but the scalar one (for tests and tools that go over them).
+inline constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::AvxVnni, Isa::Neon, Isa::NeonDotprod};
+inline constexpr Isa kSimdIsas[] = {Isa::Avx2, Isa::Avx512, Isa::AvxVnni, Isa::Neon, Isa::NeonDotprod};
 const char* isa_name(Isa isa);
 
 struct KernelTable {
@@ -88,7 +95,7 @@ const KernelTable& kernels();
 std::string kernel_choice();
 // Forces an ISA (--isa); throws, naming the missing features, if this CPU lacks them.
 void select_isa(Isa isa);
-// Parses "scalar" | "avx2" | "avxvnni" | "avx512" | "auto".
+// Parses "scalar" | "avx2" | "avxvnni" | "avx512" | "neon" | "neon-dotprod" | "auto".
 Isa parse_isa(const char* name);
 
 // Per-ISA constructors (each defined in its own translation unit).
@@ -96,5 +103,7 @@ void fill_scalar_table(KernelTable& t);
 void fill_avx2_table(KernelTable& t);
 void fill_avx512_table(KernelTable& t);
 void fill_avxvnni_table(KernelTable& t);
+void fill_neon_table(KernelTable& t);
+void fill_neon_dotprod_table(KernelTable& t);
 
 }  // namespace strata

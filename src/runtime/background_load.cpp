@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/page_size.h"
 #include "core/units.h"
 
 #ifndef MADV_POPULATE_READ
@@ -46,7 +47,7 @@ int pread_range(const std::string& path, uint64_t off, uint64_t len) {
 
 int populate_range(const uint8_t* base, uint64_t off, uint64_t len, const std::string& path) {
   if (len == 0) return 0;
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t page = page_size();
   const uint64_t b = off / page * page;
   uint8_t* p = const_cast<uint8_t*>(base) + b;
   ::madvise(p, off + len - b, MADV_WILLNEED);  // one large readahead instead of a fault's window at a time

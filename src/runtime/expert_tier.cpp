@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/page_size.h"
 #include "core/units.h"
 #include "experts/warm_stats.h"
 #include "model/expert_layout.h"
@@ -76,7 +77,7 @@ uint64_t file_bytes(const Model& model) {
 
 // Whether at least 90 % of the model's file pages are in the page cache already (mincore).
 bool mostly_in_memory(const Model& model) {
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t page = page_size();
   uint64_t in = 0, all = 0;
   std::vector<unsigned char> v;
   for (const auto& part : model.gguf().parts()) {
@@ -108,9 +109,9 @@ std::vector<std::vector<std::pair<uint64_t, uint64_t>>> dense_ranges(const Model
 
 // Every expert in a slot of its size class, plus the transient buffers (largest class).
 uint64_t all_slot_bytes(const ExpertStore& store) {
-  uint64_t all = kDefaultTransientSlots * align_up(store.max_slot_bytes(), kIoAlign);
+  uint64_t all = kDefaultTransientSlots * align_up(store.max_slot_bytes(), io_align());
   for (int l = 0; l < store.n_layers(); ++l)
-    if (store.is_moe(l)) all += static_cast<uint64_t>(store.layer(l).n_expert) * align_up(store.layer(l).slot_bytes, kIoAlign);
+    if (store.is_moe(l)) all += static_cast<uint64_t>(store.layer(l).n_expert) * align_up(store.layer(l).slot_bytes, io_align());
   return all;
 }
 }  // namespace
@@ -126,7 +127,7 @@ void ExpertTier::warm_resident(Model& model) {
     part->map.advise(0, part->size, MADV_WILLNEED);
     const volatile uint8_t* p = part->map.data();
     uint8_t sink = 0;
-    for (uint64_t off = 0; off < part->size; off += 4096) sink ^= p[off];
+    for (uint64_t off = 0; off < part->size; off += page_size()) sink ^= p[off];
     (void)sink;
   }
   plan_.warm_s = clock_s() - t0;
@@ -166,7 +167,7 @@ void ExpertTier::start_background_load(const TierOptions& opt) {
   }
   plan_.warm_s = clock_s() - t0;
   store_ = std::make_unique<ExpertStore>(expert_layout(model_.gguf(), model_.config(), model_.weights()));
-  const uint64_t slot = align_up(store_->max_slot_bytes(), kIoAlign);
+  const uint64_t slot = align_up(store_->max_slot_bytes(), io_align());
   ExpertCacheOptions co;
   co.cache_bytes = std::min(all_slot_bytes(*store_), std::max(plan_.experts_total / 8, (kDefaultTransientSlots + 8) * slot));
   co.policy = opt.policy;

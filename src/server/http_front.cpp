@@ -184,6 +184,9 @@ class FrontLoop {
   std::mutex back_mu_;
   std::vector<std::pair<int, bool>> back_;  // (fd, keep alive) of requests the workers finished
   std::deque<int> mem_waiters_;             // connections in WaitMemory, in arrival order
+
+ public:
+  int bind_errno_ = 0;  // why the last bind() failed (EADDRINUSE: another server has the port)
   Clock::time_point next_sweep_{};
 };
 
@@ -201,7 +204,7 @@ int FrontLoop::bind(const std::string& host, int port) {
     const int yes = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) listen_fd_ = fd;
-    else ::close(fd);
+    else bind_errno_ = errno, ::close(fd);
   }
   freeaddrinfo(res);
   if (listen_fd_ < 0) return -1;
@@ -611,6 +614,8 @@ void FrontServer::shutdown() {
   svr_sock_ = INVALID_SOCKET;  // streams end
   if (loop_) loop_->stop();
 }
+
+int FrontServer::bind_error() const { return loop_ ? loop_->bind_errno_ : 0; }
 
 size_t FrontServer::request_memory_in_use() const { return loop_ ? loop_->in_use_.load(std::memory_order_relaxed) : 0; }
 

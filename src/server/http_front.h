@@ -128,8 +128,10 @@ class FrontServer : public httplib::Server {
   FrontServer();
   ~FrontServer() override;
   void configure(const FrontOptions& opt, FrontHooks hooks);
-  // Listens (backlog SOMAXCONN) on host:port (0: any free port); returns the port, -1 on failure.
+  // Listens (backlog SOMAXCONN) on host:port (0: any free port); returns the port, -1 on failure
+  // (bind_error(): its errno). No SO_REUSEPORT: a port another server listens on is EADDRINUSE.
   int bind_front(const std::string& host, int port);
+  int bind_error() const;
   // The event loop on the calling thread until shutdown().
   void serve();
   void shutdown();

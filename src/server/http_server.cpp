@@ -4,7 +4,9 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -209,7 +211,9 @@ HttpServer::~HttpServer() { stop(); }
 int HttpServer::bind() {
   Impl& m = *impl_;
   m.port = m.server.bind_front(m.opt.host, m.opt.port);
-  STRATA_CHECK(m.port > 0, "cannot listen on {}:{}", m.opt.host, m.opt.port);
+  STRATA_CHECK(m.port > 0, "cannot listen on {}:{}: {}", m.opt.host, m.opt.port,
+               m.server.bind_error() == EADDRINUSE ? "address in use (another server listens there)"
+               : m.server.bind_error() ? std::strerror(m.server.bind_error()) : "no address");
   return m.port;
 }
 

@@ -294,7 +294,7 @@ TEST(ExpertStreaming, PrefetchWindowIsReturnedWhenDemandTakesOverARead) {
   ExpertCacheOptions o;
   o.cache_bytes = 64ull << 20;
   o.max_experts = 6;
-  o.prefetch_window = align_up(store.layer(layer).slot_bytes, kIoAlign);  // room for one prefetch in flight
+  o.prefetch_window = align_up(store.layer(layer).slot_bytes, io_align());  // room for one prefetch in flight
   ExpertCache cache(store, std::move(io), o);
   cache.begin_batch(1);
   const int32_t a = 0, b = 1;
@@ -392,7 +392,7 @@ TEST(ExpertStreaming, GrowGoesOnWithTheWarmStart) {
   ExpertCacheOptions o;
   o.transient_slots = 2;
   o.policy = "lru";
-  const uint64_t slot = align_up(fx.store.layer(layer).slot_bytes, kIoAlign);
+  const uint64_t slot = align_up(fx.store.layer(layer).slot_bytes, io_align());
   o.prefetch_window = 8 * slot;  // the warm start's reads in flight at once
   o.cache_bytes = (2 + 2) * slot;  // two transients, two slots
   ExpertCache cache(fx.store, make_pread_backend(fx.store.files(), IoOptions{}, false), o);

@@ -131,12 +131,16 @@ inline std::vector<uint8_t> random_act(const KernelTable& k, GgmlType at, int64_
   return act;
 }
 
-// The SIMD kernel tables this CPU can run (AVX2, AVX-512, AVX-VNNI).
+// The SIMD kernel tables this CPU can run (AVX2, AVX-512, AVX-VNNI; NEON, NEON dotprod).
 inline std::vector<const KernelTable*> simd_kernel_tables() {
   std::vector<const KernelTable*> v;
-  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni})
+  for (Isa isa : kSimdIsas)
     if (const KernelTable* k = kernel_table(isa)) v.push_back(k);
   return v;
 }
+
+// The NEON tables have no tile kernels (matmul takes their multi-token ones); every x86 SIMD
+// table has them for the grid i-quants.
+inline bool is_neon(const KernelTable& k) { return k.isa == Isa::Neon || k.isa == Isa::NeonDotprod; }
 
 }  // namespace strata::testing

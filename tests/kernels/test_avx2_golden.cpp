@@ -1,4 +1,4 @@
-// AVX2 kernels against llama.cpp's golden quant-blocks fixtures (shared/fixtures/quant-blocks):
+// The SIMD kernel tables (AVX2 and its children, NEON) against llama.cpp's golden quant-blocks fixtures (shared/fixtures/quant-blocks):
 // vec_dot results, activation quantization bytes, and random odd-size rows checked against a
 // double-precision dot of the golden dequantized values.
 #include <gtest/gtest.h>
@@ -24,11 +24,11 @@ namespace {
 
 using namespace strata::testing;
 
-const KernelTable* avx2_or_skip() { return kernel_table(Isa::Avx2); }
-
-#define REQUIRE_AVX2_AND_FIXTURES(k)                                                               \
-  const KernelTable* k = avx2_or_skip();                                                           \
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";                                \
+// Every SIMD table this CPU has (AVX2 and its VNNI / AVX-512 children, or the NEON ones): each
+// gives llama.cpp's AVX2 association, so each is checked the same way.
+#define REQUIRE_SIMD_AND_FIXTURES(tables)                                                          \
+  const std::vector<const KernelTable*> tables = simd_kernel_tables();                             \
+  if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";                          \
   if (!fs::exists(kDir / "README.md")) STRATA_MISSING_FIXTURE(kDir.string() + " (kernel accuracy)")
 
 // Every vec_dot of table `k` on the golden rows vs llama.cpp's result.
@@ -58,9 +58,12 @@ void check_vec_dot_golden(const KernelTable* k) {
   }
 }
 
-TEST(Avx2Golden, VecDotMatchesLlamaCpp) {
-  REQUIRE_AVX2_AND_FIXTURES(k);
-  check_vec_dot_golden(k);
+TEST(SimdGolden, VecDotMatchesLlamaCpp) {
+  REQUIRE_SIMD_AND_FIXTURES(tables);
+  for (const KernelTable* k : tables) {
+    SCOPED_TRACE(k->name);
+    check_vec_dot_golden(k);
+  }
 }
 
 // The VNNI tables only run where the CPU has them: AVX-512 VNNI (512-bit for the super-block
@@ -80,7 +83,7 @@ static void check_table_golden(Isa isa, const char* cpu_lacks) {
 TEST(IqGolden, VecDotBitExactWithLlamaCpp) {
   if (!fs::exists(kDir / "README.md")) STRATA_MISSING_FIXTURE(kDir.string() + " (i-quant dots)");
   int tables = 0;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+  for (Isa isa : kAllIsas) {
     const KernelTable* k = kernel_table(isa);
     if (!k) continue;
     ++tables;
@@ -110,80 +113,90 @@ TEST(IqGolden, VecDotBitExactWithLlamaCpp) {
 TEST(Avx512Golden, VecDotMatchesLlamaCpp) { check_table_golden(Isa::Avx512, "AVX-512 VNNI"); }
 TEST(AvxVnniGolden, VecDotMatchesLlamaCpp) { check_table_golden(Isa::AvxVnni, "AVX-VNNI or AVX-512 VNNI"); }
 
-TEST(Avx2Golden, ActivationQuantizationBytes) {
-  REQUIRE_AVX2_AND_FIXTURES(k);
-  const auto act = read_f32(kDir / "activation.f32");
-  for (const char* stem : kTypes) {
-    SCOPED_TRACE(stem);
-    const Golden g = load_golden(stem);
-    const FromFloatFn q = k->quantize_act[static_cast<uint32_t>(g.act_type)];
-    ASSERT_NE(q, nullptr) << "no AVX2 quantize_act for " << ggml_type_name(g.act_type);
-    std::vector<uint8_t> out(g.act_blocks.size(), 0xCD);
-    q(act.data(), out.data(), static_cast<int64_t>(act.size()));
-    for (size_t i = 0; i < out.size(); ++i) {
-      ASSERT_EQ(out[i], g.act_blocks[i]) << ggml_type_name(g.act_type) << " byte " << i;
+TEST(SimdGolden, ActivationQuantizationBytes) {
+  REQUIRE_SIMD_AND_FIXTURES(tables);
+  for (const KernelTable* k : tables) {
+    SCOPED_TRACE(k->name);
+    const auto act = read_f32(kDir / "activation.f32");
+    for (const char* stem : kTypes) {
+      SCOPED_TRACE(stem);
+      const Golden g = load_golden(stem);
+      const FromFloatFn q = k->quantize_act[static_cast<uint32_t>(g.act_type)];
+      ASSERT_NE(q, nullptr) << "no AVX2 quantize_act for " << ggml_type_name(g.act_type);
+      std::vector<uint8_t> out(g.act_blocks.size(), 0xCD);
+      q(act.data(), out.data(), static_cast<int64_t>(act.size()));
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(out[i], g.act_blocks[i]) << ggml_type_name(g.act_type) << " byte " << i;
+      }
     }
   }
 }
 
 // AVX2 dequantizers (where the table has one that is not the scalar reference) reproduce
 // ggml's to_float bit for bit.
-TEST(Avx2Golden, DequantizeBitExact) {
-  REQUIRE_AVX2_AND_FIXTURES(k);
-  const KernelTable* scalar = kernel_table(Isa::Scalar);
-  int checked = 0;
-  for (const char* stem : kTypes) {
-    const Golden g = load_golden(stem);
-    const ToFloatFn deq = k->dequantize[static_cast<uint32_t>(g.type)];
-    if (!deq || deq == scalar->dequantize[static_cast<uint32_t>(g.type)]) continue;
-    ++checked;
-    std::vector<float> out(g.rows * g.cols);
-    for (int64_t r = 0; r < g.rows; ++r) deq(g.blocks.data() + r * g.row_bytes, out.data() + r * g.cols, g.cols);
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (std::isnan(out[i]) && std::isnan(g.deq[i])) continue;
-      ASSERT_EQ(f32_to_bits(out[i]), f32_to_bits(g.deq[i]))
-          << stem << " value " << i << ": " << out[i] << " vs ggml " << g.deq[i];
+TEST(SimdGolden, DequantizeBitExact) {
+  REQUIRE_SIMD_AND_FIXTURES(tables);
+  for (const KernelTable* k : tables) {
+    SCOPED_TRACE(k->name);
+    const KernelTable* scalar = kernel_table(Isa::Scalar);
+    int checked = 0;
+    for (const char* stem : kTypes) {
+      const Golden g = load_golden(stem);
+      const ToFloatFn deq = k->dequantize[static_cast<uint32_t>(g.type)];
+      if (!deq || deq == scalar->dequantize[static_cast<uint32_t>(g.type)]) continue;
+      ++checked;
+      std::vector<float> out(g.rows * g.cols);
+      for (int64_t r = 0; r < g.rows; ++r) deq(g.blocks.data() + r * g.row_bytes, out.data() + r * g.cols, g.cols);
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (std::isnan(out[i]) && std::isnan(g.deq[i])) continue;
+        ASSERT_EQ(f32_to_bits(out[i]), f32_to_bits(g.deq[i]))
+            << stem << " value " << i << ": " << out[i] << " vs ggml " << g.deq[i];
+      }
     }
+    // The x86 tables have 6 of their own (q8_0 q4_0 q4_k q6_k f16 bf16), the NEON ones 4 (not the K-quants).
+    EXPECT_GE(checked, is_neon(*k) ? 4 : 6);
   }
-  EXPECT_GE(checked, 6);
 }
 
 // Random rows of many blocks: blocks picked from the golden rows (so every stress case shows
 // up, in random order), random activations quantized by the AVX2 quantizer, checked against
 // a double dot of the golden dequantized weights with the dequantized activations.
-TEST(Avx2Golden, RandomRowsMatchDoubleReference) {
-  REQUIRE_AVX2_AND_FIXTURES(k);
-  std::mt19937 rng(1234);
-  for (const char* stem : kTypes) {
-    const Golden g = load_golden(stem);
-    const auto& info = ggml_info(g.type);
-    const int64_t bs = info.block_size, tsz = info.type_size;
-    const int64_t golden_blocks = g.rows * g.cols / bs;
-    for (int64_t nblk : {1, 2, 3, 7, 37, 129}) {
-      SCOPED_TRACE(std::string(stem) + " blocks=" + std::to_string(nblk));
-      const int64_t n = nblk * bs;
-      std::vector<uint8_t> w(nblk * tsz);
-      std::vector<float> wdeq(n);
-      for (int64_t b = 0; b < nblk; ++b) {
-        const int64_t src = std::uniform_int_distribution<int64_t>(0, golden_blocks - 1)(rng);
-        std::memcpy(w.data() + b * tsz, g.blocks.data() + src * tsz, tsz);
-        std::memcpy(wdeq.data() + b * bs, g.deq.data() + src * bs, bs * sizeof(float));
+TEST(SimdGolden, RandomRowsMatchDoubleReference) {
+  REQUIRE_SIMD_AND_FIXTURES(tables);
+  for (const KernelTable* k : tables) {
+    SCOPED_TRACE(k->name);
+    std::mt19937 rng(1234);
+    for (const char* stem : kTypes) {
+      const Golden g = load_golden(stem);
+      const auto& info = ggml_info(g.type);
+      const int64_t bs = info.block_size, tsz = info.type_size;
+      const int64_t golden_blocks = g.rows * g.cols / bs;
+      for (int64_t nblk : {1, 2, 3, 7, 37, 129}) {
+        SCOPED_TRACE(std::string(stem) + " blocks=" + std::to_string(nblk));
+        const int64_t n = nblk * bs;
+        std::vector<uint8_t> w(nblk * tsz);
+        std::vector<float> wdeq(n);
+        for (int64_t b = 0; b < nblk; ++b) {
+          const int64_t src = std::uniform_int_distribution<int64_t>(0, golden_blocks - 1)(rng);
+          std::memcpy(w.data() + b * tsz, g.blocks.data() + src * tsz, tsz);
+          std::memcpy(wdeq.data() + b * bs, g.deq.data() + src * bs, bs * sizeof(float));
+        }
+        std::vector<float> x(n);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (auto& v : x) v = nd(rng) * (rng() % 17 == 0 ? 8.0f : 1.0f);
+        const int64_t act_bytes = static_cast<int64_t>(ggml_row_size(g.act_type, n));
+        std::vector<uint8_t> a(act_bytes);
+        k->quantize_act[static_cast<uint32_t>(g.act_type)](x.data(), a.data(), n);
+        const auto adeq = dequant_act(g.act_type, a.data(), n);
+        double ref = 0, mag = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          ref += double(wdeq[i]) * adeq[i];
+          mag += std::fabs(double(wdeq[i]) * adeq[i]);
+        }
+        ref += q8_1_min_correction(g.type, w.data(), a.data(), n);
+        const float got = k->vec_dot[static_cast<uint32_t>(g.type)](n, w.data(), a.data());
+        EXPECT_NEAR(got, ref, 2e-6 * mag + 1e-5 * std::fabs(ref) + 1e-30);
       }
-      std::vector<float> x(n);
-      std::normal_distribution<float> nd(0.0f, 1.0f);
-      for (auto& v : x) v = nd(rng) * (rng() % 17 == 0 ? 8.0f : 1.0f);
-      const int64_t act_bytes = static_cast<int64_t>(ggml_row_size(g.act_type, n));
-      std::vector<uint8_t> a(act_bytes);
-      k->quantize_act[static_cast<uint32_t>(g.act_type)](x.data(), a.data(), n);
-      const auto adeq = dequant_act(g.act_type, a.data(), n);
-      double ref = 0, mag = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        ref += double(wdeq[i]) * adeq[i];
-        mag += std::fabs(double(wdeq[i]) * adeq[i]);
-      }
-      ref += q8_1_min_correction(g.type, w.data(), a.data(), n);
-      const float got = k->vec_dot[static_cast<uint32_t>(g.type)](n, w.data(), a.data());
-      EXPECT_NEAR(got, ref, 2e-6 * mag + 1e-5 * std::fabs(ref) + 1e-30);
     }
   }
 }
@@ -230,73 +243,79 @@ void ref_quantize_q8(const float* x, int64_t n, GgmlType t, std::vector<uint8_t>
   }
 }
 
-TEST(Avx2Kernels, QuantizeActRandomMatchesReference) {
-  const KernelTable* k = avx2_or_skip();
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
-  std::mt19937 rng(7);
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K}) {
-    const int64_t bs = ggml_info(t).block_size;
-    for (int64_t nblk : {1, 5, 33}) {
-      const int64_t n = nblk * bs;
-      std::vector<float> x(n);
-      std::normal_distribution<float> nd(0.0f, 3.0f);
-      for (auto& v : x) v = nd(rng);
-      if (nblk > 1) std::fill(x.begin(), x.begin() + bs, 0.0f);  // an all-zero block
-      std::vector<uint8_t> ref, got(ggml_row_size(t, n), 0xCD);
-      ref_quantize_q8(x.data(), n, t, ref);
-      k->quantize_act[static_cast<uint32_t>(t)](x.data(), got.data(), n);
-      EXPECT_EQ(got, ref) << ggml_type_name(t) << " n=" << n;
-    }
-  }
-  // F16 / BF16 at odd lengths (vector body + scalar tail) against fp16.h.
-  for (int64_t n : {1, 7, 8, 17, 100}) {
-    std::vector<float> x(n);
-    std::normal_distribution<float> nd(0.0f, 100.0f);
-    for (auto& v : x) v = nd(rng);
-    if (n > 3) x[2] = std::nanf(""), x[3] = 1e-42f;
-    std::vector<uint16_t> h(n), b(n);
-    k->quantize_act[static_cast<uint32_t>(GgmlType::F16)](x.data(), h.data(), n);
-    k->quantize_act[static_cast<uint32_t>(GgmlType::BF16)](x.data(), b.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      if (!std::isnan(x[i])) {
-        EXPECT_EQ(h[i], f32_to_f16(x[i])) << i;
+TEST(SimdKernels, QuantizeActRandomMatchesReference) {
+  const std::vector<const KernelTable*> tables = simd_kernel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  for (const KernelTable* k : tables) {
+    SCOPED_TRACE(k->name);
+    std::mt19937 rng(7);
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K}) {
+      const int64_t bs = ggml_info(t).block_size;
+      for (int64_t nblk : {1, 5, 33}) {
+        const int64_t n = nblk * bs;
+        std::vector<float> x(n);
+        std::normal_distribution<float> nd(0.0f, 3.0f);
+        for (auto& v : x) v = nd(rng);
+        if (nblk > 1) std::fill(x.begin(), x.begin() + bs, 0.0f);  // an all-zero block
+        std::vector<uint8_t> ref, got(ggml_row_size(t, n), 0xCD);
+        ref_quantize_q8(x.data(), n, t, ref);
+        k->quantize_act[static_cast<uint32_t>(t)](x.data(), got.data(), n);
+        EXPECT_EQ(got, ref) << ggml_type_name(t) << " n=" << n;
       }
-      EXPECT_EQ(b[i], f32_to_bf16(x[i])) << i;
+    }
+    // F16 / BF16 at odd lengths (vector body + scalar tail) against fp16.h.
+    for (int64_t n : {1, 7, 8, 17, 100}) {
+      std::vector<float> x(n);
+      std::normal_distribution<float> nd(0.0f, 100.0f);
+      for (auto& v : x) v = nd(rng);
+      if (n > 3) x[2] = std::nanf(""), x[3] = 1e-42f;
+      std::vector<uint16_t> h(n), b(n);
+      k->quantize_act[static_cast<uint32_t>(GgmlType::F16)](x.data(), h.data(), n);
+      k->quantize_act[static_cast<uint32_t>(GgmlType::BF16)](x.data(), b.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        if (!std::isnan(x[i])) {
+          EXPECT_EQ(h[i], f32_to_f16(x[i])) << i;
+        }
+        EXPECT_EQ(b[i], f32_to_bf16(x[i])) << i;
+      }
     }
   }
 }
 
-TEST(Avx2Kernels, FloatDotsAndVectorOps) {
-  const KernelTable* k = avx2_or_skip();
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
-  std::mt19937 rng(99);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (int64_t n : {1, 7, 8, 31, 33, 100, 1001}) {
-    SCOPED_TRACE(n);
-    std::vector<float> x(n), y(n);
-    for (auto& v : x) v = nd(rng);
-    for (auto& v : y) v = nd(rng);
-    std::vector<uint16_t> xh(n), yh(n), xb(n), yb(n);
-    double rf = 0, rh = 0, rb = 0, mag = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      xh[i] = f32_to_f16(x[i]), yh[i] = f32_to_f16(y[i]);
-      xb[i] = f32_to_bf16(x[i]), yb[i] = f32_to_bf16(y[i]);
-      rf += double(x[i]) * y[i];
-      rh += double(f16_to_f32(xh[i])) * f16_to_f32(yh[i]);
-      rb += double(bf16_to_f32(xb[i])) * bf16_to_f32(yb[i]);
-      mag += std::fabs(double(x[i]) * y[i]);
+TEST(SimdKernels, FloatDotsAndVectorOps) {
+  const std::vector<const KernelTable*> tables = simd_kernel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  for (const KernelTable* k : tables) {
+    SCOPED_TRACE(k->name);
+    std::mt19937 rng(99);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t n : {1, 7, 8, 31, 33, 100, 1001}) {
+      SCOPED_TRACE(n);
+      std::vector<float> x(n), y(n);
+      for (auto& v : x) v = nd(rng);
+      for (auto& v : y) v = nd(rng);
+      std::vector<uint16_t> xh(n), yh(n), xb(n), yb(n);
+      double rf = 0, rh = 0, rb = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        xh[i] = f32_to_f16(x[i]), yh[i] = f32_to_f16(y[i]);
+        xb[i] = f32_to_bf16(x[i]), yb[i] = f32_to_bf16(y[i]);
+        rf += double(x[i]) * y[i];
+        rh += double(f16_to_f32(xh[i])) * f16_to_f32(yh[i]);
+        rb += double(bf16_to_f32(xb[i])) * bf16_to_f32(yb[i]);
+        mag += std::fabs(double(x[i]) * y[i]);
+      }
+      const double tol = 1e-6 * mag + 1e-7;
+      EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::F32)](n, x.data(), y.data()), rf, tol);
+      EXPECT_NEAR(k->dot_f32(n, x.data(), y.data()), rf, tol);
+      EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::F16)](n, xh.data(), yh.data()), rh, tol);
+      EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::BF16)](n, xb.data(), yb.data()), rb, tol);
+      std::vector<float> z = y;
+      k->axpy_f32(n, 0.5f, x.data(), z.data());
+      for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(z[i], y[i] + 0.5f * x[i]);
+      z = y;
+      k->scale_f32(n, -3.0f, z.data());
+      for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(z[i], -3.0f * y[i]);
     }
-    const double tol = 1e-6 * mag + 1e-7;
-    EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::F32)](n, x.data(), y.data()), rf, tol);
-    EXPECT_NEAR(k->dot_f32(n, x.data(), y.data()), rf, tol);
-    EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::F16)](n, xh.data(), yh.data()), rh, tol);
-    EXPECT_NEAR(k->vec_dot[static_cast<uint32_t>(GgmlType::BF16)](n, xb.data(), yb.data()), rb, tol);
-    std::vector<float> z = y;
-    k->axpy_f32(n, 0.5f, x.data(), z.data());
-    for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(z[i], y[i] + 0.5f * x[i]);
-    z = y;
-    k->scale_f32(n, -3.0f, z.data());
-    for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(z[i], -3.0f * y[i]);
   }
 }
 
@@ -324,7 +343,7 @@ TEST(KernelAssociation, F32x8MatchesOneAccumulatorOrderOnEveryTable) {
     float acc[8] = {};
     for (int64_t i = 0; i < n; ++i) acc[i % 8] = std::fma(x[i], y[i], acc[i % 8]);
     const float want = hsum8(acc);
-    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+    for (Isa isa : kAllIsas) {
       const KernelTable* k = kernel_table(isa);
       if (!k) continue;
       ASSERT_NE(k->dot_f32_x8, nullptr) << k->name;
@@ -334,28 +353,31 @@ TEST(KernelAssociation, F32x8MatchesOneAccumulatorOrderOnEveryTable) {
 }
 
 TEST(KernelAssociation, Q8_0DotIsOneAccumulatorInBlockOrder) {
-  const KernelTable* k = kernel_table(Isa::Avx2);
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<int> q(-127, 127);
-  std::uniform_real_distribution<float> d(0.001f, 0.1f);
-  for (int nb : {1, 2, 3, 8, 33}) {
-    std::vector<block_q8_0> w(nb), a(nb);
-    for (int b = 0; b < nb; ++b) {
-      w[b].d = f32_to_f16(d(rng));
-      a[b].d = f32_to_f16(d(rng));
-      for (int j = 0; j < 32; ++j) w[b].qs[j] = static_cast<int8_t>(q(rng)), a[b].qs[j] = static_cast<int8_t>(q(rng));
-    }
-    float acc[8] = {};
-    for (int b = 0; b < nb; ++b) {
-      const float s = f16_to_f32(w[b].d) * f16_to_f32(a[b].d);
-      for (int l = 0; l < 8; ++l) {
-        int32_t p = 0;  // lane l holds the products of values 4l..4l+3
-        for (int j = 4 * l; j < 4 * l + 4; ++j) p += w[b].qs[j] * a[b].qs[j];
-        acc[l] = std::fma(s, static_cast<float>(p), acc[l]);
+  const std::vector<const KernelTable*> tables = simd_kernel_tables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  for (const KernelTable* k : tables) {
+    SCOPED_TRACE(k->name);
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> q(-127, 127);
+    std::uniform_real_distribution<float> d(0.001f, 0.1f);
+    for (int nb : {1, 2, 3, 8, 33}) {
+      std::vector<block_q8_0> w(nb), a(nb);
+      for (int b = 0; b < nb; ++b) {
+        w[b].d = f32_to_f16(d(rng));
+        a[b].d = f32_to_f16(d(rng));
+        for (int j = 0; j < 32; ++j) w[b].qs[j] = static_cast<int8_t>(q(rng)), a[b].qs[j] = static_cast<int8_t>(q(rng));
       }
+      float acc[8] = {};
+      for (int b = 0; b < nb; ++b) {
+        const float s = f16_to_f32(w[b].d) * f16_to_f32(a[b].d);
+        for (int l = 0; l < 8; ++l) {
+          int32_t p = 0;  // lane l holds the products of values 4l..4l+3
+          for (int j = 4 * l; j < 4 * l + 4; ++j) p += w[b].qs[j] * a[b].qs[j];
+          acc[l] = std::fma(s, static_cast<float>(p), acc[l]);
+        }
+      }
+      EXPECT_EQ(k->vec_dot[static_cast<uint32_t>(GgmlType::Q8_0)](32 * nb, w.data(), a.data()), hsum8(acc)) << nb << " blocks";
     }
-    EXPECT_EQ(k->vec_dot[static_cast<uint32_t>(GgmlType::Q8_0)](32 * nb, w.data(), a.data()), hsum8(acc)) << nb << " blocks";
   }
 }
 

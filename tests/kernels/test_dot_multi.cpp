@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -85,11 +86,12 @@ TEST(DotMulti, BitIdenticalToSingleToken) {
       }
     }
   }
-  // AVX2 must provide the types that matter most for prompt processing.
-  if (const KernelTable* a = kernel_table(Isa::Avx2)) {
-    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
-      EXPECT_NE(a->vec_dot_xn[static_cast<uint32_t>(t)], nullptr) << ggml_type_name(t);
-  }
+  // AVX2 and NEON must provide the types that matter most for prompt processing.
+  for (Isa isa : {Isa::Avx2, Isa::Neon, Isa::NeonDotprod})
+    if (const KernelTable* a = kernel_table(isa)) {
+      for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
+        EXPECT_NE(a->vec_dot_xn[static_cast<uint32_t>(t)], nullptr) << a->name << " " << ggml_type_name(t);
+    }
   EXPECT_GT(checked, 0);
 }
 
@@ -151,11 +153,12 @@ TEST(DotMulti, TablesPairWithTheirSingleTokenKernel) {
   const KernelTable* s = kernel_table(Isa::Scalar);
   ASSERT_NE(s, nullptr);
   for (uint32_t i = 0; i < kGgmlTypeCount; ++i) EXPECT_EQ(s->vec_dot_xn[i], nullptr) << i;
-  const KernelTable* a2 = kernel_table(Isa::Avx2);
-  if (!a2) GTEST_SKIP() << "needs the AVX2 table";
-  for (Isa isa : {Isa::Avx512, Isa::AvxVnni}) {
-    const KernelTable* w = kernel_table(isa);
-    if (!w) continue;
+  // (child, parent): the tables that start as a copy of another.
+  const std::pair<Isa, Isa> children[] = {{Isa::Avx512, Isa::Avx2}, {Isa::AvxVnni, Isa::Avx2}, {Isa::NeonDotprod, Isa::Neon}};
+  for (const auto& [child, parent] : children) {
+    const KernelTable* w = kernel_table(child);
+    const KernelTable* a2 = kernel_table(parent);
+    if (!w || !a2) continue;
     for (uint32_t i = 0; i < kGgmlTypeCount; ++i) {
       if (w->vec_dot[i] != a2->vec_dot[i]) {
         EXPECT_NE(w->vec_dot_xn[i], a2->vec_dot_xn[i]) << w->name << " type " << i;

@@ -43,7 +43,7 @@ bool same(float a, float b) {
 TEST(ExpfTable, EveryTableGivesTheReferenceBits) {
   const std::vector<float> x = expf_inputs();
   int tables = 0;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+  for (Isa isa : kAllIsas) {
     const KernelTable* t = kernel_table(isa);
     if (!t) continue;
     ++tables;

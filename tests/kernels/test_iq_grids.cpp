@@ -104,7 +104,7 @@ void decode_and_dot(GgmlType t, const std::vector<uint8_t>& blk, std::vector<flo
   std::vector<uint8_t> act(3 * ab);
   for (int k = 0; k < 3; ++k) quantize_row(q.vec_dot_type, ones.data(), act.data() + k * ab, QK_K);
   dot = q.vec_dot(QK_K, blk.data(), act.data());
-  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+  for (Isa isa : kSimdIsas) {
     const KernelTable* k = kernel_table(isa);
     if (!k) continue;
     const auto ti = static_cast<uint32_t>(t);

@@ -1,6 +1,6 @@
 // Which kernel table a CPU gets, and that no table it lacks is ever filled or selectable.
-// `make test` runs this file natively and under qemu-user as a Haswell (AVX2, no AVX-512) and as a
-// Westmere (no AVX), with STRATA_EXPECT_ISA naming the table auto-detection must pick there
+// `make test` runs this file natively and under qemu-user as a Haswell (AVX2, no AVX-512), as a
+// Westmere (no AVX), and cross-built for ARM64 as a Cortex-A53 (no dotprod) and a CPU with dotprod, with STRATA_EXPECT_ISA naming the table auto-detection must pick there
 // (scripts/test-emulated.sh).
 #include <gtest/gtest.h>
 
@@ -26,6 +26,27 @@ CpuFeatures alder_lake() {  // AVX-VNNI (VEX), no AVX-512
   CpuFeatures f = haswell();
   f.avxvnni = true;
   return f;
+}
+
+CpuFeatures cortex_a53() {  // ARMv8.0-A: NEON, no dotprod
+  CpuFeatures f;
+  f.asimd = true;
+  return f;
+}
+
+CpuFeatures neoverse_n2() {  // ARMv9: dotprod and i8mm
+  CpuFeatures f = cortex_a53();
+  f.dotprod = f.i8mm = true;
+  return f;
+}
+
+// The tables of the architecture this test is built for (the others are never compiled in).
+bool this_arch(Isa isa) {
+#if defined(__aarch64__)
+  return isa == Isa::Scalar || isa == Isa::Neon || isa == Isa::NeonDotprod;
+#else
+  return isa == Isa::Scalar || isa == Isa::Avx2 || isa == Isa::Avx512 || isa == Isa::AvxVnni;
+#endif
 }
 
 CpuFeatures ice_lake_server() {
@@ -58,15 +79,24 @@ TEST(IsaDispatch, EachTableNamesWhatACpuLacks) {
   CpuFeatures no_bmi2 = haswell();
   no_bmi2.bmi2 = false;
   EXPECT_EQ(isa_missing(no_bmi2, Isa::Avx2), "bmi2");
+  EXPECT_EQ(isa_missing(westmere(), Isa::Neon), "asimd");
+  EXPECT_EQ(isa_missing(westmere(), Isa::NeonDotprod), "asimd dotprod");
+  EXPECT_EQ(isa_missing(cortex_a53(), Isa::Neon), "");
+  EXPECT_EQ(isa_missing(cortex_a53(), Isa::NeonDotprod), "dotprod");
+  EXPECT_EQ(isa_missing(neoverse_n2(), Isa::NeonDotprod), "");
+  EXPECT_EQ(isa_missing(neoverse_n2(), Isa::Avx2), "avx avx2 fma f16c bmi2 os-avx-state");
 }
 
 // The table this CPU has is filled and selectable; a table it lacks is neither (its fill function
 // is compiled for that ISA and must never run), and forcing it names the missing feature.
 TEST(IsaDispatch, OnlyTheTablesThisCpuHasExist) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+  for (Isa isa : kAllIsas) {
     const std::string miss = isa_missing(isa);
     const KernelTable* t = kernel_table(isa);
-    if (miss.empty()) {
+    if (!this_arch(isa)) {  // another architecture's table: never there, never selectable
+      EXPECT_EQ(t, nullptr) << isa_name(isa);
+      EXPECT_THROW(select_isa(isa), Error) << isa_name(isa);
+    } else if (miss.empty()) {
       ASSERT_NE(t, nullptr) << isa_name(isa);
       EXPECT_EQ(t->isa, isa);
       EXPECT_STREQ(t->name, isa_name(isa));
@@ -83,17 +113,23 @@ TEST(IsaDispatch, OnlyTheTablesThisCpuHasExist) {
   }
 }
 
-// Auto-detection picks the best table the CPU has: AVX-512, then AVX-VNNI, then AVX2, then scalar.
+// Auto-detection picks the best table the CPU has: AVX-512, then AVX-VNNI, then AVX2, then scalar
+// (ARM64: NEON dotprod, then NEON, then scalar).
 // Under emulation STRATA_EXPECT_ISA says which one that CPU must get.
 TEST(IsaDispatch, AutoPicksTheBestTableThisCpuHas) {
   Isa best = Isa::Scalar;
-  for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512})
+#if defined(__aarch64__)
+  const Isa order[] = {Isa::Neon, Isa::NeonDotprod}, top = Isa::NeonDotprod;
+#else
+  const Isa order[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512}, top = Isa::Avx512;
+#endif
+  for (Isa isa : order)
     if (isa_missing(isa).empty()) best = isa;
   const KernelTable& k = kernels();
   EXPECT_EQ(k.isa, best) << cpu_features().describe();
   const std::string choice = kernel_choice();
   EXPECT_EQ(choice.rfind(std::string(k.name) + " (auto: ", 0), 0u) << choice;
-  if (best != Isa::Avx512) EXPECT_NE(choice.find("no "), std::string::npos) << choice << ": the reason names what is missing";
+  if (best != top) EXPECT_NE(choice.find("no "), std::string::npos) << choice << ": the reason names what is missing";
   if (const char* want = std::getenv("STRATA_EXPECT_ISA")) {
     EXPECT_STREQ(k.name, want) << "auto-detection on this (emulated) CPU: " << choice << "; cpu: " << cpu_features().describe();
   }

@@ -74,7 +74,7 @@ TEST(LlamaDots, EveryTableGivesLlamaCppBitsForEveryMixedInType) {
                            "tq2_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4"})
     EXPECT_GE(per_type[stem], 6) << stem;
   int tables = 0;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+  for (Isa isa : kAllIsas) {
     const KernelTable* k = kernel_table(isa);
     if (!k) continue;
     ++tables;

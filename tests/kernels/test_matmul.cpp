@@ -103,15 +103,15 @@ void check_matmul(const KernelTable& k, ThreadPool* pool, const std::string& ste
   }
 }
 
-// Every SIMD table this CPU has (AVX2, AVX-VNNI, AVX-512), odd shapes, with and without threads.
+// Every SIMD table this CPU has (AVX2, AVX-VNNI, AVX-512; NEON), odd shapes, with and without threads.
 TEST(Matmul, MatchesDoubleReference) {
-  if (!kernel_table(Isa::Avx2)) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (simd_kernel_tables().empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
   if (!fs::exists(kDir / "README.md"))
     STRATA_MISSING_FIXTURE(kDir.string() + " (matmul)");
   std::mt19937 rng(42);
   ThreadPool pool3(3);
   ThreadPool pool2(2);
-  for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+  for (Isa isa : kSimdIsas) {
     const KernelTable* k = kernel_table(isa);
     if (!k) continue;
     SCOPED_TRACE(k->name);
@@ -134,8 +134,8 @@ TEST(Matmul, MatchesDoubleReference) {
 }
 
 TEST(Matmul, RejectsBadShapes) {
-  const KernelTable* k = kernel_table(Isa::Avx2);
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (simd_kernel_tables().empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  const KernelTable* k = simd_kernel_tables().front();
   std::vector<uint8_t> w(1000);
   QMatrix m{GgmlType::Q4_K, 2, 100, w.data(), 144};  // 100 columns: not a multiple of 256
   std::vector<float> x(100), y(2);
@@ -152,8 +152,8 @@ struct GemmBackendGuard {
 };
 
 TEST(Matmul, BlasBackendMatchesDoubleReference) {
-  const KernelTable* k = kernel_table(Isa::Avx2);
-  if (!k) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (simd_kernel_tables().empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
+  const KernelTable* k = simd_kernel_tables().front();
   if (!gemm_blas_available()) {
     EXPECT_FALSE(gemm_blas_built()) << "the build found OpenBLAS, but the library does not load";
     EXPECT_THROW(select_gemm_backend(GemmBackend::Blas), Error);
@@ -211,7 +211,7 @@ TEST(Matmul, BlasBackendMatchesDoubleReference) {
 // mixed types, f32 with multi-token flags, more jobs than threads, i-quants with 2..9 tokens
 // through their multi-token kernels), on every SIMD table this CPU has.
 TEST(Matmul, ManyEqualsOneByOne) {
-  if (!kernel_table(Isa::Avx2)) GTEST_SKIP() << "AVX2 kernels not available on this CPU";
+  if (simd_kernel_tables().empty()) GTEST_SKIP() << "no SIMD kernel table on this CPU";
   if (!fs::exists(kDir / "README.md"))
     STRATA_MISSING_FIXTURE(kDir.string() + " (matmul_many)");
   std::mt19937 rng(5);
@@ -226,7 +226,7 @@ TEST(Matmul, ManyEqualsOneByOne) {
   for (auto* x : {&xa, &xb, &xc})
     for (auto& v : *x) v = nd(rng);
   const uint8_t flags[3] = {1, 0, 1};
-  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::AvxVnni}) {
+  for (Isa isa : kSimdIsas) {
     const KernelTable* k = kernel_table(isa);
     if (!k) continue;
     SCOPED_TRACE(k->name);

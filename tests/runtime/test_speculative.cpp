@@ -166,7 +166,7 @@ TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
     auto m = Model::load(spec_model_path(set));
     const ExpertStore store(expert_layout(m->gguf(), m->config(), m->weights()));
     for (int l = 0; l < store.n_layers(); ++l)
-      if (store.is_moe(l)) slot = std::max(slot, align_up(store.layer(l).slot_bytes, kIoAlign));
+      if (store.is_moe(l)) slot = std::max(slot, align_up(store.layer(l).slot_bytes, io_align()));
   }
   eo.tier.ram_budget = rp.dense + rp.kv + rp.scratch + kDraftBytes + (kDefaultTransientSlots + 4) * slot;  // 4 slots
   Engine eng(Model::load(spec_model_path(set)), eo);

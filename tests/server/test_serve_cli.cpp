@@ -101,4 +101,16 @@ TEST(ServeCli, LookupRoutingMemoryIsInTheMemoryPlan) {
 }
 
 }  // namespace
+
+// Issue 34, item 7: a second server on a port another one listens on fails at start, naming it
+// (no SO_REUSEPORT: the kernel would split connections between the two).
+TEST(ServeCli, ASecondServerOnABusyPortFailsWithAddressInUse) {
+  SKIP_WITHOUT_SERVER_FIXTURE();
+  ServeProcess first("serve_busy_first", {"-m", server_fixture(), "--port", "0", "-c", "256", "-t", "1", "--disk-probe", "0"});
+  ASSERT_TRUE(first.ready()) << first.log();
+  const CmdResult second = run_cmd("serve -m " + server_fixture() + " --port " + std::to_string(first.port()) + " -c 256 -t 1 --disk-probe 0");
+  EXPECT_NE(second.code, 0);
+  EXPECT_NE(second.err.find("address in use"), std::string::npos) << second.err;
+}
+
 }  // namespace strata::test
