@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "gpu/device.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "runtime/slot_draft.h"
@@ -27,6 +28,9 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--gemm", o.gemm,
                   "Products of >= 128 tokens: int8 (default, llama.cpp's arithmetic) or blas (OpenBLAS sgemm on "
                   "dequantized weights; not bit-identical to llama.cpp)");
+  sub->add_option("--gpu", o.gpu,
+                  "GPU: none (default), auto (a discrete GPU when there is one, else the CPU with a note), vulkan, vulkan:N "
+                  "(strata gpu lists them); models do not run on the GPU yet");
   sub->add_option("--ram-budget", o.ram_budget, "Hard memory budget (e.g. 64G, 6G, 512M): dense weights, KV and scratch first, the rest caches experts");
   sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
   sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
@@ -76,10 +80,28 @@ std::unique_ptr<Engine> load_draft_for(ModelOptions& o, const std::string& draft
   return eng;
 }
 
+void resolve_gpu(const std::string& spec) {
+  const gpu::GpuRequest req = gpu::parse_gpu_option(spec);
+  if (req.kind == gpu::GpuRequest::Kind::None) return;
+  gpu::GpuSelection sel = gpu::select_gpu(req);
+  if (!sel.device) {
+    std::fprintf(stderr, "%s\n", sel.note.c_str());
+    return;
+  }
+  // The device opened; the layer executor that runs a model on it is issue 35's next part.
+  const std::string dev = sel.device->info().summary();
+  if (req.kind == gpu::GpuRequest::Kind::Auto) {
+    std::fprintf(stderr, "gpu auto: %s; models do not run on the GPU yet: running on the CPU\n", dev.c_str());
+    return;
+  }
+  fail("--gpu {}: {} opened, but models do not run on the GPU yet (use --gpu none or auto)", spec, dev);
+}
+
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
   install_interrupt_handler();
+  resolve_gpu(o.gpu);
   Loaded l;
   auto model = Model::load(o.path);
   l.tokenizer = tok::Tokenizer::from_gguf(model->gguf());

@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string isa = "auto";
   std::string gemm = "int8";  // prompt-size products: int8 (llama.cpp's arithmetic) or blas
+  std::string gpu = "none";   // --gpu auto|none|vulkan[:N] (gpu/device.h)
   // Expert tier
   std::string ram_budget;
   int64_t cache_experts = 0;
@@ -53,6 +54,10 @@ struct Loaded {
   std::unique_ptr<tok::Tokenizer> tokenizer;
 };
 Loaded load_engine(const ModelOptions& o);
+// --gpu: `none` does nothing; `auto` without a usable discrete GPU prints one line saying why and
+// the run stays on the CPU; `vulkan[:N]` throws when the device cannot be opened (and, until the
+// GPU executor exists, when it can).
+void resolve_gpu(const std::string& spec);
 // A KV cache type by name (f32, f16, q8_0).
 GgmlType cache_type(const std::string& s);
 
