@@ -59,7 +59,7 @@ inline constexpr uint32_t kMaxDispatchesPerSubmit = 1024; // dispatches per comm
 
 class Device;
 
-// A device buffer (move-only). `bytes` may be smaller than the allocation.
+// A device buffer (move-only) of whole 32-bit words: bytes() is the size asked for rounded up to 4.
 class Buffer {
  public:
   Buffer() = default;

@@ -20,7 +20,9 @@ void full_barrier(const VkApi& vk, VkCommandBuffer cb) {
 
 Buffer Device::make_buffer(uint64_t bytes, VkBufferUsageFlags usage, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid,
                            std::string_view what, bool host) {
-  if (bytes == 0) bytes = 4;
+  // Whole 32-bit words: shaders read weights as words, and a word partly outside a binding's
+  // range reads as 0 on devices with robust buffer access (lavapipe).
+  bytes = std::max<uint64_t>(4, (bytes + 3) & ~uint64_t{3});
   if (info_.max_alloc && bytes > info_.max_alloc)
     fail("Vulkan ({}): {} needs {} in one allocation, more than the device's maxMemoryAllocationSize {}", info_.name, what,
          format_bytes(bytes), format_bytes(info_.max_alloc));
@@ -103,6 +105,7 @@ void Device::copy_and_wait(VkQueue q, VkCommandBuffer cb, VkFence f, const Buffe
 }
 
 void Device::upload(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
+  if (recording_) submit();  // recorded work that precedes the upload runs first
   STRATA_CHECK(offset + bytes <= dst.bytes_, "Vulkan upload: {} bytes at {} past the end of a {}-byte buffer", bytes, offset, dst.bytes_);
   const uint64_t half = staging_.bytes_ / 2;
   const auto* s = static_cast<const uint8_t*>(src);
@@ -153,7 +156,10 @@ void Device::fill_zero(const Buffer& dst) {
 const Pipeline& Device::pipeline(std::string_view name, std::span<const uint32_t> spirv, uint32_t n_buffers, uint32_t push_bytes,
                                  std::span<const uint32_t> spec) {
   std::string key(name);
-  for (uint32_t s : spec) key += "/" + std::to_string(s);
+  for (uint32_t s : spec) {
+    key += '/';
+    key += std::to_string(s);
+  }
   for (const auto& p : pipelines_)
     if (p->name == key) return *p;
   STRATA_CHECK(n_buffers <= kMaxBindings, "Vulkan pipeline {}: {} buffers (at most {})", name, n_buffers, kMaxBindings);

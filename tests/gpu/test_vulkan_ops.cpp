@@ -15,7 +15,7 @@ TEST(VulkanOps, RmsNormMatchesTheCpu) {
   for (const int64_t n : {1, 7, 64, 4096, 5003})
     for (const int64_t rows : {1, 5})
       for (const bool weighted : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "n " << n << " rows " << rows << " weight " << weighted);
+        SCOPED_TRACE(::testing::Message() << "n " << n << " rows " << rows << " weight " << weighted);
         const auto x = vk_random_floats(rows * n, static_cast<uint32_t>(n + rows), -3, 3);
         const auto w = vk_random_floats(n, 99);
         std::vector<float> want(x.size()), got(x.size());
@@ -40,7 +40,7 @@ TEST(VulkanOps, RopeMatchesTheCpuNeoxAndNormal) {
   for (const bool neox : {false, true})
     for (const int n_dims : {128, 64})
       for (const bool yarn : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "neox " << neox << " n_dims " << n_dims << " yarn " << yarn);
+        SCOPED_TRACE(::testing::Message() << "neox " << neox << " n_dims " << n_dims << " yarn " << yarn);
         RopeParams p;
         p.n_dims = n_dims;
         p.neox = neox;
@@ -77,7 +77,7 @@ TEST(VulkanOps, SoftmaxMatchesTheCpuWithMasksAndSinks) {
   gpu::Ops ops(dev);
   for (const int64_t n : {1, 7, 8, 100, 4099})
     for (const bool sink : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "n " << n << " sink " << sink);
+      SCOPED_TRACE(::testing::Message() << "n " << n << " sink " << sink);
       const int64_t rows = 3;
       auto x = vk_random_floats(rows * n, static_cast<uint32_t>(n), -8, 8);
       for (int64_t i = 0; i < n; i += 3) x[n + i] = -INFINITY;  // row 1: every third cell masked
@@ -101,7 +101,7 @@ TEST(VulkanOps, SwigluMatchesTheCpu) {
   gpu::Ops ops(dev);
   // The last length needs more workgroups than one grid dimension holds (65535 x 64 values).
   for (const int64_t n : {1, 7, 1000, 65535 * 64 + 77}) {
-    SCOPED_TRACE(testing::Message() << "n " << n);
+    SCOPED_TRACE(::testing::Message() << "n " << n);
     const auto g = vk_random_floats(n, 1, -10, 10), u = vk_random_floats(n, 2, -3, 3);
     std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
     swiglu(g.data(), u.data(), want.data(), n);
