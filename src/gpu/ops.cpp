@@ -144,4 +144,46 @@ void Ops::swiglu(const Buffer& g, const Buffer& u, const Buffer& out, int64_t n)
   dev_.dispatch(p, b, push, gr[0], gr[1]);
 }
 
+void Ops::add(const Buffer& x, const Buffer& y, int64_t n) {
+  STRATA_CHECK(n >= 1 && x.bytes() >= static_cast<uint64_t>(n) * 4 && y.bytes() >= static_cast<uint64_t>(n) * 4, "GPU add: {} values", n);
+  const Pipeline& p = get("add", 2, 4, false);
+  const uint32_t push[1] = {static_cast<uint32_t>(n)};
+  const BufRange b[2] = {{&x}, {&y}};
+  const auto gr = grid(static_cast<uint64_t>((n + 63) / 64));
+  dev_.dispatch(p, b, push, gr[0], gr[1]);
+}
+
+void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok) {
+  STRATA_CHECK(width >= 1 && n_tok >= 1 && n_tok <= kMaxGroups && src.bytes() >= static_cast<uint64_t>(width * n_tok) * 4 &&
+                   pos.bytes() >= static_cast<uint64_t>(n_tok) * 4,
+               "GPU kv_store: {} rows of {}", n_tok, width);
+  const Pipeline& p = get("kv_store", 3, 12, false);
+  const uint32_t push[3] = {static_cast<uint32_t>(width), static_cast<uint32_t>(n_tok), static_cast<uint32_t>(cache.bytes() / 4 / static_cast<uint64_t>(width))};
+  const BufRange b[3] = {{&src}, {&pos}, {&cache}};
+  dev_.dispatch(p, b, push, static_cast<uint32_t>((width + 63) / 64), static_cast<uint32_t>(n_tok));
+}
+
+void Ops::attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& pos, const Buffer* sinks, const Buffer& out,
+                    const Buffer& scratch, const AttnShape& a, int64_t n_tok) {
+  STRATA_CHECK(a.n_head >= 1 && a.n_head_kv >= 1 && a.n_head % a.n_head_kv == 0 && a.head_dim_k >= 1 && a.head_dim_v >= 1 &&
+                   a.n_keys >= 1 && a.window >= 0,
+               "GPU attention: {} heads over {} KV heads, head sizes {}/{}, {} keys", a.n_head, a.n_head_kv, a.head_dim_k, a.head_dim_v,
+               a.n_keys);
+  STRATA_CHECK(n_tok >= 1 && n_tok <= kMaxGroups && a.n_head <= static_cast<int>(kMaxGroups), "GPU attention: {} tokens", n_tok);
+  const uint64_t nh = static_cast<uint64_t>(a.n_head), nkv = static_cast<uint64_t>(a.n_head_kv), nk = static_cast<uint64_t>(a.n_keys);
+  STRATA_CHECK(q.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_k * 4 && k.bytes() >= nk * nkv * a.head_dim_k * 4 &&
+                   v.bytes() >= nk * nkv * a.head_dim_v * 4 && out.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_v * 4 &&
+                   scratch.bytes() >= static_cast<uint64_t>(n_tok) * nh * nk * 4 && pos.bytes() >= static_cast<uint64_t>(n_tok) * 4 &&
+                   (!sinks || sinks->bytes() >= nh * 4),
+               "GPU attention: a buffer is smaller than {} tokens x {} heads over {} keys need", n_tok, a.n_head, a.n_keys);
+  const Pipeline& p = get("attention", 7, 32, true);
+  struct {
+    uint32_t n_head, n_kv, dk, dv, n_keys, window, has_sink;
+    float scale;
+  } push{static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(a.n_head_kv), static_cast<uint32_t>(a.head_dim_k), static_cast<uint32_t>(a.head_dim_v),
+         static_cast<uint32_t>(a.n_keys), static_cast<uint32_t>(a.window), sinks ? 1u : 0u, a.scale};
+  const BufRange b[7] = {{&q}, {&k}, {&v}, {&pos}, {sinks ? sinks : &q}, {&out}, {&scratch}};
+  dev_.dispatch(p, b, &push, static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(n_tok));
+}
+
 }  // namespace strata::gpu
