@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "gpu/device.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -54,10 +55,17 @@ struct Loaded {
   std::unique_ptr<tok::Tokenizer> tokenizer;
 };
 Loaded load_engine(const ModelOptions& o);
-// --gpu: `none` does nothing; `auto` without a usable discrete GPU prints one line saying why and
-// the run stays on the CPU; `vulkan[:N]` throws when the device cannot be opened (and, until the
-// GPU executor exists, when it can).
-void resolve_gpu(const std::string& spec);
+// --gpu: `none` gives no device; `auto` a discrete GPU or none, printing one line saying why;
+// `vulkan[:N]` the device, or throws naming why it cannot be opened.
+struct GpuChoice {
+  std::unique_ptr<gpu::Device> device;
+  bool is_auto = false;
+};
+GpuChoice resolve_gpu(const std::string& spec);
+// Puts the device's executor under the engine's model (model/vulkan_executor.h). What the
+// executor does not run (the architecture, a weight type, more than one sequence) throws for
+// `vulkan` and, for `auto`, prints one line and leaves the model on the CPU.
+void attach_gpu(GpuChoice g, Engine& eng, int n_seq);
 // A KV cache type by name (f32, f16, q8_0).
 GgmlType cache_type(const std::string& s);
 

@@ -40,7 +40,8 @@ TEST(GpuCli, NoDeviceAutoRunsOnTheCpuVulkanFailsClearly) {
 }
 
 // On this machine's device (lavapipe where there is no GPU): auto runs on the CPU with one line
-// and the tokens of a run without --gpu; vulkan opens the device and stops: no model runs there yet.
+// and the tokens of a run without --gpu; vulkan opens the device and stops at load for an
+// architecture the Vulkan executor does not run (the trained demo model is a qwen3moe).
 TEST(GpuCli, ModelCommandsWithGpuOptions) {
   const std::string run = "run -m " + gpu_tiny_model() + " -p 'In the beginning' -n 6 --temp 0 -c 64";
   auto base = run_cmd(run);
@@ -53,7 +54,7 @@ TEST(GpuCli, ModelCommandsWithGpuOptions) {
   EXPECT_NE(a.err.find("gpu auto: "), std::string::npos) << a.err;
   auto v = run_cmd(run + " --gpu vulkan");
   EXPECT_EQ(v.code, 1);
-  EXPECT_NE(v.err.find("models do not run on the GPU yet"), std::string::npos) << v.err;
+  EXPECT_NE(v.err.find("not qwen3moe"), std::string::npos) << v.err;
   auto bad = run_cmd(run + " --gpu cuda");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--gpu: 'cuda'"), std::string::npos) << bad.err;

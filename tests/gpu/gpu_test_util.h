@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
 

@@ -24,7 +24,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"grammar", {"core"}},
       {"synth", {"kernels", "gguf", "core"}},
       {"gpu", {"kernels", "gguf", "core"}},
-      {"model", {"kernels", "experts", "gguf", "core"}},
+      {"model", {"gpu", "kernels", "experts", "gguf", "core"}},
       {"runtime", {"model", "kernels", "experts", "tokenizer", "chat", "grammar", "gguf", "core"}},
       {"server", {"runtime", "model", "kernels", "experts", "tokenizer", "chat", "grammar", "gguf", "core"}},
       {"cli", {"server", "runtime", "model", "kernels", "experts", "tokenizer", "chat", "grammar", "synth", "gpu", "gguf", "core"}},
