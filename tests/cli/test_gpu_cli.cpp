@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
+#include "../fixture_sets.h"
 #include "cli_util.h"
 
 namespace strata::test {
@@ -58,6 +61,22 @@ TEST(GpuCli, ModelCommandsWithGpuOptions) {
   auto bad = run_cmd(run + " --gpu cuda");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--gpu: 'cuda'"), std::string::npos) << bad.err;
+}
+
+// A dense qwen3 golden model: --gpu vulkan runs its layers on the device and writes the CPU's
+// greedy text (the tiny random model's margins are wide: the tolerances never flip a token here).
+TEST(GpuCli, DenseModelRunsOnTheDeviceWithTheCpusText) {
+  const std::string m = std::string(STRATA_FIXTURES_DIR) + "/qwen3-dense-q8_0/model.gguf";
+  if (!std::filesystem::exists(m)) STRATA_MISSING_FIXTURE(m);
+  const std::string run = "run -m " + m + " -p 'Hello world, this is' -n 12 --temp 0 -c 128";
+  auto cpu = run_cmd(run);
+  auto gpu = run_cmd(run + " --gpu vulkan");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  ASSERT_EQ(gpu.code, 0) << gpu.err;
+  EXPECT_NE(gpu.err.find("runs the layers"), std::string::npos) << gpu.err;
+  const auto text = [](const std::string& out) { return out.substr(0, out.find("\n[prompt")); };
+  EXPECT_FALSE(text(cpu.out).empty());
+  EXPECT_EQ(text(gpu.out), text(cpu.out));
 }
 
 TEST(GpuCli, CheckRunsEveryKernelWithinItsBound) {
