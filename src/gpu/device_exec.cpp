@@ -9,6 +9,10 @@
 namespace strata::gpu {
 
 namespace {
+// A wait longer than this is an error (VK_TIMEOUT), not a hang: a device that stops answering
+// fails the pass in flight with a message; a lost device reports VK_ERROR_DEVICE_LOST sooner.
+constexpr uint64_t kFenceTimeoutNs = 600ull * 1000 * 1000 * 1000;
+
 // The barrier after every dispatch and transfer: what was written is visible to what follows.
 void full_barrier(const VkApi& vk, VkCommandBuffer cb) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -99,7 +103,7 @@ void Device::copy_and_wait(VkQueue q, VkCommandBuffer cb, VkFence f, const Buffe
   si.pCommandBuffers = &cb;
   check(vk_.vkQueueSubmit(q, 1, &si, f), "vkQueueSubmit (copy)");
   if (wait) {
-    check(vk_.vkWaitForFences(dev_, 1, &f, VK_TRUE, UINT64_MAX), "vkWaitForFences (copy)");
+    check(vk_.vkWaitForFences(dev_, 1, &f, VK_TRUE, kFenceTimeoutNs), "vkWaitForFences (copy)");
     check(vk_.vkResetFences(dev_, 1, &f), "vkResetFences");
   }
 }
@@ -113,7 +117,7 @@ void Device::upload(const Buffer& dst, uint64_t offset, const void* src, uint64_
   for (uint64_t done = 0; done < bytes; done += half, slot ^= 1) {
     const uint64_t n = std::min(half, bytes - done);
     if (upload_busy_[slot]) {  // the copy that used this half two chunks ago
-      check(vk_.vkWaitForFences(dev_, 1, &upload_fence_[slot], VK_TRUE, UINT64_MAX), "vkWaitForFences (upload)");
+      check(vk_.vkWaitForFences(dev_, 1, &upload_fence_[slot], VK_TRUE, kFenceTimeoutNs), "vkWaitForFences (upload)");
       check(vk_.vkResetFences(dev_, 1, &upload_fence_[slot]), "vkResetFences");
     }
     std::memcpy(static_cast<uint8_t*>(staging_.map_) + slot * half, s + done, n);
@@ -122,7 +126,7 @@ void Device::upload(const Buffer& dst, uint64_t offset, const void* src, uint64_
   }
   for (int i = 0; i < 2; ++i)
     if (upload_busy_[i]) {
-      check(vk_.vkWaitForFences(dev_, 1, &upload_fence_[i], VK_TRUE, UINT64_MAX), "vkWaitForFences (upload)");
+      check(vk_.vkWaitForFences(dev_, 1, &upload_fence_[i], VK_TRUE, kFenceTimeoutNs), "vkWaitForFences (upload)");
       check(vk_.vkResetFences(dev_, 1, &upload_fence_[i]), "vkResetFences");
       upload_busy_[i] = false;
     }
@@ -265,7 +269,7 @@ void Device::submit() {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &compute_cb_;
   check(vk_.vkQueueSubmit(compute_q_, 1, &si, compute_fence_), "vkQueueSubmit (compute)");
-  check(vk_.vkWaitForFences(dev_, 1, &compute_fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences (compute)");
+  check(vk_.vkWaitForFences(dev_, 1, &compute_fence_, VK_TRUE, kFenceTimeoutNs), "vkWaitForFences (compute)");
   check(vk_.vkResetFences(dev_, 1, &compute_fence_), "vkResetFences");
   n_dispatch_ = 0;
 }
