@@ -14,6 +14,7 @@ PKGS=(
   qemu-user-static nlohmann-json3-dev libcli11-dev libfmt-dev liburing-dev libpcre2-dev
   libcpp-httplib-dev libopenblas-dev libutf8proc-dev nodejs
   chromium
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 )
 # tools/train/train_moe.py: Debian's CPU PyTorch, the regex module (the qwen2 pre-tokenizer's \p{L}),
 # and the corpus: the King James Bible (bible-kjv-text, read through the bible program) and fortunes.

@@ -21,5 +21,6 @@ Command add_chat(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_perplexity(CLI::App& app);
+Command add_gpu(CLI::App& app);
 
 }  // namespace strata::cli

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "gpu/device.h"
+#include "model/vulkan_executor.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "runtime/slot_draft.h"
@@ -27,6 +29,9 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--gemm", o.gemm,
                   "Products of >= 128 tokens: int8 (default, llama.cpp's arithmetic) or blas (OpenBLAS sgemm on "
                   "dequantized weights; not bit-identical to llama.cpp)");
+  sub->add_option("--gpu", o.gpu,
+                  "GPU: none (default), auto (a discrete GPU when there is one, else the CPU with a note), vulkan, vulkan:N "
+                  "(strata gpu lists them); the dense llama and qwen3 architectures run their layers there, one sequence");
   sub->add_option("--ram-budget", o.ram_budget, "Hard memory budget (e.g. 64G, 6G, 512M): dense weights, KV and scratch first, the rest caches experts");
   sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
   sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
@@ -76,10 +81,35 @@ std::unique_ptr<Engine> load_draft_for(ModelOptions& o, const std::string& draft
   return eng;
 }
 
+GpuChoice resolve_gpu(const std::string& spec) {
+  GpuChoice g;
+  const gpu::GpuRequest req = gpu::parse_gpu_option(spec);
+  if (req.kind == gpu::GpuRequest::Kind::None) return g;
+  g.is_auto = req.kind == gpu::GpuRequest::Kind::Auto;
+  gpu::GpuSelection sel = gpu::select_gpu(req);
+  if (!sel.device) std::fprintf(stderr, "%s\n", sel.note.c_str());
+  g.device = std::move(sel.device);
+  return g;
+}
+
+void attach_gpu(GpuChoice g, Engine& eng, int n_seq) {
+  if (!g.device) return;
+  const std::string dev = g.device->info().summary();
+  try {
+    STRATA_CHECK(n_seq == 1, "--gpu vulkan: the Vulkan executor runs one sequence so far ({} slots asked for)", n_seq);
+    eng.model().set_executor(make_vulkan_executor(std::move(g.device), eng.model(), eng.kv().n_ctx()));
+    std::fprintf(stderr, "gpu: %s runs the layers\n", dev.c_str());
+  } catch (const Error& e) {
+    if (!g.is_auto) throw;
+    std::fprintf(stderr, "gpu auto: %s; running on the CPU\n", e.what());
+  }
+}
+
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
   install_interrupt_handler();
+  GpuChoice gpu = resolve_gpu(o.gpu);  // a loader or device problem of --gpu vulkan fails before the model loads
   Loaded l;
   auto model = Model::load(o.path);
   const uint64_t heap0 = heap_in_use();
@@ -113,6 +143,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.vocab_bytes = heap1 > heap0 ? heap1 - heap0 : 0;
   eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
+  attach_gpu(std::move(gpu), *l.engine, o.n_seq);
   return l;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "gpu/device.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +23,7 @@ struct ModelOptions {
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string isa = "auto";
   std::string gemm = "int8";  // prompt-size products: int8 (llama.cpp's arithmetic) or blas
+  std::string gpu = "none";   // --gpu auto|none|vulkan[:N] (gpu/device.h)
   // Expert tier
   std::string ram_budget;
   int64_t cache_experts = 0;
@@ -60,6 +62,17 @@ struct Loaded {
   std::unique_ptr<tok::Tokenizer> tokenizer;
 };
 Loaded load_engine(const ModelOptions& o);
+// --gpu: `none` gives no device; `auto` a discrete GPU or none, printing one line saying why;
+// `vulkan[:N]` the device, or throws naming why it cannot be opened.
+struct GpuChoice {
+  std::unique_ptr<gpu::Device> device;
+  bool is_auto = false;
+};
+GpuChoice resolve_gpu(const std::string& spec);
+// Puts the device's executor under the engine's model (model/vulkan_executor.h). What the
+// executor does not run (the architecture, a weight type, more than one sequence) throws for
+// `vulkan` and, for `auto`, prints one line and leaves the model on the CPU.
+void attach_gpu(GpuChoice g, Engine& eng, int n_seq);
 // A KV cache type by name (f32, f16, q8_0).
 GgmlType cache_type(const std::string& s);
 

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "gguf/gguf_names.h"
 #include "kernels/quants.h"
+#include "model/executor.h"
 #include "model/forward.h"
 
 namespace strata {
@@ -210,8 +211,14 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   hidden_rows_ = b.n;  // st.x: the final hidden rows, before the output norm
 }
 
+void Model::set_executor(std::unique_ptr<LayerExecutor> e) { exec_ = std::move(e); }
+
 void Model::run_layers(FwdCtx& c) {
   if (layer_s_.size() != cfg_.layers.size()) layer_s_.assign(cfg_.layers.size(), 0.0);
+  if (exec_) {  // a device runs them (model/executor.h); below, the CPU
+    exec_->run_layers(c);
+    return;
+  }
   if (arch_->run_layers) {
     arch_->run_layers(c);
     return;

@@ -58,6 +58,7 @@ struct TensorObserver {
 };
 
 class Model;
+class LayerExecutor;  // model/executor.h
 
 // One architecture: reads its config from metadata and binds its weights. run_layers, when
 // set, replaces the standard pre-norm residual loop (embedding -> layers): it must leave the
@@ -147,6 +148,10 @@ class Model {
 
   struct State;  // scratch buffers (model.cpp)
 
+  // The device that runs the layers (model/executor.h); null: the CPU (the default).
+  void set_executor(std::unique_ptr<LayerExecutor> e);
+  const LayerExecutor* executor() const { return exec_.get(); }
+
  private:
   void run_layers(struct FwdCtx& c);
   Model() = default;
@@ -163,6 +168,7 @@ class Model {
   std::vector<double> layer_s_;
   uint64_t head_rows_ = 0;
   std::unique_ptr<State> st_;
+  std::unique_ptr<LayerExecutor> exec_;
   int hidden_rows_ = 0;   // trunk hidden rows in the scratch (last forward)
   int nextn_rows_ = 0;    // NextN output rows in the scratch (last forward_nextn)
   // Per NextN block: a one-layer configuration and weights the shared blocks run (empty when the

@@ -23,10 +23,11 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"chat", {"gguf", "core"}},
       {"grammar", {"core"}},
       {"synth", {"kernels", "gguf", "core"}},
-      {"model", {"kernels", "experts", "gguf", "core"}},
+      {"gpu", {"kernels", "gguf", "core"}},
+      {"model", {"gpu", "kernels", "experts", "gguf", "core"}},
       {"runtime", {"model", "kernels", "experts", "tokenizer", "chat", "grammar", "gguf", "core"}},
       {"server", {"runtime", "model", "kernels", "experts", "tokenizer", "chat", "grammar", "gguf", "core"}},
-      {"cli", {"server", "runtime", "model", "kernels", "experts", "tokenizer", "chat", "grammar", "synth", "gguf", "core"}},
+      {"cli", {"server", "runtime", "model", "kernels", "experts", "tokenizer", "chat", "grammar", "synth", "gpu", "gguf", "core"}},
   };
   return m;
 }

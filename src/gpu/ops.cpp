@@ -1,0 +1,189 @@
+#include "gpu/ops.h"
+
+#include <algorithm>
+#include <array>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "gpu/shaders.h"
+
+namespace strata::gpu {
+
+namespace {
+constexpr GgmlType kMatvecTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,   GgmlType::Q8_0, GgmlType::Q4_K,
+                                     GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
+constexpr uint32_t kMaxGroups = 65535;  // per grid dimension (the minimum every device offers)
+
+// Grid for `n` workgroups along x, overflowing into y (the shaders rebuild the index).
+std::array<uint32_t, 2> grid(uint64_t n) {
+  const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(n, kMaxGroups));
+  const uint32_t gy = static_cast<uint32_t>((n + kMaxGroups - 1) / kMaxGroups);
+  return {gx, gy};
+}
+}  // namespace
+
+bool matvec_supported(GgmlType t) { return std::find(std::begin(kMatvecTypes), std::end(kMatvecTypes), t) != std::end(kMatvecTypes); }
+
+std::string matvec_supported_list() {
+  std::string s;
+  for (GgmlType t : kMatvecTypes) s += std::string(s.empty() ? "" : ", ") + ggml_type_name(t);
+  return s;
+}
+
+DeviceMatrix upload_matrix(Device& dev, const QMatrix& w, std::string_view name) {
+  if (!matvec_supported(w.type))
+    fail("GPU: tensor {} is {}, which the Vulkan kernels do not run yet (they run {})", name, ggml_type_name(w.type), matvec_supported_list());
+  const int block = ggml_info(w.type).block_size;
+  STRATA_CHECK(w.rows > 0 && w.cols > 0 && w.cols % block == 0, "GPU: tensor {} has {} x {} values ({} needs columns in blocks of {})", name,
+               w.rows, w.cols, ggml_type_name(w.type), block);
+  DeviceMatrix m;
+  m.name = std::string(name);
+  m.type = w.type;
+  m.rows = w.rows;
+  m.cols = w.cols;
+  m.row_bytes = ggml_row_size(w.type, static_cast<uint64_t>(w.cols));
+  STRATA_CHECK(m.row_bytes <= dev.max_range(), "GPU: one row of tensor {} is {}, more than the device's storage range {}", name,
+               format_bytes(m.row_bytes), format_bytes(dev.max_range()));
+  STRATA_CHECK(w.row_stride_bytes >= m.row_bytes, "GPU: tensor {}: row stride {} below the row size {}", name, w.row_stride_bytes, m.row_bytes);
+  // Byte offsets in the shaders are 32-bit: a part also stays below 4 GiB.
+  const uint64_t range = std::min<uint64_t>(dev.max_range(), 0xFFFFFFF0ull);
+  m.rows_per_part = static_cast<int64_t>(std::min<uint64_t>(range / m.row_bytes, static_cast<uint64_t>(w.rows)));
+  std::vector<uint8_t> packed;
+  for (int64_t r0 = 0; r0 < w.rows; r0 += m.rows_per_part) {
+    const int64_t n = std::min(m.rows_per_part, w.rows - r0);
+    const uint64_t bytes = static_cast<uint64_t>(n) * m.row_bytes;
+    Buffer b = dev.alloc(bytes, fmt::format("{} (rows {}..{})", name, r0, r0 + n));
+    if (w.row_stride_bytes == m.row_bytes) {
+      dev.upload(b, 0, w.row(r0), bytes);
+    } else {
+      packed.resize(bytes);
+      for (int64_t r = 0; r < n; ++r) std::copy_n(w.row(r0 + r), m.row_bytes, packed.data() + r * m.row_bytes);
+      dev.upload(b, 0, packed.data(), bytes);
+    }
+    m.parts.push_back(std::move(b));
+  }
+  return m;
+}
+
+Buffer upload_f32(Device& dev, const float* x, int64_t n, std::string_view name) {
+  Buffer b = dev.alloc(static_cast<uint64_t>(n) * 4, name);
+  if (x) dev.upload(b, 0, x, static_cast<uint64_t>(n) * 4);
+  return b;
+}
+
+void download_f32(Device& dev, const Buffer& b, float* x, int64_t n) { dev.download(b, 0, x, static_cast<uint64_t>(n) * 4); }
+
+Ops::Ops(Device& dev) : dev_(dev) {
+  // 64 threads, or fewer where a device offers fewer (every device Strata opens has 256).
+  wg_ = std::min<uint32_t>(64, dev.info().max_invocations);
+}
+
+const Pipeline& Ops::get(std::string_view name, uint32_t n_buffers, uint32_t push_bytes, bool wg_spec) {
+  const uint32_t spec[1] = {wg_};
+  return dev_.pipeline(name, shader_spirv(name), n_buffers, push_bytes, wg_spec ? std::span<const uint32_t>(spec) : std::span<const uint32_t>());
+}
+
+void Ops::matvec(const DeviceMatrix& w, const Buffer& x, int64_t n_tok, const Buffer& y) {
+  STRATA_CHECK(n_tok >= 1 && n_tok <= kMaxGroups, "GPU matvec {}: {} tokens (1..{})", w.name, n_tok, kMaxGroups);
+  STRATA_CHECK(x.bytes() >= static_cast<uint64_t>(n_tok * w.cols) * 4, "GPU matvec {}: x holds {} bytes, {} tokens of {} need more", w.name,
+               x.bytes(), n_tok, w.cols);
+  STRATA_CHECK(y.bytes() >= static_cast<uint64_t>(n_tok * w.rows) * 4, "GPU matvec {}: y holds {} bytes, {} tokens of {} rows need more",
+               w.name, y.bytes(), n_tok, w.rows);
+  std::string name = std::string("matvec_") + ggml_type_name(w.type);
+  const Pipeline& p = get(name, 3, 6 * 4, true);
+  for (size_t part = 0; part < w.parts.size(); ++part) {
+    const int64_t r0 = static_cast<int64_t>(part) * w.rows_per_part;
+    const int64_t rows = std::min(w.rows_per_part, w.rows - r0);
+    const uint32_t push[6] = {static_cast<uint32_t>(w.cols), static_cast<uint32_t>(rows), static_cast<uint32_t>(w.row_bytes),
+                              static_cast<uint32_t>(w.cols), static_cast<uint32_t>(r0), static_cast<uint32_t>(w.rows)};
+    const BufRange b[3] = {{&w.parts[part]}, {&x}, {&y}};
+    const auto g = grid(static_cast<uint64_t>(rows));
+    dev_.dispatch(p, b, push, g[0], g[1], static_cast<uint32_t>(n_tok));
+  }
+}
+
+void Ops::rmsnorm(const Buffer& x, const Buffer* w, const Buffer& y, int64_t n, int64_t rows, float eps) {
+  STRATA_CHECK(rows >= 1 && rows <= kMaxGroups && n >= 1, "GPU rmsnorm: {} rows of {}", rows, n);
+  const Pipeline& p = get("rmsnorm", 3, 12, true);
+  struct {
+    uint32_t n, has_w;
+    float eps;
+  } push{static_cast<uint32_t>(n), w ? 1u : 0u, eps};
+  const BufRange b[3] = {{&x}, {w ? w : &x}, {&y}};
+  dev_.dispatch(p, b, &push, static_cast<uint32_t>(rows));
+}
+
+void Ops::rope(const Buffer& x, const Buffer& cs, int head_dim, int n_heads, int n_dims, bool neox, int64_t n_tok) {
+  STRATA_CHECK(n_dims > 0 && n_dims % 2 == 0 && n_dims <= head_dim && n_heads >= 1 && n_tok >= 1 && n_tok <= kMaxGroups,
+               "GPU rope: {} rotated of {} per head, {} heads, {} tokens", n_dims, head_dim, n_heads, n_tok);
+  const Pipeline& p = get("rope", 2, 20, false);
+  const uint32_t push[5] = {static_cast<uint32_t>(head_dim), static_cast<uint32_t>(n_heads), static_cast<uint32_t>(n_dims), neox ? 1u : 0u,
+                            static_cast<uint32_t>(n_tok)};
+  const BufRange b[2] = {{&x}, {&cs}};
+  dev_.dispatch(p, b, push, static_cast<uint32_t>((n_dims / 2 + 63) / 64), static_cast<uint32_t>(n_heads), static_cast<uint32_t>(n_tok));
+}
+
+void Ops::softmax(const Buffer& x, int64_t n, int64_t rows, float scale, const float* sink) {
+  STRATA_CHECK(rows >= 1 && rows <= kMaxGroups && n >= 1, "GPU softmax: {} rows of {}", rows, n);
+  const Pipeline& p = get("softmax", 1, 16, true);
+  struct {
+    uint32_t n;
+    float scale;
+    uint32_t has_sink;
+    float sink;
+  } push{static_cast<uint32_t>(n), scale, sink ? 1u : 0u, sink ? *sink : 0.0f};
+  const BufRange b[1] = {{&x}};
+  dev_.dispatch(p, b, &push, static_cast<uint32_t>(rows));
+}
+
+void Ops::swiglu(const Buffer& g, const Buffer& u, const Buffer& out, int64_t n) {
+  const Pipeline& p = get("swiglu", 3, 4, false);
+  const uint32_t push[1] = {static_cast<uint32_t>(n)};
+  const BufRange b[3] = {{&g}, {&u}, {&out}};
+  const auto gr = grid(static_cast<uint64_t>((n + 63) / 64));
+  dev_.dispatch(p, b, push, gr[0], gr[1]);
+}
+
+void Ops::add(const Buffer& x, const Buffer& y, int64_t n) {
+  STRATA_CHECK(n >= 1 && x.bytes() >= static_cast<uint64_t>(n) * 4 && y.bytes() >= static_cast<uint64_t>(n) * 4, "GPU add: {} values", n);
+  const Pipeline& p = get("add", 2, 4, false);
+  const uint32_t push[1] = {static_cast<uint32_t>(n)};
+  const BufRange b[2] = {{&x}, {&y}};
+  const auto gr = grid(static_cast<uint64_t>((n + 63) / 64));
+  dev_.dispatch(p, b, push, gr[0], gr[1]);
+}
+
+void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok) {
+  STRATA_CHECK(width >= 1 && n_tok >= 1 && n_tok <= kMaxGroups && src.bytes() >= static_cast<uint64_t>(width * n_tok) * 4 &&
+                   pos.bytes() >= static_cast<uint64_t>(n_tok) * 4,
+               "GPU kv_store: {} rows of {}", n_tok, width);
+  const Pipeline& p = get("kv_store", 3, 12, false);
+  const uint32_t push[3] = {static_cast<uint32_t>(width), static_cast<uint32_t>(n_tok), static_cast<uint32_t>(cache.bytes() / 4 / static_cast<uint64_t>(width))};
+  const BufRange b[3] = {{&src}, {&pos}, {&cache}};
+  dev_.dispatch(p, b, push, static_cast<uint32_t>((width + 63) / 64), static_cast<uint32_t>(n_tok));
+}
+
+void Ops::attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& pos, const Buffer* sinks, const Buffer& out,
+                    const Buffer& scratch, const AttnShape& a, int64_t n_tok) {
+  STRATA_CHECK(a.n_head >= 1 && a.n_head_kv >= 1 && a.n_head % a.n_head_kv == 0 && a.head_dim_k >= 1 && a.head_dim_v >= 1 &&
+                   a.n_keys >= 1 && a.window >= 0,
+               "GPU attention: {} heads over {} KV heads, head sizes {}/{}, {} keys", a.n_head, a.n_head_kv, a.head_dim_k, a.head_dim_v,
+               a.n_keys);
+  STRATA_CHECK(n_tok >= 1 && n_tok <= kMaxGroups && a.n_head <= static_cast<int>(kMaxGroups), "GPU attention: {} tokens", n_tok);
+  const uint64_t nh = static_cast<uint64_t>(a.n_head), nkv = static_cast<uint64_t>(a.n_head_kv), nk = static_cast<uint64_t>(a.n_keys);
+  STRATA_CHECK(q.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_k * 4 && k.bytes() >= nk * nkv * a.head_dim_k * 4 &&
+                   v.bytes() >= nk * nkv * a.head_dim_v * 4 && out.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_v * 4 &&
+                   scratch.bytes() >= static_cast<uint64_t>(n_tok) * nh * nk * 4 && pos.bytes() >= static_cast<uint64_t>(n_tok) * 4 &&
+                   (!sinks || sinks->bytes() >= nh * 4),
+               "GPU attention: a buffer is smaller than {} tokens x {} heads over {} keys need", n_tok, a.n_head, a.n_keys);
+  const Pipeline& p = get("attention", 7, 32, true);
+  struct {
+    uint32_t n_head, n_kv, dk, dv, n_keys, window, has_sink;
+    float scale;
+  } push{static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(a.n_head_kv), static_cast<uint32_t>(a.head_dim_k), static_cast<uint32_t>(a.head_dim_v),
+         static_cast<uint32_t>(a.n_keys), static_cast<uint32_t>(a.window), sinks ? 1u : 0u, a.scale};
+  const BufRange b[7] = {{&q}, {&k}, {&v}, {&pos}, {sinks ? sinks : &q}, {&out}, {&scratch}};
+  dev_.dispatch(p, b, &push, static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(n_tok));
+}
+
+}  // namespace strata::gpu

@@ -1,0 +1,78 @@
+#pragma once
+// The kernels of the GPU tier on a Device: matrix-vector products over weights of the supported
+// types, RMSNorm, RoPE, softmax and SwiGLU on f32 activations in device buffers. Each call
+// records dispatches into the device's command stream; Device::submit() (or a download) runs them.
+// Checked against the CPU kernels on lavapipe (tests/gpu): normalized error per type.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+#include "gguf/qmatrix.h"
+#include "gpu/device.h"
+
+namespace strata::gpu {
+
+// Weight types matvec runs: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4.
+bool matvec_supported(GgmlType t);
+std::string matvec_supported_list();  // "f32, f16, ..." for errors
+
+// A weight matrix in device memory, its rows split into parts of at most Device::max_range()
+// bytes (one binding each); row r lives in part r / rows_per_part.
+struct DeviceMatrix {
+  std::string name;  // the tensor's name, for errors
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0, cols = 0;
+  uint64_t row_bytes = 0;     // ggml_row_size(type, cols): rows are packed on the device
+  int64_t rows_per_part = 0;
+  std::vector<Buffer> parts;  // [ceil(rows / rows_per_part)]
+};
+// Uploads `w` (rows packed, any row stride on the host). Throws strata::Error naming `name` for a
+// type matvec does not run, or one row larger than the storage range.
+DeviceMatrix upload_matrix(Device& dev, const QMatrix& w, std::string_view name);
+
+// An f32 tensor in device memory (activations, norm weights, rope tables).
+Buffer upload_f32(Device& dev, const float* x, int64_t n, std::string_view name);
+void download_f32(Device& dev, const Buffer& b, float* x, int64_t n);
+
+// Causal grouped-query attention of one sequence (ops.attention).
+struct AttnShape {
+  int n_head = 0, n_head_kv = 0;  // n_head a multiple of n_head_kv
+  int head_dim_k = 0, head_dim_v = 0;
+  int n_keys = 0;                 // KV rows bound (positions 0..n_keys-1); every pos[t] < n_keys
+  int window = 0;                 // sliding window (keys pos - window < j <= pos); 0: none
+  float scale = 1.0f;             // on q . k
+};
+
+class Ops {
+ public:
+  explicit Ops(Device& dev);
+  Device& device() { return dev_; }
+  // y [n_tok, w.rows] = x [n_tok, w.cols] * W^T.
+  void matvec(const DeviceMatrix& w, const Buffer& x, int64_t n_tok, const Buffer& y);
+  // y [rows, n] = rmsnorm(x [rows, n]) * w [n] (w may be null: no weight). y may be x.
+  void rmsnorm(const Buffer& x, const Buffer* w, const Buffer& y, int64_t n, int64_t rows, float eps);
+  // In place on x [n_tok, n_heads, head_dim]; cs [n_tok, n_dims]: rope_cache of each token's position.
+  void rope(const Buffer& x, const Buffer& cs, int head_dim, int n_heads, int n_dims, bool neox, int64_t n_tok);
+  // In place on x [rows, n]: softmax(x * scale), with an optional sink logit per call.
+  void softmax(const Buffer& x, int64_t n, int64_t rows, float scale, const float* sink = nullptr);
+  // out [n] = silu(g) * u.
+  void swiglu(const Buffer& g, const Buffer& u, const Buffer& out, int64_t n);
+  // x [n] += y [n].
+  void add(const Buffer& x, const Buffer& y, int64_t n);
+  // KV rows by position: cache[pos[t] * width ..] = src [t, width]; pos: n_tok uint32.
+  void kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok);
+  // out [n_tok, n_head, dv] = softmax(scale q K^T) V for token t over keys 0..pos[t] (within the
+  // window); q [n_tok, n_head, dk]; k [n_keys, n_kv, dk], v [n_keys, n_kv, dv]; sinks: [n_head]
+  // logits that join each head's softmax, or null; scratch: at least n_tok * n_head * n_keys floats.
+  void attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& pos, const Buffer* sinks, const Buffer& out,
+                 const Buffer& scratch, const AttnShape& a, int64_t n_tok);
+
+ private:
+  const Pipeline& get(std::string_view name, uint32_t n_buffers, uint32_t push_bytes, bool wg_spec);
+  Device& dev_;
+  uint32_t wg_ = 64;  // threads per workgroup of the reducing shaders
+};
+
+}  // namespace strata::gpu

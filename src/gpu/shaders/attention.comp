@@ -1,0 +1,75 @@
+#version 450
+// Causal grouped-query attention of one sequence, one workgroup per (head, token):
+//   s_j = scale * q . K[j]   for keys j <= pos[t] (and j > pos[t] - window when window > 0)
+//   p = softmax(s) (an optional sink logit per head joins the sum), out = sum_j p_j V[j]
+// q [n_tok, n_head, dk]; K [n_keys, n_kv, dk], V [n_keys, n_kv, dv] (rows by position); head h
+// reads KV head h / (n_head / n_kv). The scores go through scratch [n_tok, n_head, n_keys].
+layout(constant_id = 0) const uint WG = 64;
+layout(local_size_x_id = 0) in;
+layout(std430, binding = 0) readonly buffer Qt { float q[]; };
+layout(std430, binding = 1) readonly buffer Kt { float kc[]; };
+layout(std430, binding = 2) readonly buffer Vt { float vc[]; };
+layout(std430, binding = 3) readonly buffer Pt { uint pos[]; };
+layout(std430, binding = 4) readonly buffer St { float sinks[]; };
+layout(std430, binding = 5) writeonly buffer Ot { float o[]; };
+layout(std430, binding = 6) buffer Wt { float sc[]; };
+layout(push_constant) uniform Push {
+  uint n_head, n_kv, dk, dv;
+  uint n_keys;    // rows of K and V bound (and of a scratch row)
+  uint window;    // 0: full causal attention
+  uint has_sink;  // 0: binding 4 is not read
+  float scale;
+} pc;
+shared float red[WG];
+
+float reduce(float v, bool is_max) {
+  const uint tid = gl_LocalInvocationID.x;
+  red[tid] = v;
+  barrier();
+  for (uint k = WG >> 1; k > 0u; k >>= 1) {
+    if (tid < k) red[tid] = is_max ? max(red[tid], red[tid + k]) : red[tid] + red[tid + k];
+    barrier();
+  }
+  const float r = red[0];
+  barrier();
+  return r;
+}
+
+void main() {
+  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint kvh = h / (pc.n_head / pc.n_kv);
+  const uint p = pos[t];
+  const uint last = min(p, pc.n_keys - 1u);
+  const uint first = (pc.window > 0u && p + 1u > pc.window) ? p + 1u - pc.window : 0u;
+  const uint qb = (t * pc.n_head + h) * pc.dk;
+  const uint sb = (t * pc.n_head + h) * pc.n_keys;
+  const float ninf = uintBitsToFloat(0xFF800000u);
+  float m = ninf;
+  for (uint j = first + tid; j <= last; j += WG) {
+    const uint kb = (j * pc.n_kv + kvh) * pc.dk;
+    float s = 0.0;
+    for (uint d = 0u; d < pc.dk; ++d) s += q[qb + d] * kc[kb + d];
+    s *= pc.scale;
+    sc[sb + j] = s;
+    m = max(m, s);
+  }
+  m = reduce(m, true);
+  if (pc.has_sink != 0u) m = max(m, sinks[h]);
+  float sum = 0.0;
+  for (uint j = first + tid; j <= last; j += WG) {
+    const float e = exp(sc[sb + j] - m);
+    sc[sb + j] = e;
+    sum += e;
+  }
+  sum = reduce(sum, false);
+  if (pc.has_sink != 0u) sum += exp(sinks[h] - m);
+  memoryBarrierBuffer();
+  barrier();
+  const float inv = sum > 0.0 ? 1.0 / sum : 0.0;
+  const uint ob = (t * pc.n_head + h) * pc.dv;
+  for (uint d = tid; d < pc.dv; d += WG) {
+    float acc = 0.0;
+    for (uint j = first; j <= last; ++j) acc += sc[sb + j] * vc[(j * pc.n_kv + kvh) * pc.dv + d];
+    o[ob + d] = acc * inv;
+  }
+}
