@@ -1,6 +1,7 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 
 #include "core/error.h"
@@ -27,6 +28,8 @@ int32_t Sampler::argmax(const float* logits, int n) {
 
 void Sampler::penalize(const float* logits, const std::vector<int32_t>& history) {
   std::copy(logits, logits + n_vocab_, work_.begin());
+  for (const auto& [t, b] : p_.logit_bias)
+    if (t >= 0 && t < n_vocab_) work_[t] = b <= -100.0f ? -std::numeric_limits<float>::infinity() : work_[t] + b;
   const bool penalize = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
   if (!penalize || history.empty()) return;
   const size_t n = history.size(), from = p_.repeat_last_n < 0 ? 0 : n - std::min<size_t>(n, static_cast<size_t>(p_.repeat_last_n));

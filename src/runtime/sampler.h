@@ -3,6 +3,7 @@
 // top-p, min-p, and repetition / presence / frequency penalties; deterministic for a seed.
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -17,6 +18,9 @@ struct SamplerParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = 0xC0FFEE;
+  // Added to a token's logit before penalties and sampling (and after a grammar's mask); -100 (or
+  // less) bans the token (its logit becomes -inf). OpenAI's logit_bias.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 class Sampler {

@@ -104,6 +104,39 @@ void parse_logprobs(const Json& j, bool chat, CommonParams& p) {
   }
 }
 
+// OpenAI's logit_bias: {"token id": bias in -100..100}; llama.cpp's [[id, bias], ...] too. Ids are
+// checked against the vocabulary when the request is prepared (request_core.cpp).
+void parse_logit_bias(const Json& j, SamplerParams& sp) {
+  const Json* lb = field(j, "logit_bias");
+  if (!lb || lb->is_null()) return;
+  if (lb->size() > kMaxLogitBias) throw bad_request(fmt::format("'logit_bias' has {} entries; at most {}", lb->size(), kMaxLogitBias), "logit_bias", "invalid_value");
+  auto add = [&](const std::string& key, const Json& v) {
+    if (!v.is_number()) throw bad_request(fmt::format("'logit_bias' of token {} must be a number", key), "logit_bias", "invalid_type");
+    const double b = v.get<double>();
+    if (!(b >= -100.0 && b <= 100.0)) throw bad_request(fmt::format("'logit_bias' of token {} must be in -100..100 (got {})", key, b), "logit_bias", "invalid_value");
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size() || id < 0 || id > INT32_MAX)
+      throw bad_request(fmt::format("'logit_bias' key '{}' is not a token id", key), "logit_bias", "invalid_value");
+    sp.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  };
+  if (lb->is_object()) {
+    for (const auto& [k, v] : lb->items()) add(k, v);
+  } else if (lb->is_array()) {
+    for (const Json& e : *lb) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer()) throw wrong_type("logit_bias", "an object of token ids, or [[id, bias], ...]");
+      add(std::to_string(e[0].get<long long>()), e[1]);
+    }
+  } else {
+    throw wrong_type("logit_bias", "an object of token ids");
+  }
+}
+
 }  // namespace
 
 CommonParams parse_common(const Json& j, const SamplerParams& defaults, bool chat) {
@@ -143,6 +176,7 @@ CommonParams parse_common(const Json& j, const SamplerParams& defaults, bool cha
   if (auto v = opt_number(j, "min_p", 0.0, 1.0)) p.sampling.min_p = static_cast<float>(*v);
   if (auto v = opt_number(j, "repeat_penalty", 0.0, 10.0)) p.sampling.repeat_penalty = static_cast<float>(*v);
   p.ignore_eos = opt_boolean(j, "ignore_eos").value_or(false);
+  parse_logit_bias(j, p.sampling);
   if (auto v = opt_integer(j, "speculative.n_max", 0, kMaxDraft)) p.draft_max = static_cast<int>(*v);
   if (auto v = opt_integer(j, "speculative.n_min", 0, kMaxDraft)) p.draft_min = static_cast<int>(*v);
   if (p.draft_max > 0 && p.draft_min > p.draft_max)  // (n_max 0: off, n_min moot)

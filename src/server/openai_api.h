@@ -61,6 +61,7 @@ struct CommonParams {
   int draft_max = -1, draft_min = -1;
 };
 constexpr int kMaxDraft = 63;
+constexpr size_t kMaxLogitBias = 1024;  // logit_bias entries in a request
 constexpr int kMaxChoices = 8;
 constexpr int kMaxTopLogprobs = 20;
 // `defaults`: the server's sampling settings (request fields override them). `chat` picks the

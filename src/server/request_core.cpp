@@ -100,6 +100,9 @@ std::shared_ptr<CoreRun> start_request(const CoreContext& ctx, const Json& body,
                                   n_ctx, gp.prompt.size()),
                       param, "context_length_exceeded");
   gp.sampling = common.sampling;
+  const int n_logits = ctx.sched->n_vocab();
+  for (const auto& [t, b] : gp.sampling.logit_bias)
+    if (t >= n_logits) throw bad_request(fmt::format("'logit_bias' names token {}; the vocabulary has {} (0..{})", t, n_logits, n_logits - 1), "logit_bias", "invalid_value");
   gp.max_tokens = common.max_tokens;
   gp.stop = common.stop;
   gp.ignore_eos = common.ignore_eos;

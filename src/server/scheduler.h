@@ -201,6 +201,7 @@ class Scheduler {
   bool submit(const std::vector<std::shared_ptr<GenRequest>>& rs);
   SchedulerStats stats() const;
   int n_ctx() const { return eng_.options().n_ctx; }
+  int n_vocab() const { return eng_.config().n_vocab; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
   // Speculation for requests that do not set it: drafts per pass at most (0: none, also when there
   // is no draft source or the architecture cannot cut rows back), and the fewest that make a pass.
