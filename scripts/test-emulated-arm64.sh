@@ -23,6 +23,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 model=$root/models/strata-moe-tiny/model.gguf
 QEMU=${QEMU:-qemu-aarch64-static}
 fail() { echo "FAIL [arm64 $cpu]: $*" >&2; exit 1; }
+. "$(dirname "$0")/emulated-tokens.sh"
 command -v "$QEMU" >/dev/null || fail "$QEMU not found (Debian package qemu-user-static; scripts/install-deps.sh installs it)"
 for f in "$tests" "$strata"; do
   [ -x "$f" ] || fail "$f: no ARM64 binary (make build-arm64 cross-builds it; scripts/install-deps.sh installs the toolchain)"
@@ -71,12 +72,5 @@ else
 fi
 
 # 4. The trained model: the same greedy tokens as the native x86-64 run.
-run_tokens() {
-  "$@" run -m "$model" -p "And God said unto Moses," -n 8 --temp 0 -c 128 --json 2>/dev/null |
-    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s.trim().split("\n").pop()).tokens.join(" ")))'
-}
-native_tokens=$(run_tokens "$native") || fail "native strata run failed"
-emulated=$(run_tokens emu "$strata") || fail "emulated strata run failed"
-[ "$native_tokens" = "$emulated" ] || fail "greedy tokens differ: native x86-64 $native_tokens, ARM64 $emulated"
-echo "ok: greedy tokens on the trained model as native x86-64: $emulated"
+same_greedy_tokens "$native" "$strata" x86-64
 echo "emulated arm64 $cpu: all checks passed"

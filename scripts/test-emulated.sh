@@ -22,6 +22,7 @@ QEMU=${QEMU:-qemu-x86_64-static}
 command -v "$QEMU" >/dev/null || { echo "FAIL: $QEMU not found (Debian package qemu-user-static; scripts/install-deps.sh installs it)" >&2; exit 1; }
 emu() { "$QEMU" -cpu "$cpu" "$@"; }
 fail() { echo "FAIL [$cpu]: $*" >&2; exit 1; }
+. "$(dirname "$0")/emulated-tokens.sh"
 
 # 1. The table and the reason.
 version=$(emu "$strata" --version) || fail "strata --version exited $?"
@@ -56,12 +57,5 @@ for s in $sets; do golden+=":Fixtures/GoldenSuite.MatchesLlamaCpp/$s"; done
 STRATA_EXPECT_ISA=$want emu "$tests" --gtest_filter="$kernels$golden" --gtest_brief=1 || fail "the test subset failed"
 
 # 4. The trained model: the same greedy tokens as the native run.
-run_tokens() {
-  "$@" run -m "$model" -p "And God said unto Moses," -n 8 --temp 0 -c 128 --json 2>/dev/null |
-    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s.trim().split("\n").pop()).tokens.join(" ")))'
-}
-native=$(run_tokens "$strata") || fail "native strata run failed"
-emulated=$(run_tokens emu "$strata") || fail "emulated strata run failed"
-[ "$native" = "$emulated" ] || fail "greedy tokens differ: native $native, emulated $emulated"
-echo "ok: greedy tokens on the trained model as native: $emulated"
+same_greedy_tokens "$strata" "$strata" x86-64
 echo "emulated $cpu: all checks passed"

@@ -25,19 +25,19 @@ std::vector<float> randf(int64_t n, uint32_t seed) {
   return v;
 }
 
-double nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den == 0 ? num : num / den;
-}
-
 constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,   GgmlType::Q8_0, GgmlType::Q4_K,
                                GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
 }  // namespace
+
+double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return den == 0 ? num : num / den;
+}
 
 std::vector<CheckResult> self_check(Device& dev, int64_t rows, int64_t cols, int n_tok) {
   Ops ops(dev);

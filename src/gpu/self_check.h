@@ -22,6 +22,10 @@ struct TransferRates {
   uint64_t bytes = 0;
 };
 
+// Normalized mean squared error, as llama.cpp's test-backend-ops: sum (a - ref)^2 / sum ref^2
+// (the plain sum when ref is all zero). The bound every GPU kernel is held to (here and in tests/gpu).
+double nmse(const std::vector<float>& a, const std::vector<float>& ref);
+
 // rows x cols of each weight type (cols rounded to the type's block).
 std::vector<CheckResult> self_check(Device& dev, int64_t rows, int64_t cols, int n_tok);
 TransferRates transfer_rates(Device& dev, uint64_t bytes);

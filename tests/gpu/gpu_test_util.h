@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
+#include "gpu/self_check.h"
 
 namespace strata::testing {
 
@@ -37,15 +38,7 @@ inline std::vector<float> vk_random_floats(int64_t n, uint32_t seed, float lo = 
   return v;
 }
 
-// sum (a - b)^2 / sum b^2 over the finite pairs (b the reference); 0 when both are all zero.
-inline double vk_nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return den == 0 ? num : num / den;
-}
+// gpu::nmse (test-backend-ops' normalized error), b the reference.
+inline double vk_nmse(const std::vector<float>& a, const std::vector<float>& b) { return gpu::nmse(a, b); }
 
 }  // namespace strata::testing
