@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "core/error.h"
+#include "runtime/decode.h"
 
 namespace strata::cli {
 namespace {
@@ -20,37 +21,38 @@ struct ChatOptions {
   std::string template_file;    // replaces the GGUF's tokenizer.chat_template
   std::string template_kwargs;  // JSON object of extra template variables
   int n_predict = -1;
+  std::vector<std::string> stop;
   SamplerParams sampling;
 };
 
 // One reply: evaluates the conversation's new tokens (the engine keeps the rows it may reuse),
-// then samples until end of turn, the limit, the context's end or Ctrl-C. Returns the reply text.
-std::string reply(Engine& eng, const tok::Tokenizer& tk, Sampler& sampler, const std::vector<int32_t>& toks, int n_predict) {
-  const int n_ctx = eng.options().n_ctx;
+// then the generator (runtime/decode.h, as `strata run`) until end of turn, a stop string, the
+// limit, the context's end or Ctrl-C. Returns the reply text.
+std::string reply(Engine& eng, const tok::Tokenizer& tk, const ChatOptions& o, const std::vector<int32_t>& toks) {
   std::vector<float> logits;
   const double t0 = now_s();
   const int kept = eng.start_prompt(0, toks);
   eng.eval(0, toks.data() + kept, static_cast<int>(toks.size()) - kept, kept, false, logits);
   const double t1 = now_s();
-  tok::StreamDecoder dec(tk);
+  GenerateParams gp;
+  gp.prompt = toks;
+  gp.sampling = o.sampling;
+  gp.max_tokens = o.n_predict;
+  gp.stop = o.stop;
+  Generator gen(&tk, eng.config().n_vocab);
+  gen.start(gp, eng.options().n_ctx);
   std::string text;
-  int n = 0;
-  int pos = static_cast<int>(toks.size());
-  const int limit = n_predict < 0 ? n_ctx - pos : n_predict;
-  std::vector<int32_t> history = toks;
-  while (n < limit && pos < n_ctx && !interrupted()) {
-    const int32_t t = sampler.sample(logits.data(), history);
-    if (tk.is_eog(t)) break;
-    ++n;
-    history.push_back(t);
-    const std::string piece = dec.push(t);
+  DecodeHooks hooks;
+  hooks.go_on = [] { return !interrupted(); };
+  hooks.on_tokens = [&](const Generator&) {
+    const std::string piece = gen.drain_text();
     text += piece;
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
-    eng.eval(0, &t, 1, pos++, false, logits);
-  }
-  text += dec.flush();
+  };
+  decode(eng, 0, gen, logits, nullptr, hooks);
   const double t2 = now_s();
+  const int n = gen.n_generated();
   if (interrupted()) std::fprintf(stderr, "\n[stopped]");
   std::fprintf(stderr, "\n[%zu prompt tokens in %.2f s (%d reused), %d tokens at %.1f tok/s]", toks.size() - kept, t1 - t0, kept, n,
                n > 0 ? n / (t2 - t1) : 0.0);
@@ -77,7 +79,6 @@ int chat(const ChatOptions& o) {
   }
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.emplace_back("system", o.system);
-  Sampler sampler(o.sampling, eng.config().n_vocab);
   std::fprintf(stderr, "strata chat: %s (%s). Ctrl-C stops a reply; /reset, /exit.\n", o.model.path.c_str(), eng.config().arch.c_str());
   std::string line;
   for (;;) {
@@ -111,7 +112,7 @@ int chat(const ChatOptions& o) {
     }
     clear_interrupt();
     try {
-      messages.emplace_back("assistant", reply(eng, tk, sampler, toks, o.n_predict));
+      messages.emplace_back("assistant", reply(eng, tk, o, toks));
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       messages.pop_back();
@@ -132,6 +133,7 @@ Command add_chat(CLI::App& app) {
   sub->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's tokenizer.chat_template");
   sub->add_option("--chat-template-kwargs", o->template_kwargs, "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
   sub->add_option("-n,--n-predict", o->n_predict, "Most tokens per reply (-1: until end of turn or context)");
+  sub->add_option("--stop", o->stop, "End a reply when its text contains this string (not printed); repeatable");
   add_sampling_options(sub, o->sampling);
   return {sub, [o]() { return chat(*o); }};
 }

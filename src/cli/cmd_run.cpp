@@ -17,7 +17,10 @@
 #include "core/error.h"
 #include "kernels/kernel_table.h"
 #include "core/units.h"
+#include "grammar/grammar.h"
+#include "runtime/decode.h"
 #include "runtime/engine.h"
+#include "runtime/generator.h"
 #include "runtime/draft.h"
 #include "runtime/routing_recorder.h"
 #include "runtime/speculative.h"
@@ -32,6 +35,8 @@ struct RunOptions {
   std::string prompt, prompt_file, tokens_file, logits_out;
   int n_predict = 128;
   bool ignore_eos = false;
+  std::vector<std::string> stop;
+  std::string grammar_file, json_schema;
   bool json = false;
   int top_logits = 0;
   bool prof = false;
@@ -108,21 +113,27 @@ struct Generated {
   std::string text;
   double t_first = 0;  // when the first token was sampled
   double t_16 = 0;     // when the 16th was (warm start vs cold: the first tokens' speed)
+  Finish finish = Finish::None;
   std::optional<SpecStats> spec;
 };
 
-// Streams one chosen token; false when generation ends with it.
-bool emit(const tok::Tokenizer& tk, const RunOptions& o, tok::StreamDecoder& dec, int32_t t, int n_predict, Generated& g) {
-  if (g.tokens.empty()) g.t_first = now_s();
-  g.tokens.push_back(t);
-  if (g.tokens.size() == 16) g.t_16 = now_s();
-  const std::string piece = dec.push(t);
-  g.text += piece;
-  if (!o.json) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
+// What the generator is asked for: -n, --ignore-eos, --stop, the sampling options and a grammar
+// (--grammar-file GBNF or --json-schema).
+GenerateParams generate_params(const RunOptions& o, const std::vector<int32_t>& prompt) {
+  GenerateParams gp;
+  gp.prompt = prompt;
+  gp.sampling = o.sampling;
+  gp.max_tokens = o.n_predict;
+  gp.ignore_eos = o.ignore_eos;
+  gp.stop = o.stop;
+  STRATA_CHECK(o.grammar_file.empty() || o.json_schema.empty(), "--grammar-file and --json-schema: give one of them");
+  if (!o.grammar_file.empty()) gp.grammar = grammar::parse_gbnf(read_file_bytes(o.grammar_file));
+  if (!o.json_schema.empty()) {
+    const nlohmann::json schema = nlohmann::json::parse(o.json_schema, nullptr, /*allow_exceptions=*/false);
+    STRATA_CHECK(!schema.is_discarded(), "--json-schema: not JSON: {}", o.json_schema);
+    gp.grammar = grammar::parse_gbnf(grammar::json_schema_to_gbnf(schema));
   }
-  return !(!o.ignore_eos && tk.is_eog(t)) && static_cast<int>(g.tokens.size()) < n_predict;
+  return gp;
 }
 
 // The draft source --draft / -md ask for (nullptr: none, or the architecture cannot rewind).
@@ -141,30 +152,6 @@ std::unique_ptr<DraftSource> make_draft(const RunOptions& o, Engine& eng, const 
   sp.seed ^= 0x5eed5eed5eed5eedULL;  // the draft's own random stream
   if (kind == "mtp") return std::make_unique<MtpDraft>(eng, 0, sp, std::clamp(o.spec.k_max, 1, 2));
   return std::make_unique<ModelDraft>(std::move(draft_eng), sp);
-}
-
-// Speculative generation: one verification pass per step, 1..k+1 tokens each.
-Generated generate_spec(Engine& eng, const tok::Tokenizer& tk, const RunOptions& o, const std::vector<int32_t>& prompt, const float* last,
-                        SpeculativeDecoder& sd, RoutingRecorder* rec) {
-  const int n_ctx = eng.options().n_ctx;
-  tok::StreamDecoder dec(tk);
-  Generated g;
-  const int n_predict = o.n_predict < 0 ? n_ctx - static_cast<int>(prompt.size()) : o.n_predict;
-  std::vector<int32_t> out;
-  bool more = n_predict > 0 && emit(tk, o, dec, sd.begin(prompt, last), n_predict, g);
-  for (uint32_t s = 1; more && !interrupted(); ++s) {
-    if (static_cast<int>(sd.history().size()) > n_ctx) {
-      std::fprintf(stderr, "\n[context full at %d tokens]\n", n_ctx);
-      break;
-    }
-    if (rec) rec->begin(s, Phase::decode);
-    out.clear();
-    sd.step(out);
-    for (size_t i = 0; i < out.size() && more; ++i) more = emit(tk, o, dec, out[i], n_predict, g);
-  }
-  g.text += dec.flush();
-  g.spec = sd.stats();
-  return g;
 }
 
 std::string spec_report(const SpecStats& s, const std::string& kind) {
@@ -222,39 +209,35 @@ nlohmann::json spec_json(const SpecStats& s) {
   return j;
 }
 
-// Samples from the prompt's last logits, then one token per pass until -n, end of generation,
-// the context's end or Ctrl-C; streams the text unless --json.
-Generated generate(Engine& eng, const tok::Tokenizer& tk, const RunOptions& o, const std::vector<int32_t>& prompt, const float* last,
+// The generator's tokens after the prompt (runtime/decode.h: one plain pass per token, or one
+// verification pass per step through `sd`) until -n, end of generation, a stop string, a
+// grammar's end, the context's end or Ctrl-C; streams the text unless --json.
+Generated generate(Engine& eng, Generator& gen, const RunOptions& o, const GenerateParams& gp, const float* last, SpeculativeDecoder* sd,
                    RoutingRecorder* rec) {
-  const int nv = eng.config().n_vocab, n_ctx = eng.options().n_ctx;
-  Sampler sampler(o.sampling, nv);
-  std::vector<int32_t> history = prompt;
-  std::vector<float> logits(last, last + nv);
-  tok::StreamDecoder dec(tk);
+  gen.start(gp, eng.options().n_ctx);
   Generated g;
-  int pos = static_cast<int>(prompt.size());
-  const int n_predict = o.n_predict < 0 ? n_ctx - pos : o.n_predict;
-  for (int s = 0; s < n_predict && !interrupted(); ++s) {
-    const int32_t t = sampler.sample(logits.data(), history);
-    if (s == 0) g.t_first = now_s();
-    g.tokens.push_back(t);
-    if (g.tokens.size() == 16) g.t_16 = now_s();
-    history.push_back(t);
-    const std::string piece = dec.push(t);
+  DecodeHooks hooks;
+  hooks.go_on = [] { return !interrupted(); };
+  hooks.before_pass = [&](int pass) {
+    if (rec) rec->begin(static_cast<uint32_t>(pass), Phase::decode);
+  };
+  hooks.on_tokens = [&](const Generator&) {
+    const int n = gen.n_generated();
+    if (n >= 1 && g.t_first == 0) g.t_first = now_s();
+    if (n >= 16 && g.t_16 == 0) g.t_16 = now_s();
+    const std::string piece = gen.drain_text();
     g.text += piece;
     if (!o.json) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     }
-    if ((!o.ignore_eos && tk.is_eog(t)) || s + 1 == n_predict) break;
-    if (pos >= n_ctx) {
-      std::fprintf(stderr, "\n[context full at %d tokens]\n", pos);
-      break;
-    }
-    if (rec) rec->begin(static_cast<uint32_t>(s), Phase::decode);
-    eng.eval(0, &t, 1, pos++, false, logits);
-  }
-  g.text += dec.flush();
+  };
+  decode(eng, 0, gen, {last, static_cast<size_t>(eng.config().n_vocab)}, sd, hooks);
+  g.tokens.assign(gen.history().begin() + static_cast<std::ptrdiff_t>(gp.prompt.size()), gen.history().end());
+  g.finish = gen.finish();
+  if (gen.finish() == Finish::Length && static_cast<int>(gen.history().size()) > eng.options().n_ctx)
+    std::fprintf(stderr, "\n[context full at %d tokens]\n", eng.options().n_ctx);
+  if (sd) g.spec = sd->stats();
   return g;
 }
 
@@ -299,10 +282,13 @@ int run(const RunOptions& o) {
 
   // Before the prompt: MTP's NextN rows follow the prompt's passes.
   std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk, std::move(draft_eng));
-  // Before the prompt too: the decoder remembers the prompt's routing to predict the drafts'.
-  Sampler spec_sampler(o.sampling, nv);
+  const GenerateParams gp = generate_params(o, prompt);
+  // Before the prompt too: the decoder remembers the prompt's routing to predict the drafts'. It
+  // verifies for `gen`, which generate() starts after the prompt.
+  Generator gen(&tk, nv, gp.grammar ? vocab_index(nv, tk) : nullptr);
   std::optional<SpeculativeDecoder> sd;
-  if (draft) sd.emplace(eng, 0, spec_sampler, draft.get(), o.spec);
+  if (draft && gp.grammar) std::fprintf(stderr, "[speculative decoding off: drafts are not checked against a grammar]\n");
+  if (draft && !gp.grammar) sd.emplace(eng, 0, gen, draft.get(), o.spec);
   std::vector<float> logits;  // the prompt's last row
   const double t0 = now_s();
   const int n_prompt = static_cast<int>(prompt.size());
@@ -323,7 +309,7 @@ int run(const RunOptions& o) {
   if (o.top_logits > 0) j["prompt_topk"] = std::move(prompt_topk);
   prompt_outputs(o, nv, last);
 
-  const Generated g = sd ? generate_spec(eng, tk, o, prompt, last, *sd, rec.get()) : generate(eng, tk, o, prompt, last, rec.get());
+  const Generated g = generate(eng, gen, o, gp, last, sd ? &*sd : nullptr, rec.get());
   const double t2 = now_s(), gen_cpu_s = process_cpu_s() - cpu1;
   const double pp_s = t1 - t0, gen_s = t2 - t1;
   const int n_gen = static_cast<int>(g.tokens.size());
@@ -372,6 +358,9 @@ Command add_run(CLI::App& app) {
   sub->add_option("--tokens-file", o->tokens_file, "Whitespace-separated token ids used verbatim as the prompt");
   sub->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until the context is full)");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-generation tokens");
+  sub->add_option("--stop", o->stop, "Stop when the text contains this string (not printed); repeatable");
+  sub->add_option("--grammar-file", o->grammar_file, "The output follows this GBNF grammar (llama.cpp's dialect); no speculation then");
+  sub->add_option("--json-schema", o->json_schema, "The output is JSON following this JSON Schema (as a grammar); no speculation then");
   sub->add_flag("--json", o->json, "Last stdout line: JSON with prompt_tokens, tokens, text, timings");
   sub->add_option("--logits-out", o->logits_out, "Write the last prompt position's logits (float32 LE)");
   sub->add_option("--top-logits", o->top_logits, "Add prompt_topk (K best [id, logit] per prompt position) to --json");

@@ -98,7 +98,7 @@ int serve(ServeOptions& o) {
   // The grammar index (with the tokenizer, in the plan's vocabulary) and request handling are planned.
   std::shared_ptr<const grammar::VocabIndex> vocab;
   o.model.before_engine = [&](const Model& m, const tok::Tokenizer& tk) {
-    vocab = server::make_vocab_index(m.config().n_vocab, tk);
+    vocab = vocab_index(m.config().n_vocab, tk);
     return srv.request_bytes(m.config().n_vocab, o.parallel);
   };
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler

@@ -44,37 +44,8 @@ class SpeculativeDecoder::ExpertCounter final : public RoutingObserver {
   RoutingObserver* next_ = nullptr;
 };
 
-int32_t spec_accept(Sampler& s, const float* p, const float* q, int32_t x, float* residual, bool& accepted) {
-  const float qx = q ? q[x] : 1.0f;
-  accepted = qx > 0 && s.uniform() * qx < p[x];  // u < p/q, without dividing
-  if (accepted) return x;
-  const int nv = s.n_vocab();
-  bool any = false;
-  for (int i = 0; i < nv; ++i) {
-    const float qi = q ? q[i] : (i == x ? 1.0f : 0.0f);
-    residual[i] = std::max(0.0f, p[i] - qi);
-    any = any || residual[i] > 0;
-  }
-  return s.draw(any ? residual : p);
-}
-
-int32_t spec_choose(Sampler& s, const float* logits, const std::vector<int32_t>& history, int32_t x, const float* q, float* p, float* residual,
-                    bool& accepted) {
-  // A point-mass draft (q null: lookup, greedy drafts): the rule accepts x with probability p(x)
-  // and else draws from p without x, which is drawing t from p and accepting iff t == x. Drawn
-  // as plain sampling draws (one number from the sampler's generator per token), so the output
-  // is plain sampling's for the same seed, token for token, greedy or not.
-  if (s.greedy() || !q) {
-    const int32_t t = s.sample(logits, history);
-    accepted = t == x;
-    return t;
-  }
-  s.probs(logits, history, p);
-  return spec_accept(s, p, q, x, residual, accepted);
-}
-
-SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, DraftSource* draft, const SpecOptions& opt)
-    : eng_(eng), seq_(seq), sampler_(sampler), draft_(draft), opt_(opt), cost_(std::max(0, opt.k_max)) {
+SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Generator& gen, DraftSource* draft, const SpecOptions& opt)
+    : eng_(eng), seq_(seq), gen_(gen), draft_(draft), opt_(opt), cost_(std::max(0, opt.k_max)) {
   cost_.set_k_min(opt.k_min);
   STRATA_CHECK(opt.k_max >= 0 && opt.k_min >= 0, "speculative decoding: draft sizes must be >= 0 (got --draft-max {}, --draft-min {})", opt.k_max,
                opt.k_min);
@@ -88,8 +59,6 @@ SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, D
   stats_.accepted_at.assign(static_cast<size_t>(opt.k_max), 0);
   stats_.k_hist.assign(static_cast<size_t>(opt.k_max) + 1, 0);
   logits_.reserve(nv * static_cast<size_t>(opt.k_max + 1));
-  p_.resize(nv);
-  r_.resize(nv);
   counter_ = std::make_unique<ExpertCounter>(eng.config());
   if (draft && opt.predict_routing && eng.tier().cache() && RouteLayout(eng.config()).n_moe() > 0) {
     mem_ = std::make_unique<SeqRouting>(eng.config(), eng.options().n_ctx);
@@ -103,39 +72,31 @@ SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, D
 
 SpeculativeDecoder::~SpeculativeDecoder() = default;
 
-int32_t SpeculativeDecoder::begin(const std::vector<int32_t>& prompt, const float* last) {
-  STRATA_CHECK(eng_.seq_length(seq_) == static_cast<int>(prompt.size()), "speculative decoding: slot {} holds {} rows, the prompt has {} tokens",
-               seq_, eng_.seq_length(seq_), prompt.size());
-  hist_ = prompt;
-  const int32_t t = sampler_.sample(last, hist_);
-  hist_.push_back(t);
-  stats_.emitted++;
-  return t;
-}
+int SpeculativeDecoder::room() const { return eng_.options().n_ctx - static_cast<int>(gen_.history().size()); }
 
-int SpeculativeDecoder::room() const { return eng_.options().n_ctx - static_cast<int>(hist_.size()); }
+double SpeculativeDecoder::now() const { return opt_.clock ? opt_.clock() : now_s(); }
 
-// Walks the verified rows: accepts drafts while the target agrees, then picks the target's own
-// token (at the first rejection, or after all k). Returns how many drafts were accepted.
-int SpeculativeDecoder::choose(int k, std::vector<int32_t>& out, int32_t& next) {
-  const size_t nv = p_.size();
-  int m = 0;
-  for (; m <= k; ++m) {
+// Walks the verified rows through the generator: drafts are kept while the chosen token is the
+// draft, then the target's own token ends the pass (at the first rejection, or after all k), or
+// the generation ends. Returns how many drafts were accepted; `chosen`: the tokens taken.
+int SpeculativeDecoder::choose(int k, int& chosen) {
+  const size_t nv = static_cast<size_t>(eng_.config().n_vocab);
+  int accepted = 0;
+  chosen = 0;
+  for (int m = 0; m <= k; ++m) {
     const float* row = logits_.data() + static_cast<size_t>(m) * nv;
-    if (m == k) {
-      next = sampler_.sample(row, hist_);
-      break;
-    }
+    const int32_t x = m < k ? d_.tokens[static_cast<size_t>(m)] : -1;
+    const float* q = m < k && !d_.q.empty() ? d_.q.data() + static_cast<size_t>(m) * nv : nullptr;
     bool ok = false;
-    next = spec_choose(sampler_, row, hist_, d_.tokens[m], d_.q.empty() ? nullptr : d_.q.data() + static_cast<size_t>(m) * nv, p_.data(), r_.data(),
-                       ok);
-    stats_.proposed_at[m]++;
+    const bool go_on = gen_.take(row, x, q, ok);
+    ++chosen;
+    if (m < k) stats_.proposed_at[static_cast<size_t>(m)]++;
     if (!ok) break;
-    stats_.accepted_at[m]++;
-    hist_.push_back(next);  // the draft itself
-    out.push_back(next);
+    stats_.accepted_at[static_cast<size_t>(m)]++;
+    ++accepted;
+    if (!go_on) break;
   }
-  return m;
+  return accepted;
 }
 
 // Drafts for the next pass and how many of them to verify (0: a plain pass). A cheap source
@@ -147,13 +108,13 @@ int SpeculativeDecoder::draft_tokens(int k_room) {
   predicted_ = false;
   if (!draft_ || released_) return 0;
   if (k_room < std::max(1, opt_.k_min)) {  // no room for the fewest drafts worth verifying
-    draft_->observe(hist_);
+    draft_->observe(gen_.history());
     return 0;
   }
   int want = k_room;
   if (opt_.adaptive && draft_->costly()) want = cost_.choose(k_room);
-  if (want > 0) draft_->propose(hist_, want, d_);
-  else draft_->observe(hist_);
+  if (want > 0) draft_->propose(gen_.history(), want, d_);
+  else draft_->observe(gen_.history());
   int k = std::min(static_cast<int>(d_.tokens.size()), want);
   const bool predicted = k > 0 && predict_rows(k);
   const std::span<const double> rows(row_bytes_.data(), static_cast<size_t>(predicted ? k : 0));
@@ -169,7 +130,8 @@ int SpeculativeDecoder::draft_tokens(int k_room) {
 bool SpeculativeDecoder::predict_rows(int k) {
   const ExpertCache* cache = eng_.tier().cache();
   if (!pred_ || !cache) return false;
-  row0_bytes_ = pred_->price(*mem_, eng_.seq_length(seq_), hist_.size() >= 2 ? hist_[hist_.size() - 2] : -1, hist_.back(),
+  const std::vector<int32_t>& h = gen_.history();
+  row0_bytes_ = pred_->price(*mem_, eng_.seq_length(seq_), h.size() >= 2 ? h[h.size() - 2] : -1, h.back(),
                              std::span<const int32_t>(d_.tokens.data(), static_cast<size_t>(k)), *cache, row_bytes_);
   return predicted_ = true;
 }
@@ -210,7 +172,7 @@ void SpeculativeDecoder::score_prediction(int k, int pos0, SpecPass& pass) {
 
 // The pending token and k drafts through one decode-order pass, every row's logits in logits_.
 void SpeculativeDecoder::verify(int k) {
-  batch_.assign(1, hist_.back());
+  batch_.assign(1, gen_.last());
   batch_.insert(batch_.end(), d_.tokens.begin(), d_.tokens.begin() + k);
   RoutingObserver* const prev = eng_.model().routing_observer();
   counter_->begin(prev);
@@ -247,22 +209,24 @@ void SpeculativeDecoder::release_draft() {
   stats_.released_bytes = eng_.tier().give_to_cache(bytes);
 }
 
-void SpeculativeDecoder::step(std::vector<int32_t>& out) {
+bool SpeculativeDecoder::step() {
+  STRATA_CHECK(gen_.active(), "speculative decoding: the generation is over");
+  const int h0 = static_cast<int>(gen_.history().size());  // with the pending token
+  STRATA_CHECK(eng_.seq_length(seq_) == h0 - 1, "speculative decoding: slot {} holds {} rows, the sequence has {} tokens before the pending one",
+               seq_, eng_.seq_length(seq_), h0 - 1);
   STRATA_CHECK(room() >= 0, "speculative decoding: the context ({} positions) is full", eng_.options().n_ctx);
-  const double t0 = now_s();
-  const int k = draft_tokens(std::min(opt_.k_max, room()));
-  const double t1 = now_s();
+  const double t0 = now();
+  const int k = draft_tokens(std::min({opt_.k_max, room(), gen_.remaining() - 1}));
+  const double t1 = now();
   const ExpertCacheCounters before = eng_.tier().counters();  // not the cache: a pass may drop it (background load)
-  const int pos0 = static_cast<int>(hist_.size()) - 1;         // the pending token's position
+  const int pos0 = h0 - 1;                                     // the pending token's position
   verify(k);
-  const double t2 = now_s();
-  int32_t next = -1;
-  const int m = std::min(choose(k, out, next), k);
-  for (int i = m + 1; i < k; ++i) stats_.proposed_at[i]++;
+  const double t2 = now();
+  int chosen = 0;
+  const int m = choose(k, chosen);
+  for (int i = chosen; i < k; ++i) stats_.proposed_at[static_cast<size_t>(i)]++;  // drafts past the first rejected one
   if (m < k) demote_rejected(m + 1);  // rows 0..m hold the pending token and the accepted drafts
-  eng_.truncate(seq_, static_cast<int>(hist_.size()));  // rows of the pending token and the accepted drafts
-  hist_.push_back(next);
-  out.push_back(next);
+  eng_.truncate(seq_, h0 + m);  // rows of the pending token and the accepted drafts
   SpecPass pass;
   pass.k = k;
   pass.accepted = m;
@@ -283,13 +247,14 @@ void SpeculativeDecoder::step(std::vector<int32_t>& out) {
   stats_.k_hist[k]++;
   stats_.proposed += k;
   stats_.accepted += m;
-  stats_.emitted += m + 1;
+  stats_.emitted += chosen;
   stats_.expert_union += static_cast<int64_t>(counter_->touched.size());
   stats_.expert_slots += counter_->slots;
   stats_.bytes_read += pass.bytes_read;
   stats_.io_wait_s += pass.io_wait_s;
   stats_.draft_s += t1 - t0;
   stats_.verify_s += t2 - t1;
+  return gen_.active();
 }
 
 }  // namespace strata

@@ -7,12 +7,14 @@
 // speculative-sampling rule (accept x with min(1, p(x)/q(x)), else draw from normalize(max(0, p - q))),
 // so every token has the target sampler's distribution.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "experts/cache_policy.h"
 #include "runtime/draft.h"
 #include "runtime/engine.h"
+#include "runtime/generator.h"
 #include "runtime/routing_memory.h"
 #include "runtime/sampler.h"
 #include "runtime/spec_cost.h"
@@ -32,6 +34,9 @@ struct SpecOptions {
   // routing (runtime/routing_memory.h) and give the cost model the bytes each row would add. The
   // prompt's routing is remembered only when the decoder exists before the prompt's passes.
   bool predict_routing = true;
+  // The clock drafting and passes are timed by, for the cost model (null: the steady clock); tests
+  // inject one so that its decisions do not depend on the machine's speed.
+  std::function<double()> clock;
 };
 
 // Predicted routing against what the passes did (passes with drafts while the prediction was on).
@@ -50,7 +55,7 @@ struct RoutePredictionStats {
 
 struct SpecStats {
   int64_t passes = 0, proposed = 0, accepted = 0;
-  int64_t emitted = 0;  // tokens chosen: the first (begin) + per pass the accepted drafts and the target's token
+  int64_t emitted = 0;  // tokens chosen by its passes: the accepted drafts and the target's token
   std::vector<int64_t> proposed_at, accepted_at;  // [k_max] drafts proposed / accepted at each position
   int64_t expert_union = 0;   // unique (layer, expert) pairs per pass, summed over passes
   int64_t expert_slots = 0;   // routed (token, layer, slot) triples, summed: (k+1) * top-k * MoE layers per pass
@@ -67,42 +72,25 @@ struct SpecStats {
   uint64_t released_bytes = 0;
 };
 
-// The speculative-sampling choice at one draft position: x was drafted with draft distribution q
-// (nullptr: a point mass at x), p is the target's [n_vocab]. Returns x when accepted, else a token
-// drawn from normalize(max(0, p - q)) (from p if that is all zero); `accepted` tells which.
-// residual: [n_vocab] scratch.
-int32_t spec_accept(Sampler& s, const float* p, const float* q, int32_t x, float* residual, bool& accepted);
-
-// One verified row: the token the target chooses from `logits` (after `history`) where x was
-// drafted (q: the draft's distribution there, nullptr: a point mass). Greedy or a point mass: the
-// token plain decoding / sampling picks (Sampler::sample, the same draw from its generator), and x
-// is accepted iff it is that token (for a point mass, spec_accept's rule); else spec_accept on
-// the sampler's distribution. p, residual: [n_vocab] scratch. The one acceptance rule of SpeculativeDecoder and
-// the server's per-slot speculation.
-int32_t spec_choose(Sampler& s, const float* logits, const std::vector<int32_t>& history, int32_t x, const float* q, float* p, float* residual,
-                    bool& accepted);
-
 class SpeculativeDecoder {
  public:
-  // draft may be nullptr (plain decoding through the same loop). The engine's architecture must be rewindable.
-  // Construct it before the prompt's passes so that their routing is remembered (predict_routing).
-  SpeculativeDecoder(Engine& eng, int seq, Sampler& sampler, DraftSource* draft, const SpecOptions& opt);
+  // Verifies the drafts for `gen`'s sequence `seq` (draft may be nullptr: plain passes through the
+  // same loop); the engine's architecture must be rewindable. Construct it before the prompt's
+  // passes so that their routing is remembered (predict_routing).
+  SpeculativeDecoder(Engine& eng, int seq, Generator& gen, DraftSource* draft, const SpecOptions& opt);
   ~SpeculativeDecoder();
-  // After a prompt whose rows slot `seq` holds: chooses the first token from the prompt's last
-  // logits row and returns it (pending: not yet evaluated).
-  int32_t begin(const std::vector<int32_t>& prompt, const float* last);
-  // One verification pass: appends 1..k+1 chosen tokens to `out` (accepted drafts, then the
-  // target's token). The context must have room for the pending token.
-  void step(std::vector<int32_t>& out);
-  // The prompt and every chosen token (the last one pending).
-  const std::vector<int32_t>& history() const { return hist_; }
+  // One verification pass of the generator's last token (chosen, not yet evaluated) and the
+  // drafts: the generator takes each row's token (accepted drafts, then the target's own) and
+  // decides the end; rejected rows are cut back. Returns whether the generation goes on.
+  bool step();
   const SpecStats& stats() const { return stats_; }
   const SpecCostModel& cost_model() const { return cost_; }
 
  private:
   class ExpertCounter;
   int room() const;
-  int choose(int k, std::vector<int32_t>& out, int32_t& next);
+  double now() const;
+  int choose(int k, int& chosen);
   int draft_tokens(int k_room);
   void verify(int k);
   void demote_rejected(int kept_rows);
@@ -112,14 +100,14 @@ class SpeculativeDecoder {
 
   Engine& eng_;
   int seq_;
-  Sampler& sampler_;
+  Generator& gen_;
   DraftSource* draft_;
   bool released_ = false;  // the draft source freed its memory (release_draft): no more drafts
   SpecOptions opt_;
   SpecStats stats_;
-  std::vector<int32_t> hist_, batch_;
+  std::vector<int32_t> batch_;
   Draft d_;
-  std::vector<float> logits_, p_, r_;  // [k+1, n_vocab], [n_vocab], [n_vocab]
+  std::vector<float> logits_;  // [k+1, n_vocab]
   std::unique_ptr<ExpertCounter> counter_;
   SpecCostModel cost_;
   std::vector<ExpertKey> rejected_;

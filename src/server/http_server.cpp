@@ -223,17 +223,6 @@ void HttpServer::start() {
   impl_->thread = std::thread([this] { impl_->server.serve(); });  // stop() ends it, also before it began
 }
 
-std::shared_ptr<const grammar::VocabIndex> make_vocab_index(int n_logits, const tok::Tokenizer& tok) {
-  // Rows of the output head past the tokenizer's vocabulary stay empty: never allowed.
-  std::vector<std::string> bytes(static_cast<size_t>(n_logits));
-  std::vector<int32_t> eog;
-  for (int32_t t = 0; t < std::min(n_logits, tok.n_vocab()); ++t) {
-    bytes[static_cast<size_t>(t)] = tok.token_to_piece(t, /*special=*/false);
-    if (tok.is_eog(t)) eog.push_back(t);
-  }
-  return std::make_shared<grammar::VocabIndex>(std::move(bytes), std::move(eog));
-}
-
 uint64_t HttpServer::request_bytes(int n_vocab, int n_slots) const {
   const FrontOptions& fo = impl_->front;
   return fo.request_memory + static_cast<uint64_t>(fo.workers) * kHttpThreadStackPlan +
@@ -274,7 +263,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   so.draft_min = m.opt.draft_min;
   so.draft_adaptive = m.opt.draft_adaptive;
   so.draft_predict = m.opt.draft_predict;
-  so.vocab = vocab ? std::move(vocab) : make_vocab_index(eng.config().n_vocab, tok);
+  so.vocab = vocab ? std::move(vocab) : vocab_index(eng.config().n_vocab, tok);
   m.monitor = start_monitor(eng, m.opt.disk_probe);
   so.on_step = [mon = m.monitor.get()](int tokens, int generated, double t0, double t1) { mon->on_step(tokens, generated, t0, t1); };
   m.sched = std::make_unique<Scheduler>(eng, tok, so);

@@ -55,10 +55,6 @@ struct ServerOptions {
   bool draft_predict = true;            // false (--no-draft-predict): no predicted routing (SchedulerOptions::draft_predict)
 };
 
-// Token bytes as the output shows them (control tokens empty), one per logit, and the end-of-
-// generation tokens: the grammar index constrained decoding masks with (built once per model).
-std::shared_ptr<const grammar::VocabIndex> make_vocab_index(int n_logits, const tok::Tokenizer& tok);
-
 // Stack an HTTP worker thread touches in the plan (handlers bound their recursion: core/json_depth.h).
 inline constexpr uint64_t kHttpThreadStackPlan = 64 * 1024;  // measured: 12 KiB idle, 19 KiB after requests
 
@@ -73,7 +69,7 @@ class HttpServer {
   void start();
   // The model is loaded: starts the scheduler (slots = the engine's KV sequences). `draft`: the
   // draft model's drafter for draft "model" (runtime/slot_draft.h).
-  // `vocab`: the grammar index (make_vocab_index), built here when null.
+  // `vocab`: the grammar index (strata::vocab_index), built here when null.
   void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft = nullptr,
               std::shared_ptr<const grammar::VocabIndex> vocab = nullptr);
   void stop();

@@ -6,7 +6,7 @@
 #include <optional>
 #include <random>
 
-#include "server/text_stream.h"
+#include "runtime/text_stream.h"
 #include "core/json_depth.h"
 
 namespace strata::server {

@@ -14,7 +14,7 @@
 #include "server/openai_api.h"
 #include "server/responses.h"
 #include "server/scheduler.h"
-#include "server/text_stream.h"
+#include "runtime/text_stream.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::server {

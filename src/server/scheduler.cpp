@@ -6,20 +6,9 @@
 #include "core/error.h"
 #include "experts/expert_cache.h"
 #include "runtime/speculative.h"
-#include "server/text_stream.h"
+#include "runtime/text_stream.h"
 
 namespace strata::server {
-
-const char* finish_name(Finish f) {
-  switch (f) {
-    case Finish::Stop: return "stop";
-    case Finish::Length: return "length";
-    case Finish::Cancelled: return "cancelled";
-    case Finish::Error: return "error";
-    case Finish::None: break;
-  }
-  return "none";
-}
 
 namespace {
 
@@ -36,7 +25,7 @@ GenEvent final_event(Finish f, int prompt_tokens, int completion_tokens, int cac
 
 }  // namespace
 
-// ---------------------------------------------------------------- EventSignal, logprobs
+// ---------------------------------------------------------------- EventSignal
 
 void EventSignal::notify() {
   {
@@ -54,25 +43,6 @@ uint64_t EventSignal::count() const {
 void EventSignal::wait(uint64_t seen, int timeout_ms) {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return count_ != seen; });
-}
-
-void token_logprobs(const float* logits, int n_vocab, int32_t token, int n_top, TokenLogprobs& out) {
-  float mx = logits[0];
-  for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-  const float log_z = mx + static_cast<float>(std::log(sum));
-  out.chosen = TokenProb{token, logits[token] - log_z};
-  // The n_top best by insertion into a short sorted list (n_top <= 20).
-  out.top.clear();
-  n_top = std::min(n_top, n_vocab);
-  for (int i = 0; i < n_vocab && n_top > 0; ++i) {
-    if (static_cast<int>(out.top.size()) == n_top && logits[i] <= out.top.back().logprob) continue;
-    if (static_cast<int>(out.top.size()) == n_top) out.top.pop_back();
-    auto at = std::upper_bound(out.top.begin(), out.top.end(), logits[i], [](float v, const TokenProb& p) { return v > p.logprob; });
-    out.top.insert(at, TokenProb{i, logits[i]});
-  }
-  for (auto& p : out.top) p.logprob -= log_z;
 }
 
 // ---------------------------------------------------------------- GenRequest
@@ -117,19 +87,8 @@ struct Scheduler::Slot {
   int n_reused = 0;                 // of those, rows kept from the slot's previous request
   bool decoding = false;
   int32_t next = -1;                // token fed in the next pass when decoding
-  int n_gen = 0, max_tokens = 0;
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<tok::StreamDecoder> dec;
-  StopMatcher stopper;
-  std::vector<int32_t> history;
-  ReasoningSplitter think;          // where the generated text is (inside <think> or not), for the budget
-  int n_think = 0;                  // tokens generated inside the reasoning block
-  bool budget_spent = false;
-  std::deque<int32_t> forced;       // tokens fed instead of sampled (the reasoning block's close)
-  TokenLogprobs probs;
-  std::unique_ptr<grammar::Matcher> matcher;  // GenParams::grammar's state
-  std::vector<float> masked;        // [n_vocab] logits with the grammar mask
-  std::vector<float> edited;        // [n_vocab] logits changed by GenParams::edit_logits
+  bool started = false;             // start() ran for req
+  std::unique_ptr<Generator> gen;   // sampling, stop rules, grammar, reasoning budget, logprobs
   // Speculation: this request's settings (draft_max 0: none), the drafts of the pass being run and
   // how many of them it verifies, its tokens (next, then the k drafts), sampling scratch.
   int draft_max = 0, draft_min = 1;
@@ -137,7 +96,6 @@ struct Scheduler::Slot {
   int want = 0;  // drafts asked for this pass
   int k = 0;
   std::vector<int32_t> batch;
-  std::vector<float> spec_p, spec_r;  // [n_vocab] when sampling
   int64_t n_drafted = 0, n_accepted = 0;  // over all the slot's requests
   std::unique_ptr<SpecCostModel> cost;    // SchedulerOptions::draft_adaptive: chooses k per pass
   double draft_s = 0;                     // drafting time for the running pass
@@ -158,6 +116,7 @@ Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOpti
   for (int i = 0; i < eng_.n_seq(); ++i) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->id = i;
+    slots_.back()->gen = std::make_unique<Generator>(&tok_, eng_.config().n_vocab, opt_.vocab);
   }
   if (opt_.draft) {
     const ModelConfig& cfg = eng_.config();
@@ -285,7 +244,7 @@ void Scheduler::admit() {
   }
   for (auto& sp : slots_) {
     Slot& s = *sp;
-    if (!s.req || s.sampler) continue;  // free, or already set up
+    if (!s.req || s.started) continue;  // free, or already set up
     try {
       start(s);
     } catch (const std::exception& e) {
@@ -298,26 +257,12 @@ void Scheduler::admit() {
 void Scheduler::start(Slot& s) {
   const GenParams& p = s.req->params;
   const int n_ctx = eng_.options().n_ctx;
+  s.started = true;
   s.decoding = false;
   s.next = -1;
-  s.n_gen = 0;
   s.n_reused = 0;
   s.n_prompt_done = 0;
-  s.max_tokens = p.max_tokens < 0 ? n_ctx : p.max_tokens;
-  s.history = p.prompt;
-  s.sampler = std::make_unique<Sampler>(p.sampling, eng_.config().n_vocab);
-  s.dec = std::make_unique<tok::StreamDecoder>(tok_);
-  s.stopper = StopMatcher(p.stop);
-  s.think = ReasoningSplitter(/*enabled=*/true, p.start_in_think);
-  s.n_think = 0;
-  s.budget_spent = false;
-  s.forced.clear();
-  s.matcher.reset();
-  if (p.grammar) {
-    STRATA_CHECK(opt_.vocab != nullptr, "a request with a grammar needs the scheduler's vocabulary index");
-    s.matcher = std::make_unique<grammar::Matcher>(p.grammar, opt_.vocab);
-    s.masked.resize(static_cast<size_t>(eng_.config().n_vocab));
-  }
+  s.gen->start(p, n_ctx);
   // Speculation: a draft source, rows that can be cut back, and no grammar (drafts are not
   // checked against it: a constrained request decodes plainly).
   const bool can_draft = drafter_ && eng_.model().rewindable() && !p.grammar;
@@ -331,10 +276,6 @@ void Scheduler::start(Slot& s) {
     s.cost->set_k_min(s.draft_min);
     if (route_pred_) s.row_bytes.assign(static_cast<size_t>(s.draft_max), RoutePredictor::kUnknown);
   }
-  if (s.draft_max > 0 && !s.sampler->greedy()) {
-    s.spec_p.resize(static_cast<size_t>(eng_.config().n_vocab));
-    s.spec_r.resize(static_cast<size_t>(eng_.config().n_vocab));
-  }
   if (p.prompt.empty() || static_cast<int>(p.prompt.size()) >= n_ctx) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
@@ -343,78 +284,35 @@ void Scheduler::start(Slot& s) {
   const int keep = eng_.reusable_prefix(s.id, p.prompt);
   s.n_reused = eng_.start_prompt(s.id, p.prompt, drafter_ ? drafter_->reusable(s.id, p.prompt, keep) : keep);
   s.n_prompt_done = s.n_reused;
-  if (s.max_tokens == 0) finish(s, Finish::Length);
+  if (!s.gen->active()) finish(s, s.gen->finish());  // max_tokens 0
 }
 
-void Scheduler::emit(Slot& s, const std::string& text) {
-  const bool probs = s.req->params.n_probs >= 0 && s.probs.chosen.token >= 0;
-  if (text.empty() && !probs) return;
+// What the slot's generator released since the last event: its text and logprobs.
+void Scheduler::emit(Slot& s) {
   GenEvent e;
-  e.text = text;
-  if (probs) e.probs.push_back(s.probs);
-  s.probs.chosen.token = -1;
+  s.gen->drain(e.text, e.probs);
+  if (e.text.empty() && e.probs.empty()) return;
   s.req->push(std::move(e));
 }
 
-// The sampled token, or the next forced one. Once the reasoning block has had its budget of
-// tokens, its close is forced (then sampling goes on). `draft` (>= 0): the token drafted for this
-// row; `accepted` tells whether the token returned keeps it (spec_choose's rule; a forced token
-// keeps it when it is that token). A constrained slot has no drafts.
-int32_t Scheduler::next_token(Slot& s, const float* lg, int32_t draft, bool& accepted) {
-  accepted = false;
-  const GenParams& p = s.req->params;
-  if (p.reasoning_budget >= 0 && !s.budget_spent && s.think.in_think() && s.n_think >= p.reasoning_budget) {
-    s.budget_spent = true;
-    s.forced.assign(p.think_close.begin(), p.think_close.end());
-  }
-  if (s.forced.empty() && s.matcher && !s.think.in_think()) {
-    std::copy(lg, lg + s.masked.size(), s.masked.begin());
-    s.matcher->apply(s.masked.data());
-    // The first token may open a reasoning block instead (the grammar waits for its close).
-    // (An open of several tokens only when its first token is not the grammar's own, e.g. not the
-    // "<" of "<tool_call>".)
-    const bool may_think = s.n_gen == 0 && !p.think_open.empty() && p.think_open[0] >= 0 &&
-                           static_cast<size_t>(p.think_open[0]) < s.masked.size() &&
-                           (p.think_open.size() == 1 || std::isinf(s.masked[static_cast<size_t>(p.think_open[0])]));
-    if (may_think) s.masked[static_cast<size_t>(p.think_open[0])] = lg[p.think_open[0]];
-    const int32_t t = s.sampler->sample(s.masked.data(), s.history);
-    if (may_think && t == p.think_open[0]) {
-      s.forced.assign(p.think_open.begin() + 1, p.think_open.end());  // the rest of the open, if several tokens
-      return t;
-    }
-    STRATA_CHECK(s.matcher->accept(t), "the grammar rejected token {} that its own mask allowed", t);
-    return t;
-  }
-  if (s.forced.empty() && draft >= 0) return spec_choose(*s.sampler, lg, s.history, draft, nullptr, s.spec_p.data(), s.spec_r.data(), accepted);
-  if (s.forced.empty()) return s.sampler->sample(lg, s.history);
-  const int32_t t = s.forced.front();
-  s.forced.pop_front();
-  accepted = t == draft;
-  return t;
-}
-
 void Scheduler::finish(Slot& s, Finish f, const std::string& error, bool bad_request) {
-  if ((f == Finish::Stop || f == Finish::Length || f == Finish::Cancelled) && s.dec && !s.stopper.matched()) {
-    std::string tail = s.stopper.push(s.dec->flush());
-    tail += s.stopper.flush();
-    if (f != Finish::Cancelled) emit(s, tail);
-  }
+  Generator& g = *s.gen;
+  if (s.started && g.active()) g.end(f);
+  if (s.started && f != Finish::Cancelled && f != Finish::Error) emit(s);
   const int n_prompt = static_cast<int>(s.req->params.prompt.size());
-  GenEvent fin = final_event(f, n_prompt, s.n_gen, s.n_reused, error);
+  const int n_gen = s.started ? g.n_generated() : 0;
+  GenEvent fin = final_event(f, n_prompt, n_gen, s.n_reused, error);
   fin.bad_request = bad_request;
-  if (f == Finish::Stop && s.stopper.matched()) fin.stop_string = s.stopper.which();
+  if (f == Finish::Stop && s.started) fin.stop_string = g.stop_string();
   s.req->push(std::move(fin));
   local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done - s.n_reused);
   local_.prompt_tokens_reused += static_cast<uint64_t>(s.n_reused);
-  local_.completion_tokens += static_cast<uint64_t>(s.n_gen);
+  local_.completion_tokens += static_cast<uint64_t>(n_gen);
   if (f == Finish::Cancelled) local_.requests_cancelled++;
   else if (f == Finish::Error) local_.requests_failed++;
   else local_.requests_done++;
   s.req.reset();
-  s.sampler.reset();
-  s.dec.reset();
-  s.history.clear();
-  s.matcher.reset();
+  s.started = false;
   s.decoding = false;
   s.n_reused = 0;
 }
@@ -480,7 +378,7 @@ void Scheduler::plan_pass() {
 int Scheduler::draft_want(Slot& s, int budget) {
   s.draft.clear();
   const int ctx_room = eng_.options().n_ctx - eng_.seq_length(s.id) - 1;
-  int want = std::min({s.draft_max, budget, ctx_room, s.max_tokens - s.n_gen - 1});
+  int want = std::min({s.draft_max, budget, ctx_room, s.gen->remaining() - 1});
   if (want >= s.draft_min && s.cost && drafter_->costly()) want = s.cost->choose(want);
   return want < s.draft_min ? 0 : want;
 }
@@ -502,18 +400,18 @@ void Scheduler::plan_drafts() {
     if (!s.req || !s.decoding || s.draft_max == 0) continue;
     s.want = draft_want(s, budget);
     if (s.want == 0) {
-      drafter_->observe(s.id, s.history);
+      drafter_->observe(s.id, s.gen->history());
       continue;
     }
     budget -= s.want;
-    jobs_.push_back(SlotDraftJob{s.id, s.history, s.want, &s.draft});
+    jobs_.push_back(SlotDraftJob{s.id, s.gen->history(), s.want, &s.draft});
   }
   if (jobs_.empty()) return;
-  const double t0 = now_s();
+  const double t0 = now();
   drafter_->propose(jobs_);
   // The slots share the drafting passes; catching up after passes without drafts is not their cost.
   const double n_jobs = static_cast<double>(jobs_.size()), deferred = drafter_->deferred_s();
-  const double each = std::max(0.0, now_s() - t0 - deferred) / n_jobs;
+  const double each = std::max(0.0, now() - t0 - deferred) / n_jobs;
   for (const SlotDraftJob& j : jobs_) {
     Slot& s = *slots_[static_cast<size_t>(j.slot)];
     s.draft_s = each;
@@ -546,7 +444,7 @@ void Scheduler::step() {
     if (sp->req && sp->req->cancelled()) finish(*sp, Finish::Cancelled);
   plan_pass();
   if (inputs_.empty()) return;
-  const double t0 = now_s();
+  const double t0 = now();
   // Counters, not the cache: a background load that ends drops the cache at the start of the pass.
   const ExpertCacheCounters before = eng_.tier().counters();
   try {
@@ -560,7 +458,7 @@ void Scheduler::step() {
   const ExpertCacheCounters after = eng_.tier().counters();
   pass_.bytes_read = after.bytes_read - before.bytes_read;
   pass_.io_wait_s = after.wait_s - before.wait_s;
-  pass_.compute_s = std::max(0.0, now_s() - t0 - pass_.io_wait_s);
+  pass_.compute_s = std::max(0.0, now() - t0 - pass_.io_wait_s);
   if (draft_rows_ == 0) {  // a plain pass of this many rows
     const size_t rows = row_owner_.size();
     if (plain_s_.size() <= rows) plain_s_.resize(rows + 1, 0.0), plain_n_.resize(rows + 1, 0);
@@ -571,7 +469,7 @@ void Scheduler::step() {
   for (const SeqInput& in : inputs_) tokens += in.n;
   const int generated = sample_outputs();
   demote_rejected();
-  const double t1 = now_s();
+  const double t1 = now();
   update_stats(t0, t1, tokens, generated);
   if (opt_.on_step) opt_.on_step(tokens, generated, t0, t1);
 }
@@ -633,7 +531,7 @@ void Scheduler::update_slot_info() {
     in.n_cached = in.busy ? s.n_reused : eng_.reusable_rows(s.id);
     in.n_prompt = in.busy ? static_cast<int>(s.req->params.prompt.size()) : 0;
     in.n_prompt_done = in.busy ? s.n_prompt_done : 0;
-    in.n_decoded = in.busy ? s.n_gen : 0;
+    in.n_decoded = in.busy && s.started ? s.gen->n_generated() : 0;
     in.draft_max = in.busy ? s.draft_max : 0;
     in.draft_min = in.busy && s.draft_max > 0 ? s.draft_min : 0;
     in.n_drafted = s.n_drafted;
@@ -742,37 +640,20 @@ void Scheduler::observe_pass(Slot& s, int k, int accepted) {
   s.cost->observe(p);
 }
 
-// One chosen token of a slot, from its logits row: emitted (text, logprobs) and checked against
-// EOS, stop strings, the grammar's end, max_tokens and the context. Returns whether the slot
-// goes on decoding (false: finished). `draft`, `accepted`: see next_token.
+// One chosen token of a slot, from its logits row, through its generator (sampling, stop rules,
+// text and logprobs), which the request's queue gets. Returns whether the slot goes on decoding
+// (false: finished). `draft` (>= 0): the token drafted for this row; `accepted`: whether the
+// chosen token keeps it.
 bool Scheduler::take_token(Slot& s, const float* lg, int32_t draft, bool& accepted) {
-  const int nv = eng_.config().n_vocab;
-  const GenParams& p = s.req->params;
-  if (p.on_logits) p.on_logits(lg, nv);
-  if (p.edit_logits) {
-    s.edited.assign(lg, lg + nv);
-    p.edit_logits(s.edited.data(), nv);
-    lg = s.edited.data();
-  }
-  const int32_t t = next_token(s, lg, draft, accepted);
-  s.history.push_back(t);
-  s.n_gen++;
-  if (!p.ignore_eos && tok_.is_eog(t)) {
-    finish(s, Finish::Stop);
+  const bool go_on = s.gen->take(lg, draft, nullptr, accepted);
+  if (!go_on) {
+    finish(s, s.gen->finish());
     return false;
   }
-  if (p.n_probs >= 0) token_logprobs(lg, nv, t, p.n_probs, s.probs);
-  const std::string piece = s.dec->push(t);
-  const bool was_thinking = s.think.in_think();
-  s.think.push(piece);
-  if (was_thinking && s.think.in_think()) s.n_think++;
-  emit(s, s.stopper.push(piece));
-  // The rows the slot holds once the token is fed: the history but the token itself.
-  const int rows = static_cast<int>(s.history.size()) - 1;
-  if (s.stopper.matched() || (s.matcher && s.matcher->must_end())) finish(s, Finish::Stop);
-  else if (s.n_gen >= s.max_tokens || rows >= eng_.options().n_ctx) finish(s, Finish::Length);
-  else s.next = t, s.decoding = true;
-  return s.req != nullptr;
+  emit(s);
+  s.next = s.gen->last();
+  s.decoding = true;
+  return true;
 }
 
 void Scheduler::update_stats(double t0, double t1, int tokens, int generated) {

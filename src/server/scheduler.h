@@ -25,6 +25,7 @@
 #include "runtime/draft.h"
 #include "runtime/slot_draft.h"
 #include "runtime/engine.h"
+#include "runtime/generator.h"
 #include "runtime/pass_routing.h"
 #include "runtime/routing_memory.h"
 #include "runtime/sampler.h"
@@ -33,8 +34,12 @@
 
 namespace strata::server {
 
-enum class Finish { None, Stop, Length, Cancelled, Error };
-const char* finish_name(Finish f);  // "stop", "length", "cancelled", "error"
+// The generator's types, as the server's code and tests name them.
+using strata::Finish;
+using strata::finish_name;
+using strata::TokenProb;
+using strata::TokenLogprobs;
+using strata::token_logprobs;
 
 // Wakes a reader that waits on several requests (the choices of one `n` request).
 class EventSignal {
@@ -50,44 +55,10 @@ class EventSignal {
   uint64_t count_ = 0;
 };
 
-// Log-probabilities of a sampled token (log-softmax of the model's logits, before penalties,
-// temperature or any mask) and of the most likely tokens at that step.
-struct TokenProb {
-  int32_t token = -1;
-  float logprob = 0;
-};
-struct TokenLogprobs {
-  TokenProb chosen;
-  std::vector<TokenProb> top;  // most likely first; GenParams::n_probs of them
-};
-// Fills `out` from logits[n_vocab]: `token`'s logprob and the `n_top` best (ties: lower id first).
-void token_logprobs(const float* logits, int n_vocab, int32_t token, int n_top, TokenLogprobs& out);
-
-struct GenParams {
-  std::vector<int32_t> prompt;
-  SamplerParams sampling;
-  int max_tokens = -1;             // < 0: until the context is full
-  std::vector<std::string> stop;   // stop strings (not emitted)
-  bool ignore_eos = false;
-  int n_probs = -1;                // -1: no logprobs; else report the chosen token and this many alternatives
-  // Reasoning budget: tokens generated inside a leading <think> block (`start_in_think`: the prompt
-  // opened it) before `think_close` is forced into the sequence; -1: unlimited.
-  int reasoning_budget = -1;
-  bool start_in_think = false;
-  std::vector<int32_t> think_close;
-  // With a grammar: the first token of the reasoning block's open (<think>) is also allowed as the
-  // first token (the rest of the open is then forced), so the model may think before the constrained
-  // output; inside the block the grammar is suspended, after its close it starts from its beginning.
-  // Empty: the grammar applies at once.
-  std::vector<int32_t> think_open;
+// A request: what the generator needs (runtime/generator.h), plus how the server reports it and
+// speculates for it.
+struct GenParams : GenerateParams {
   std::shared_ptr<EventSignal> signal;  // notified on every event (may be null)
-  // The output follows this grammar (the mask is applied to the logits before sampling) from the
-  // first token outside a <think> block; forced tokens are not checked. Null: free output.
-  std::shared_ptr<const grammar::Grammar> grammar;
-  // Tests: called on the engine thread with each logits row this request samples from.
-  std::function<void(const float* logits, int n_vocab)> on_logits;
-  // Tests: may change each logits row before the grammar mask and sampling (e.g. favour a token).
-  std::function<void(float* logits, int n_vocab)> edit_logits;
   // Speculation (when the scheduler has a draft source): drafts verified per pass at most (0: off
   // for this request) and fewer than draft_min make a plain pass; -1: the scheduler's defaults.
   // A request with a grammar does not speculate.
@@ -153,6 +124,9 @@ struct SchedulerOptions {
   // slot remembers its history's routing and the cost model prices each draft row by the bytes of
   // its predicted experts (runtime/routing_memory.h).
   bool draft_predict = true;
+  // The clock the passes and drafting are timed by, for the cost models (null: the steady clock);
+  // tests inject one so that speculation's decisions do not depend on the machine's speed.
+  std::function<double()> clock;
 };
 
 // One slot as /slots shows it (copied by the engine thread after every step).
@@ -229,8 +203,8 @@ class Scheduler {
   void update_stats(double t0, double t1, int tokens, int generated);
   void update_slot_info();
   void finish(Slot& s, Finish f, const std::string& error = {}, bool bad_request = false);
-  void emit(Slot& s, const std::string& text);
-  int32_t next_token(Slot& s, const float* logits, int32_t draft, bool& accepted);
+  void emit(Slot& s);
+  double now() const { return opt_.clock ? opt_.clock() : now_s(); }
 
   Engine& eng_;
   const tok::Tokenizer& tok_;

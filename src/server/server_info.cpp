@@ -10,7 +10,7 @@
 #include "experts/disk_probe.h"
 #include "kernels/kernel_table.h"
 #include "server/openai_api.h"
-#include "server/text_stream.h"
+#include "runtime/text_stream.h"
 
 namespace strata::server {
 

@@ -135,20 +135,14 @@ TEST(RoutePrediction, TrainedModelStreamingGreedyEqualsPlain) {
 
   SamplerParams sp;
   sp.temp = 0;
-  Sampler s(sp, eng.config().n_vocab);
   LookupDraft draft;
   SpecOptions so;
   so.k_max = 4;
   so.adaptive = true;
-  SpeculativeDecoder sd(eng, 0, s, &draft, so);  // before the prompt: its routing is remembered
-  std::vector<float> logits;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
-  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
-  while (static_cast<int>(out.size()) < kTokens) sd.step(out);
-  out.resize(kTokens);
-  EXPECT_EQ(out, want);
+  const DecodeRun run = decode_tokens(eng, prompt, kTokens, sp, &draft, so);  // the decoder before the prompt: its routing is remembered
+  EXPECT_EQ(run.out, want);
 
-  const SpecStats& st = sd.stats();
+  const SpecStats& st = run.stats;
   ASSERT_TRUE(st.predicting);
   const RoutePredictionStats& p = st.prediction;
   EXPECT_GT(st.accepted, 0);

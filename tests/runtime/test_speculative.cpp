@@ -55,17 +55,11 @@ std::vector<int32_t> repeating_prompt(const std::string& set) {
 std::vector<int32_t> spec_greedy(Engine& eng, const std::vector<int32_t>& prompt, DraftSource& draft, int k, SpecStats* stats) {
   SamplerParams sp;
   sp.temp = 0;
-  Sampler s(sp, eng.config().n_vocab);
-  std::vector<float> logits;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
   SpecOptions so;
   so.k_max = k;
-  SpeculativeDecoder sd(eng, 0, s, &draft, so);
-  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
-  while (static_cast<int>(out.size()) < kGen) sd.step(out);
-  out.resize(kGen);
-  if (stats) *stats = sd.stats();
-  return out;
+  DecodeRun r = decode_tokens(eng, prompt, kGen, sp, &draft, so);
+  if (stats) *stats = r.stats;
+  return r.out;
 }
 
 // Proposes k copies of a token greedy decoding never emits here: every draft is rejected.
@@ -82,19 +76,17 @@ class WrongDraft final : public DraftSource {
   int32_t t_;
 };
 
-// A costly source (as a draft model is) whose drafts never land and whose catch-up costs about
-// 2 ms per token (it works that long), far more than 1% of a plain pass: once the cost model gives
-// up on it, the decoder lets it go. It "holds" `bytes` of the memory plan.
+// A costly source (as a draft model is) whose drafts never land and whose catch-up costs 2 ms per
+// token (on the injected clock), far more than 1% of a plain pass: once the cost model gives up on
+// it, the decoder lets it go. It "holds" `bytes` of the memory plan.
 class DearWrongDraft final : public DraftSource {
  public:
-  DearWrongDraft(int32_t t, uint64_t bytes) : t_(t), bytes_(bytes) {}
+  DearWrongDraft(int32_t t, uint64_t bytes, TickClock& clock) : t_(t), bytes_(bytes), clock_(clock) {}
   const char* name() const override { return "dear"; }
   bool costly() const override { return true; }
   void propose(std::span<const int32_t>, int k_max, Draft& out) override {
     EXPECT_EQ(released_, 0) << "no drafts after release()";
-    const double t0 = now_s();
-    while (now_s() - t0 < 2e-3) {
-    }
+    clock_.add(2e-3);
     out.clear();
     out.tokens.assign(static_cast<size_t>(k_max), t_);
   }
@@ -106,6 +98,7 @@ class DearWrongDraft final : public DraftSource {
  private:
   int32_t t_;
   uint64_t bytes_;
+  TickClock& clock_;
 };
 
 // The repeating prompt of `set`, plain greedy decoding's kGen tokens after it on a resident engine,
@@ -125,27 +118,22 @@ RejectedDrafts rejected_drafts(const std::string& set) {
 }
 
 // Greedy decoding of kGen tokens after `prompt` through a SpeculativeDecoder with the cost model on
-// (k_max 4); after_pass(decoder, pass index, plain passes before it) follows each pass.
-std::vector<int32_t> adaptive_greedy(Engine& eng, const std::vector<int32_t>& prompt, DraftSource& draft, SpecStats& st,
+// (k_max 4), timed by `clock`; after_pass(decoder, pass index, plain passes before it) follows each pass.
+std::vector<int32_t> adaptive_greedy(Engine& eng, const std::vector<int32_t>& prompt, DraftSource& draft, SpecStats& st, TickClock& clock,
                                      const std::function<void(const SpeculativeDecoder&, int, int64_t)>& after_pass = {}) {
   SamplerParams sp;
   sp.temp = 0;
-  Sampler s(sp, eng.config().n_vocab);
-  std::vector<float> logits;
-  eng.eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
   SpecOptions so;
   so.k_max = 4;
   so.adaptive = true;
-  SpeculativeDecoder sd(eng, 0, s, &draft, so);
-  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
-  for (int pass = 0; static_cast<int>(out.size()) < kGen; ++pass) {
-    const int64_t plain_before = sd.stats().k_hist[0];
-    sd.step(out);
+  so.clock = clock.fn();
+  int64_t plain_before = 0;
+  DecodeRun r = decode_tokens(eng, prompt, kGen, sp, &draft, so, [&](const SpeculativeDecoder& sd, int pass) {
     if (after_pass) after_pass(sd, pass, plain_before);
-  }
-  out.resize(kGen);
-  st = sd.stats();
-  return out;
+    plain_before = sd.stats().k_hist[0];
+  });
+  st = r.stats;
+  return r.out;
 }
 
 }  // namespace
@@ -174,9 +162,10 @@ TEST(Speculative, ADraftGivenUpOnGivesItsMemoryToTheExpertCache) {
   const int slots = eng.tier().cache()->n_slots();
   const uint64_t cache_bytes = eng.tier().plan().expert_cache;
   EXPECT_EQ(eng.tier().plan().draft, kDraftBytes);
-  DearWrongDraft draft(r.never, kDraftBytes);
+  TickClock clock;
+  DearWrongDraft draft(r.never, kDraftBytes, clock);
   SpecStats st;
-  EXPECT_EQ(adaptive_greedy(eng, r.prompt, draft, st), r.ref);
+  EXPECT_EQ(adaptive_greedy(eng, r.prompt, draft, st, clock), r.ref);
   EXPECT_EQ(draft.released_, 1);
   // Pass index: after the warm-up (4 passes) and at least 4 plain ones. How many more depends on the
   // measured pass times the cost model weighs against the draft's catch-up (real clock: under load
@@ -204,7 +193,8 @@ TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   WrongDraft draft(r.never);
   SpecStats st;
   int late = 0;  // passes with drafts in the second half
-  const auto out = adaptive_greedy(eng, r.prompt, draft, st, [&](const SpeculativeDecoder& sd, int pass, int64_t plain_before) {
+  TickClock clock;
+  const auto out = adaptive_greedy(eng, r.prompt, draft, st, clock, [&](const SpeculativeDecoder& sd, int pass, int64_t plain_before) {
     late += pass >= kGen / 2 && sd.stats().k_hist[0] == plain_before;
   });
   EXPECT_EQ(out, r.ref);
@@ -260,8 +250,8 @@ TEST(Speculative, LookupGreedyEqualsPlainOnEveryGoldenSet) {
     const auto prompt = repeating_prompt(set);
     if (!eng->model().rewindable()) {
       LookupDraft d;
-      Sampler s(SamplerParams{}, eng->config().n_vocab);
-      EXPECT_THROW(SpeculativeDecoder(*eng, 0, s, &d, SpecOptions{}), Error) << set;
+      Generator gen(nullptr, eng->config().n_vocab);
+      EXPECT_THROW(SpeculativeDecoder(*eng, 0, gen, &d, SpecOptions{}), Error) << set;
       continue;
     }
     ++rewindable;
@@ -327,18 +317,22 @@ TEST(Speculative, SampledDraftsKeepRowsInStep) {
   const auto prompt = repeating_prompt("qwen3moe-q8_0");
   std::vector<float> logits;
   eng->eval(0, prompt.data(), static_cast<int>(prompt.size()), 0, false, logits);
-  Sampler s(sp, eng->config().n_vocab);
+  GenerateParams gp;
+  gp.prompt = prompt;
+  gp.sampling = sp;
+  gp.ignore_eos = true;
+  Generator gen(nullptr, eng->config().n_vocab);
   SpecOptions so;
   so.k_max = 3;
-  SpeculativeDecoder sd(*eng, 0, s, draft.get(), so);
-  std::vector<int32_t> out{sd.begin(prompt, logits.data())};
+  SpeculativeDecoder sd(*eng, 0, gen, draft.get(), so);
+  gen.start(gp, eng->options().n_ctx);
+  ASSERT_TRUE(gen.take(logits.data()));
   for (int i = 0; i < 12; ++i) {
-    sd.step(out);
-    ASSERT_EQ(eng->seq_length(0) + 1, static_cast<int>(sd.history().size()));
+    ASSERT_TRUE(sd.step());
+    ASSERT_EQ(eng->seq_length(0) + 1, static_cast<int>(gen.history().size()));
   }
-  EXPECT_EQ(prompt.size() + out.size(), sd.history().size());
   EXPECT_EQ(sd.stats().proposed, 36);  // a draft model always proposes k tokens
-  EXPECT_EQ(sd.stats().emitted, static_cast<int64_t>(out.size()));
+  EXPECT_EQ(sd.stats().emitted + 1, gen.n_generated());  // the passes' tokens and the prompt row's
 }
 
 TEST(Speculative, VocabularyMismatchNamesBothFilesAndTheToken) {

@@ -13,7 +13,7 @@
 #include "runtime/expert_tier.h"
 #include "server/chat_format.h"
 #include "server/scheduler.h"
-#include "server/text_stream.h"
+#include "runtime/text_stream.h"
 #include "../wait_until.h"
 #include "server_util.h"
 
@@ -713,12 +713,12 @@ TEST_F(Server, LoadTest16StreamingClients) {
 }
 
 TEST(ServerText, StopMatcherHoldsBackPartialMatches) {
-  server::StopMatcher m({"END", "xyz"});
+  StopMatcher m({"END", "xyz"});
   EXPECT_EQ(m.push("abc E"), "abc ");
   EXPECT_EQ(m.push("N"), "");
   EXPECT_EQ(m.push("Dmore"), "");
   EXPECT_TRUE(m.matched());
-  server::StopMatcher m2({"END"});
+  StopMatcher m2({"END"});
   EXPECT_EQ(m2.push("xEN"), "x");
   EXPECT_EQ(m2.push("q"), "ENq");
   EXPECT_EQ(m2.push("E"), "");
@@ -726,7 +726,7 @@ TEST(ServerText, StopMatcherHoldsBackPartialMatches) {
 }
 
 TEST(ServerText, ReasoningSplitter) {
-  server::ReasoningSplitter r;
+  ReasoningSplitter r;
   std::string reasoning, content;
   for (const char* piece : {"  <th", "ink>I am ", "thinking</th", "ink>\n\nThe answer", " is 4."}) {
     auto o = r.push(piece);
@@ -738,17 +738,17 @@ TEST(ServerText, ReasoningSplitter) {
   content += f.content;
   EXPECT_EQ(reasoning, "I am thinking");
   EXPECT_EQ(content, "The answer is 4.");
-  server::ReasoningSplitter plain;
+  ReasoningSplitter plain;
   EXPECT_EQ(plain.push("no think here").content, "no think here");
-  server::ReasoningSplitter off(false);
+  ReasoningSplitter off(false);
   EXPECT_EQ(off.push("<think>x</think>y").content, "<think>x</think>y");
-  server::ReasoningSplitter open(true, /*start_in_think=*/true);
+  ReasoningSplitter open(true, /*start_in_think=*/true);
   auto o = open.push("hmm</think>ok");
   EXPECT_EQ(o.reasoning, "hmm");
   EXPECT_EQ(o.content, "ok");
-  EXPECT_TRUE(server::valid_utf8("caf\xC3\xA9"));
-  EXPECT_FALSE(server::valid_utf8("caf\xC3"));
-  EXPECT_FALSE(server::valid_utf8("\xED\xA0\x80"));  // surrogate
+  EXPECT_TRUE(valid_utf8("caf\xC3\xA9"));
+  EXPECT_FALSE(valid_utf8("caf\xC3"));
+  EXPECT_FALSE(valid_utf8("\xED\xA0\x80"));  // surrogate
 }
 
 }  // namespace

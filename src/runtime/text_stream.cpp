@@ -1,8 +1,8 @@
-#include "server/text_stream.h"
+#include "runtime/text_stream.h"
 
 #include <algorithm>
 
-namespace strata::server {
+namespace strata {
 
 size_t partial_suffix(std::string_view s, std::string_view tag) {
   const size_t max = std::min(s.size(), tag.empty() ? 0 : tag.size() - 1);
@@ -136,4 +136,4 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-}  // namespace strata::server
+}  // namespace strata

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace strata::server {
+namespace strata {
 
 class StopMatcher {
  public:
@@ -52,4 +52,4 @@ size_t partial_suffix(std::string_view s, std::string_view tag);
 // Well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF)?
 bool valid_utf8(std::string_view s);
 
-}  // namespace strata::server
+}  // namespace strata
