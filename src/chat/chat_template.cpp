@@ -84,6 +84,19 @@ std::string chat_template_from_gguf(const GgufModel& model) {
   return *t;
 }
 
+// (Newlines inside expressions: the renderer trims the one after a block tag, as transformers does.)
+const char* const kChatMlTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + ('system' if message['role'] == 'developer' else message['role']) + '\n' + "
+    "(message['content'] if message['content'] else '') + '<|im_end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+std::string chat_template_or_chatml(const GgufModel& model, bool* fallback) {
+  auto t = model.get_string(key::kChatTemplate);
+  const bool none = !t || t->empty();
+  if (fallback) *fallback = none;
+  return none ? std::string(kChatMlTemplate) : *t;
+}
+
 ChatTemplateOptions chat_options_from_gguf(const GgufModel& model) {
   ChatTemplateOptions o;
   const GgufValue* toks = model.find(key::kTokTokens);

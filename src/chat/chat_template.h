@@ -45,9 +45,15 @@ nlohmann::ordered_json chat_message_to_json(const ChatMessage& m);
 // An OpenAI-style message object ({"role", "content", "reasoning_content", "tool_calls", ...}).
 ChatMessage chat_message_from_json(const nlohmann::ordered_json& j);
 
-// `tokenizer.chat_template` of a model; throws naming the file when the GGUF has none
-// (Strata does not guess a format).
+// `tokenizer.chat_template` of a model; throws naming the file when the GGUF has none.
 std::string chat_template_from_gguf(const GgufModel& model);
+
+// The one rule for a model whose GGUF has no template, in `strata chat` and the server alike:
+// ChatML ("<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, OpenAI's "developer" as "system",
+// then "<|im_start|>assistant\n").
+extern const char* const kChatMlTemplate;
+// The model's template, or kChatMlTemplate when it has none (`fallback`, when given, tells which).
+std::string chat_template_or_chatml(const GgufModel& model, bool* fallback = nullptr);
 
 // Options with bos_token / eos_token filled from the model's vocabulary (empty when absent).
 ChatTemplateOptions chat_options_from_gguf(const GgufModel& model);

@@ -70,8 +70,10 @@ int chat(const ChatOptions& o) {
   auto loaded = load_engine(mo);
   Engine& eng = *loaded.engine;
   const tok::Tokenizer& tk = *loaded.tokenizer;
-  const std::string tmpl = o.template_file.empty() ? chat_template_from_gguf(eng.model().gguf()) : read_file_bytes(o.template_file);
+  bool chatml = false;
+  const std::string tmpl = o.template_file.empty() ? chat_template_or_chatml(eng.model().gguf(), &chatml) : read_file_bytes(o.template_file);
   STRATA_CHECK(!tmpl.empty(), "--chat-template-file {}: the file is empty", o.template_file);
+  if (chatml) std::fprintf(stderr, "[the model has no chat template: ChatML, as the server uses]\n");
   ChatTemplateOptions topts = chat_options_from_gguf(eng.model().gguf());
   if (!o.template_kwargs.empty()) {
     topts.extra_context = nlohmann::ordered_json::parse(o.template_kwargs, nullptr, /*allow_exceptions=*/false);
@@ -130,7 +132,9 @@ Command add_chat(CLI::App& app) {
   auto* sub = app.add_subcommand("chat", "Interactive chat using the model's chat template");
   add_model_options(sub, o->model);
   sub->add_option("--system", o->system, "System message");
-  sub->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's tokenizer.chat_template");
+  sub->add_option("--chat-template-file", o->template_file,
+                  "Jinja chat template to use instead of the model's tokenizer.chat_template (a model without one is chatted with in "
+                  "ChatML, as `strata serve` does)");
   sub->add_option("--chat-template-kwargs", o->template_kwargs, "JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'");
   sub->add_option("-n,--n-predict", o->n_predict, "Most tokens per reply (-1: until end of turn or context)");
   sub->add_option("--stop", o->stop, "End a reply when its text contains this string (not printed); repeatable");

@@ -247,7 +247,7 @@ std::unique_ptr<RoutingRecorder> start_recorder(const RunOptions& o, Engine& eng
   for (const auto& l : eng.config().layers) ne = std::max(ne, l.n_expert);
   STRATA_CHECK(ne > 0, "--trace-experts / --heatmap: the model has no routed experts");
   auto rec = std::make_unique<RoutingRecorder>(eng.config().n_layer, ne, "p0");
-  eng.model().set_routing_observer(rec.get());
+  eng.model().add_routing_observer(rec.get());
   rec->begin(0, Phase::prefill);
   return rec;
 }
@@ -264,9 +264,8 @@ int run(const RunOptions& o) {
   // Verification passes give the next token's row and one per draft.
   mo.logit_rows = o.draft.empty() && o.draft_model.empty() ? 1 : 1 + std::max(o.spec.k_max, 1);
   if (o.top_logits > 0) mo.logit_rows = mo.n_batch;  // every prompt row, a pass at a time
-  // -md: the draft model's engine first, its memory in the target's plan (mo.draft_bytes).
-  std::unique_ptr<Engine> draft_eng;
-  if (!o.draft_model.empty() && (o.draft.empty() || o.draft == "model")) draft_eng = load_draft_for(mo, o.draft_model, 1);
+  // -md: the draft model's engine, its memory in the target's plan.
+  if (!o.draft_model.empty() && (o.draft.empty() || o.draft == "model")) mo.draft_model = o.draft_model, mo.draft_seq = 1;
   auto loaded = load_engine(mo);
   Engine& eng = *loaded.engine;
   const tok::Tokenizer& tk = *loaded.tokenizer;
@@ -281,7 +280,7 @@ int run(const RunOptions& o) {
   reset_profile(eng);
 
   // Before the prompt: MTP's NextN rows follow the prompt's passes.
-  std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk, std::move(draft_eng));
+  std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk, std::move(loaded.draft));
   const GenerateParams gp = generate_params(o, prompt);
   // Before the prompt too: the decoder remembers the prompt's routing to predict the drafts'. It
   // verifies for `gen`, which generate() starts after the prompt.
@@ -320,7 +319,7 @@ int run(const RunOptions& o) {
   if (g.t_16 > 0) figures += fmt::format(" | first 16 tokens {:.2f} tok/s", 16.0 / (g.t_16 - t1));
   figures += "]";
   if (rec) {
-    eng.model().set_routing_observer(nullptr);
+    eng.model().remove_routing_observer(rec.get());
     if (!o.trace_path.empty()) rec->write_trace(o.trace_path);
     if (!o.heatmap_path.empty()) rec->write_heatmap(o.heatmap_path);
   }

@@ -46,14 +46,13 @@ void resolve_api_key(ServeOptions& o) {
   }
 }
 
-// --draft model: the draft model's engine (a slot per --parallel slot), loaded before the target
-// so that the target's memory plan counts what it holds; its vocabulary must be the target's.
-std::shared_ptr<SlotDrafter> load_serve_draft(ServeOptions& o) {
-  if (o.server.draft != "model") return nullptr;
-  STRATA_CHECK(!o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
-  auto eng = load_draft_for(o.model, o.draft_model, o.parallel);
-  std::fprintf(stderr, "strata serve: draft model %s (%s): %s\n", o.draft_model.c_str(), eng->config().arch.c_str(), format_bytes(o.model.draft_bytes).c_str());
-  return std::make_shared<ModelSlotDrafter>(std::move(eng));
+// --draft model: the draft model's engine (a slot per --parallel slot), which load_engine loads
+// against the target's vocabulary and counts in the target's memory plan.
+std::shared_ptr<SlotDrafter> serve_draft(const ServeOptions& o, Loaded& l) {
+  if (!l.draft) return nullptr;
+  std::fprintf(stderr, "strata serve: draft model %s (%s): %s\n", o.draft_model.c_str(), l.draft->config().arch.c_str(),
+               format_bytes(l.engine->tier().plan().draft).c_str());
+  return std::make_shared<ModelSlotDrafter>(std::move(l.draft));
 }
 
 std::atomic<bool> g_term{false};
@@ -89,7 +88,11 @@ int serve(ServeOptions& o) {
   srv.start();
   std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
   o.model.n_seq = o.parallel;
-  std::shared_ptr<SlotDrafter> draft = load_serve_draft(o);
+  if (o.server.draft == "model") {
+    STRATA_CHECK(!o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
+    o.model.draft_model = o.draft_model;
+    o.model.draft_seq = o.parallel;
+  }
   o.model.nextn_kv = o.model.nextn_hidden_copy = o.server.draft == "mtp";
   // Predicted routing of lookup drafts (the scheduler's per-slot routing memory) is in the plan.
   o.model.routing_memory = o.server.draft == "lookup" && o.server.draft_predict && o.server.draft_adaptive;
@@ -102,6 +105,7 @@ int serve(ServeOptions& o) {
     return srv.request_bytes(m.config().n_vocab, o.parallel);
   };
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler
+  std::shared_ptr<SlotDrafter> draft = serve_draft(o, loaded);
   std::signal(SIGTERM, on_term);
   srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft), std::move(vocab));
   std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
@@ -145,7 +149,9 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--reasoning-format", o->server.reasoning_format, "deepseek: <think>...</think> goes to reasoning_content; none: left in content")
       ->check(CLI::IsMember({"deepseek", "none"}))
       ->capture_default_str();
-  sub->add_option("--chat-template-file", o->template_file, "Jinja chat template to use instead of the model's tokenizer.chat_template");
+  sub->add_option("--chat-template-file", o->template_file,
+                  "Jinja chat template to use instead of the model's tokenizer.chat_template (a model without one is served in ChatML, "
+                  "as `strata chat` does)");
   sub->add_option("--chat-template-kwargs", o->template_kwargs,
                   "JSON object of template variables for every request (a request's chat_template_kwargs override them), e.g. '{\"enable_thinking\": false}'");
   sub->add_option("--reasoning-budget", o->server.reasoning_budget,

@@ -18,6 +18,7 @@ struct SynthOptions {
   std::string out;
   std::string name;
   int threads = 0;
+  bool no_chat_template = false;
   std::optional<int> layers, embd, heads, kv_heads, head_dim, experts, experts_used, expert_ffn, ffn, shared, dense_layers, vocab, ctx;
   std::optional<int> q_lora, kv_lora, qk_rope, idx_heads, idx_dim, idx_topk;
   std::optional<std::string> expert_type, expert_down_type, attn_type, embd_type, output_type, shexp_type;
@@ -52,6 +53,7 @@ SynthSpec make_spec(const SynthOptions& o) {
   over(s.n_shared, o.shared);
   over(s.n_dense_lead, o.dense_layers);
   over(s.n_vocab, o.vocab);
+  s.chat_template = !o.no_chat_template;
   over(s.n_ctx, o.ctx);
   over(s.q_lora, o.q_lora);
   over(s.kv_lora, o.kv_lora);
@@ -105,6 +107,7 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--idx-topk", o->idx_topk, "Positions the lightning indexer keeps per query (deepseek32)");
   sub->add_option("--yarn-log-mul", o->yarn_log_mul, "rope.scaling.yarn_log_multiplier (0.1 x mscale_all_dim) of YaRN presets");
   sub->add_option("--vocab", o->vocab, "Vocabulary size");
+  sub->add_flag("--no-chat-template", o->no_chat_template, "Write no tokenizer.chat_template (chat and serve then use ChatML)");
   sub->add_option("--ctx", o->ctx, "Training context length (metadata)");
   sub->add_option("--expert-type", o->expert_type, "Routed expert weight type (e.g. q4_K, q6_K, q8_0, iq2_xxs, iq1_s, tq1_0, f16)");
   sub->add_option("--expert-down-type", o->expert_down_type, "Routed ffn_down_exps type (default: --expert-type)");

@@ -67,18 +67,37 @@ GgmlType cache_type(const std::string& s) {
   fail("unsupported cache type '{}' (f32, f16, q8_0)", s);
 }
 
-std::unique_ptr<Engine> load_draft_for(ModelOptions& o, const std::string& draft_path, int n_seq) {
-  std::unique_ptr<tok::Vocab> target_vocab = tok::Vocab::from_gguf(Model::load(o.path)->gguf());
+EngineOptions engine_shape(const ModelOptions& o, int n_seq) {
   EngineOptions eo;
   eo.n_ctx = o.n_ctx;
-  eo.n_seq = n_seq;
   eo.n_threads = o.n_threads;
   eo.n_batch = o.n_batch;
+  eo.n_seq = n_seq;
   eo.type_k = cache_type(o.cache_type_k);
   eo.type_v = cache_type(o.cache_type_v);
-  auto eng = load_draft_engine(draft_path, o.path, *target_vocab, eo);
-  o.draft_bytes = draft_plan_bytes(*eng);
-  return eng;
+  return eo;
+}
+
+EngineOptions engine_options(const ModelOptions& o) {
+  EngineOptions eo = engine_shape(o, o.n_seq);
+  if (!o.ram_budget.empty()) eo.tier.ram_budget = parse_bytes(o.ram_budget);
+  eo.tier.cache_experts = o.cache_experts;
+  eo.tier.policy = o.policy;
+  eo.tier.lookahead = o.lookahead;
+  eo.tier.queue_depth = o.queue_depth;
+  STRATA_CHECK(o.io == "auto" || o.io == "pread", "--io must be auto or pread (got '{}')", o.io);
+  eo.tier.force_pread = o.io == "pread";
+  eo.tier.mlock = o.mlock;
+  eo.tier.warm_start = !o.no_warm_start;
+  eo.tier.stats_dir = o.stats_dir;
+  eo.tier.load = o.load_wait ? LoadMode::Wait : LoadMode::Background;
+  eo.tier.draft_bytes = o.draft_bytes;
+  eo.nextn_kv = o.nextn_kv;
+  eo.nextn_hidden_copy = o.nextn_hidden_copy;
+  eo.routing_memory = o.routing_memory;
+  eo.check_finite = o.check_finite;
+  eo.logit_rows = o.logit_rows;
+  return eo;
 }
 
 GpuChoice resolve_gpu(const std::string& spec) {
@@ -116,30 +135,13 @@ Loaded load_engine(const ModelOptions& o) {
   l.tokenizer = tok::Tokenizer::from_gguf(model->gguf());
   const uint64_t request_bytes = o.before_engine ? o.before_engine(*model, *l.tokenizer) : 0;
   const uint64_t heap1 = heap_in_use();
-  EngineOptions eo;
-  eo.n_ctx = o.n_ctx;
-  eo.n_threads = o.n_threads;
-  eo.n_batch = o.n_batch;
-  eo.n_seq = o.n_seq;
-  eo.type_k = cache_type(o.cache_type_k);
-  eo.type_v = cache_type(o.cache_type_v);
-  if (!o.ram_budget.empty()) eo.tier.ram_budget = parse_bytes(o.ram_budget);
-  eo.tier.cache_experts = o.cache_experts;
-  eo.tier.policy = o.policy;
-  eo.tier.lookahead = o.lookahead;
-  eo.tier.queue_depth = o.queue_depth;
-  STRATA_CHECK(o.io == "auto" || o.io == "pread", "--io must be auto or pread (got '{}')", o.io);
-  eo.tier.force_pread = o.io == "pread";
-  eo.tier.mlock = o.mlock;
-  eo.tier.warm_start = !o.no_warm_start;
-  eo.tier.stats_dir = o.stats_dir;
-  eo.tier.load = o.load_wait ? LoadMode::Wait : LoadMode::Background;
-  eo.tier.draft_bytes = o.draft_bytes;
-  eo.nextn_kv = o.nextn_kv;
-  eo.nextn_hidden_copy = o.nextn_hidden_copy;
-  eo.routing_memory = o.routing_memory;
-  eo.check_finite = o.check_finite;
-  eo.logit_rows = o.logit_rows;
+  ModelOptions mo = o;
+  if (!o.draft_model.empty()) {  // the draft against the target's vocabulary, its memory in the target's plan
+    const std::unique_ptr<tok::Vocab> target_vocab = tok::Vocab::from_gguf(model->gguf());
+    l.draft = load_draft_engine(o.draft_model, o.path, *target_vocab, engine_shape(o, o.draft_seq));
+    mo.draft_bytes = draft_plan_bytes(*l.draft);
+  }
+  EngineOptions eo = engine_options(mo);
   eo.tier.vocab_bytes = heap1 > heap0 ? heap1 - heap0 : 0;
   eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);

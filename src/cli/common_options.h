@@ -36,8 +36,12 @@ struct ModelOptions {
   bool load_wait = false;
   std::string stats_dir;
   bool check_finite = true;
-  // Drafting (set by the commands, not CLI options here): memory a draft model holds, planned
-  // beside the KV cache; the engine's per-slot NextN KV rows for --draft mtp.
+  // Drafting (set by the commands, not CLI options here): a draft model (-md FILE) with draft_seq
+  // slots, loaded by load_engine after the target model (whose vocabulary it must share) and before
+  // the target's engine, whose memory plan counts what it holds (draft_bytes, set then); the
+  // engine's per-slot NextN KV rows for --draft mtp.
+  std::string draft_model;
+  int draft_seq = 1;
   uint64_t draft_bytes = 0;
   bool nextn_kv = false;
   bool nextn_hidden_copy = false;  // serve --draft mtp: the drafter's copy of the hidden rows
@@ -52,14 +56,16 @@ struct ModelOptions {
 void add_model_options(CLI::App* sub, ModelOptions& o);
 void add_sampling_options(CLI::App* sub, SamplerParams& p);
 
-// A draft model's engine (-md FILE, checked against the target's vocabulary) with n_seq slots and the
-// target's context, batch, threads and cache types, loaded before the target so that the target's
-// memory plan counts what it holds: sets o.draft_bytes.
-std::unique_ptr<Engine> load_draft_for(ModelOptions& o, const std::string& draft_path, int n_seq);
+// The one place EngineOptions are built from the command line: the shape (context, batch, threads,
+// slots, cache types) alone (a draft model's engine), or with the expert tier and what the command
+// set (the target's).
+EngineOptions engine_shape(const ModelOptions& o, int n_seq);
+EngineOptions engine_options(const ModelOptions& o);
 
 struct Loaded {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<tok::Tokenizer> tokenizer;
+  std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
 };
 Loaded load_engine(const ModelOptions& o);
 // --gpu: `none` gives no device; `auto` a discrete GPU or none, printing one line saying why;

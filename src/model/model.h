@@ -1,6 +1,7 @@
 #pragma once
 // A loaded model: config (one LayerConfig per layer), bound weights, and the forward pass
 // over a batch of tokens (any mix of sequences and positions) against a KV cache.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +38,27 @@ struct RoutingObserver {
   // current hidden state, and asked the expert provider to prefetch them; called after the
   // on_route calls of the layer that predicted.
   virtual void on_predict(int layer, const int32_t* ids, int n) { (void)layer, (void)ids, (void)n; }
+};
+
+// A model's routing observers, in the order they were added: each call reaches every one (its
+// users add and remove theirs; nobody chains by hand).
+class RoutingObservers final : public RoutingObserver {
+ public:
+  void add(RoutingObserver* o) {
+    if (o && !contains(o)) list_.push_back(o);
+  }
+  void remove(const RoutingObserver* o) { std::erase(list_, o); }
+  bool contains(const RoutingObserver* o) const { return std::find(list_.begin(), list_.end(), o) != list_.end(); }
+  bool empty() const { return list_.empty(); }
+  void on_route(int layer, int token, const int32_t* ids, int k) override {
+    for (RoutingObserver* o : list_) o->on_route(layer, token, ids, k);
+  }
+  void on_predict(int layer, const int32_t* ids, int n) override {
+    for (RoutingObserver* o : list_) o->on_predict(layer, ids, n);
+  }
+
+ private:
+  std::vector<RoutingObserver*> list_;
 };
 
 // Named intermediate tensors of a pass (for parity checks against llama.cpp's eval callback and
@@ -133,8 +155,10 @@ class Model {
   // Routed experts come from here (default: resident views of the mapped file).
   void set_expert_provider(ExpertProvider* p) { experts_ = p ? p : default_experts_.get(); }
   ExpertProvider* expert_provider() const { return experts_; }
-  void set_routing_observer(RoutingObserver* o) { observer_ = o; }
-  RoutingObserver* routing_observer() const { return observer_; }
+  // Routing observers (RoutingObservers): added ones see every pass until removed.
+  void add_routing_observer(RoutingObserver* o) { observers_.add(o); }
+  void remove_routing_observer(const RoutingObserver* o) { observers_.remove(o); }
+  bool has_routing_observer(const RoutingObserver* o) const { return observers_.contains(o); }
   // Named intermediate tensors of every pass go here (nullptr: none, the default).
   void set_tensor_observer(TensorObserver* o) { tensors_ = o; }
   TensorObserver* tensor_observer() const { return tensors_; }
@@ -162,7 +186,7 @@ class Model {
   ThreadPool* pool_ = nullptr;
   std::unique_ptr<ExpertProvider> default_experts_;
   ExpertProvider* experts_ = nullptr;
-  RoutingObserver* observer_ = nullptr;
+  RoutingObservers observers_;
   TensorObserver* tensors_ = nullptr;
   int lookahead_ = 0;
   std::vector<double> layer_s_;

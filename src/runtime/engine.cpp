@@ -170,7 +170,7 @@ void Engine::pass(std::span<const SeqInput> inputs, float* out, size_t rows) {
     if (in.n > 1 && !in.decode_order && s.n_chunked == static_cast<int>(s.tokens.size())) s.n_chunked += in.n;
     s.tokens.insert(s.tokens.end(), in.tokens, in.tokens + in.n);
   }
-  if (listener_) listener_->on_pass(*this, inputs);
+  for (PassListener* l : listeners_) l->on_pass(*this, inputs);
 }
 
 void Engine::eval(int seq, const int32_t* tokens, int n, int pos0, bool all_logits, std::vector<float>& logits) {

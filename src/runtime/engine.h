@@ -139,9 +139,13 @@ class Engine {
   // when the last pass computed that row and the model ran nothing since; nullptr otherwise. A view
   // of the model's scratch (no copy), valid until the next pass.
   const float* hidden_row(int seq, int pos) const;
-  // One listener (nullptr: none), told after every pass that succeeded.
-  void set_pass_listener(PassListener* l) { listener_ = l; }
-  PassListener* pass_listener() const { return listener_; }
+  // Pass listeners, told after every pass that succeeded in the order they were added.
+  void add_pass_listener(PassListener* l) {
+    if (l && !has_pass_listener(l)) listeners_.push_back(l);
+  }
+  void remove_pass_listener(const PassListener* l) { std::erase(listeners_, l); }
+  bool has_pass_listener(const PassListener* l) const { return std::find(listeners_.begin(), listeners_.end(), l) != listeners_.end(); }
+  size_t pass_listeners() const { return listeners_.size(); }
 
  private:
   struct Seq {
@@ -172,7 +176,7 @@ class Engine {
     int seq = 0, pos0 = 0, n = 0, row0 = 0;  // positions [pos0, pos0 + n) of seq are batch rows [row0, row0 + n)
   };
   std::vector<PassRows> last_;  // the last pass (empty: none, or it failed)
-  PassListener* listener_ = nullptr;
+  std::vector<PassListener*> listeners_;
 };
 
 // Wall clock in seconds (the one clock, core/clock.h).

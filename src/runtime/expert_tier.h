@@ -104,6 +104,11 @@ class ExpertTier {
   // switch (they stop there). Zero for a model resident from the start.
   ExpertCacheCounters counters() const { return cache_ ? cache_->counters() : retired_; }
   const ExpertStore& store() const { return *store_; }
+  // What speculation asks of the expert cache, through the tier (resident: nothing read, nothing to
+  // demote): the bytes the latest pass read for an expert; experts it read go to the low-priority end.
+  bool streaming() const { return cache_ != nullptr; }
+  uint64_t batch_read_bytes(ExpertKey k) const { return cache_ ? cache_->batch_read_bytes(k) : 0; }
+  int demote_fresh(std::span<const ExpertKey> keys) { return cache_ ? cache_->demote_fresh(keys) : 0; }
   // Warm start: adds this run's routing counts to the statistics file now (also done at
   // destruction). Returns false (and warns) when the file cannot be written.
   bool save_warm_stats();

@@ -16,7 +16,6 @@ MtpDraft::MtpDraft(Engine& eng, int seq, const SamplerParams& sampling, int dept
                m.gguf().path(), m.config().arch, block > 0 ? fmt::format(" {}", block) : std::string());
   STRATA_CHECK(depth_max >= 1, "MTP draft depth must be at least 1 (got {})", depth_max);
   STRATA_CHECK(m.rewindable(), "MTP drafting: architecture {} cannot cut rejected drafts back", m.config().arch);
-  STRATA_CHECK(rows || eng.pass_listener() == nullptr, "MTP drafting: the engine already has a pass listener");
   kvp_ = block == 0 ? eng.nextn_kv(seq) : nullptr;
   if (!kvp_) {
     KvCacheOptions ko;
@@ -37,11 +36,11 @@ MtpDraft::MtpDraft(Engine& eng, int seq, const SamplerParams& sampling, int dept
   used_.reserve(static_cast<size_t>(eng.options().n_ctx));
   logits_.resize(static_cast<size_t>(depth_max) * nv);
   p_.resize(nv);
-  if (!rows) eng.set_pass_listener(this);
+  if (!rows) eng.add_pass_listener(this);
 }
 
 MtpDraft::~MtpDraft() {
-  if (!rows_ && eng_.pass_listener() == this) eng_.set_pass_listener(nullptr);
+  if (!rows_) eng_.remove_pass_listener(this);
 }
 
 const float* MtpDraft::logits(int d) const {

@@ -13,8 +13,7 @@ PassRouting::PassRouting(int n_layer, int n_expert, size_t reserve_routes) : n_l
   touched_.reserve(head_.size());
 }
 
-void PassRouting::begin(RoutingObserver* next) {
-  next_obs_ = next;
+void PassRouting::begin() {
   for (const ExpertKey& k : touched_) head_[index(k)] = -1;
   touched_.clear();
   row_.clear();
@@ -33,12 +32,9 @@ void PassRouting::on_route(int layer, int token, const int32_t* ids, int k) {
       h = static_cast<int32_t>(row_.size() - 1);
     }
   }
-  if (next_obs_) next_obs_->on_route(layer, token, ids, k);
 }
 
-void PassRouting::on_predict(int layer, const int32_t* ids, int n) {
-  if (next_obs_) next_obs_->on_predict(layer, ids, n);
-}
+void PassRouting::on_predict(int, const int32_t*, int) {}
 
 PassSplit attribute_drafts(const PassRouting& pr, std::span<const int> row_owner, std::span<const uint64_t> read, uint64_t total_read,
                            std::span<DraftShare> out, std::vector<int>& seen) {

@@ -22,10 +22,10 @@ namespace strata {
 
 class PassRouting final : public RoutingObserver {
  public:
-  // n_layer, n_expert: the grid (routes outside it are passed on, not counted).
+  // n_layer, n_expert: the grid (routes outside it are not counted).
   PassRouting(int n_layer, int n_expert, size_t reserve_routes = 0);
-  // Before a pass: forgets the previous one; `next` gets every call too (may be null).
-  void begin(RoutingObserver* next);
+  // Before a pass: forgets the previous one.
+  void begin();
   void on_route(int layer, int token, const int32_t* ids, int k) override;
   void on_predict(int layer, const int32_t* ids, int n) override;
 
@@ -40,7 +40,6 @@ class PassRouting final : public RoutingObserver {
  private:
   size_t index(ExpertKey k) const { return static_cast<size_t>(k.layer) * static_cast<size_t>(n_expert_) + static_cast<size_t>(k.expert); }
   int n_layer_, n_expert_;
-  RoutingObserver* next_obs_ = nullptr;
   std::vector<int32_t> head_;       // [n_layer * n_expert] latest route of the expert in this pass, -1: none
   std::vector<int32_t> row_, next_; // per route: its row, the expert's previous route (-1: none)
   std::vector<ExpertKey> touched_;

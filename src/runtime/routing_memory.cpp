@@ -77,11 +77,11 @@ uint64_t routing_memory_bytes(const ModelConfig& cfg, int n_ctx, int n_batch, in
 }
 
 RoutingTap::RoutingTap(Engine& eng)
-    : eng_(eng), lay_(eng.config()), next_obs_(eng.model().routing_observer()), next_listener_(eng.pass_listener()) {
+    : eng_(eng), lay_(eng.config()) {
   mem_.assign(static_cast<size_t>(std::max(0, eng.n_seq())), nullptr);
   staged_.assign(static_cast<size_t>(eng.options().n_batch) * static_cast<size_t>(lay_.width()), -1);
-  eng.model().set_routing_observer(this);
-  eng.set_pass_listener(this);
+  eng.model().add_routing_observer(this);
+  eng.add_pass_listener(this);
 }
 
 void RoutingTap::track(int seq, SeqRouting* mem) {
@@ -95,8 +95,8 @@ RoutingTap::~RoutingTap() { detach(); }
 void RoutingTap::detach() {
   if (!attached_) return;
   attached_ = false;
-  if (eng_.model().routing_observer() == this) eng_.model().set_routing_observer(next_obs_);
-  if (eng_.pass_listener() == this) eng_.set_pass_listener(next_listener_);
+  eng_.model().remove_routing_observer(this);
+  eng_.remove_pass_listener(this);
 }
 
 void RoutingTap::on_route(int layer, int token, const int32_t* ids, int k) {
@@ -106,12 +106,9 @@ void RoutingTap::on_route(int layer, int token, const int32_t* ids, int k) {
     int16_t* dst = staged_.data() + static_cast<size_t>(token) * w + static_cast<size_t>(m) * tk;
     for (size_t j = 0; j < tk; ++j) dst[j] = j < static_cast<size_t>(k) ? static_cast<int16_t>(ids[j]) : int16_t{-1};
   }
-  if (next_obs_) next_obs_->on_route(layer, token, ids, k);
 }
 
-void RoutingTap::on_predict(int layer, const int32_t* ids, int n) {
-  if (next_obs_) next_obs_->on_predict(layer, ids, n);
-}
+void RoutingTap::on_predict(int, const int32_t*, int) {}
 
 void RoutingTap::on_pass(Engine& eng, std::span<const SeqInput> inputs) {
   const size_t w = static_cast<size_t>(lay_.width());
@@ -122,7 +119,6 @@ void RoutingTap::on_pass(Engine& eng, std::span<const SeqInput> inputs) {
     row0 += static_cast<size_t>(in.n);
   }
   std::fill_n(staged_.begin(), std::min(staged_.size(), row0 * w), int16_t{-1});
-  if (next_listener_) next_listener_->on_pass(eng, inputs);
 }
 
 RoutePredictor::RoutePredictor(const ModelConfig& cfg, int max_rows) {
@@ -170,12 +166,14 @@ double RoutePredictor::extra_bytes(const SeqRouting& mem, const ExpertCache& cac
   return row0;
 }
 
-double RoutePredictor::price(SeqRouting& mem, int seq_len, int32_t prev, int32_t pending, std::span<const int32_t> drafts, const ExpertCache& cache,
+double RoutePredictor::price(SeqRouting& mem, int seq_len, int32_t prev, int32_t pending, std::span<const int32_t> drafts, ExpertTier& tier,
                              std::span<double> row_bytes) {
+  std::fill(row_bytes.begin(), row_bytes.end(), kUnknown);
+  const ExpertCache* cache = tier.cache();
+  if (!cache) return kUnknown;
   mem.truncate(seq_len);
   predict(mem, prev, pending, drafts);
-  std::fill(row_bytes.begin(), row_bytes.end(), kUnknown);
-  return extra_bytes(mem, cache, row_bytes);
+  return extra_bytes(mem, *cache, row_bytes);
 }
 
 double RoutePredictor::total(std::span<const double> row_bytes, int k) {

@@ -20,6 +20,7 @@
 
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "runtime/expert_tier.h"
 
 namespace strata {
 
@@ -75,13 +76,13 @@ class SeqRouting {
 // Feeds SeqRoutings from the engine's passes: each tracked sequence's rows go to its memory.
 class RoutingTap final : public RoutingObserver, public PassListener {
  public:
-  // Installs itself on `eng` in front of the routing observer and pass listener already there.
+  // Adds itself to `eng`'s routing observers and pass listeners.
   explicit RoutingTap(Engine& eng);
   // Sequence `seq`'s rows go to `mem` (nullptr: not tracked); mem must be of the engine's model.
   void track(int seq, SeqRouting* mem);
   ~RoutingTap() override;  // detach() unless done
-  // Restores the observer and listener it stood in front of (when it is still installed); call it
-  // while the engine exists when the tap may outlive it.
+  // Leaves the engine's observers and listeners; call it while the engine exists when the tap may
+  // outlive it.
   void detach();
   RoutingTap(const RoutingTap&) = delete;
   RoutingTap& operator=(const RoutingTap&) = delete;
@@ -93,8 +94,6 @@ class RoutingTap final : public RoutingObserver, public PassListener {
   Engine& eng_;
   RouteLayout lay_;
   std::vector<SeqRouting*> mem_;  // [n_seq]
-  RoutingObserver* next_obs_;
-  PassListener* next_listener_;
   std::vector<int16_t> staged_;  // [n_batch, width] this pass's routes by batch row (-1: none)
   bool attached_ = true;
 };
@@ -115,7 +114,8 @@ class RoutePredictor {
   // Both for a pass of the sequence `mem` records, whose rows the engine holds up to seq_len (later
   // positions, rows of rejected drafts, are dropped first); prev: the token at seq_len - 1. Fills
   // row_bytes[0..drafts.size()) (the rest kUnknown); returns row 0's bytes.
-  double price(SeqRouting& mem, int seq_len, int32_t prev, int32_t pending, std::span<const int32_t> drafts, const ExpertCache& cache,
+  // The cache is the tier's (kUnknown everywhere while experts are resident).
+  double price(SeqRouting& mem, int seq_len, int32_t prev, int32_t pending, std::span<const int32_t> drafts, ExpertTier& tier,
                std::span<double> row_bytes);
   // The bytes of draft rows 0..k-1 when every one has a prediction, else kUnknown.
   static double total(std::span<const double> row_bytes, int k);

@@ -178,15 +178,14 @@ MtpSlotDrafter::MtpSlotDrafter(Engine& eng, int depth_max) : eng_(eng), rows_(en
     slots_.push_back(std::make_unique<MtpDraft>(eng, i, greedy, depth_max, 0, &rows_));
     STRATA_CHECK(eng.nextn_kv(i) != nullptr, "MTP drafting in the server needs the engine's NextN KV rows (EngineOptions::nextn_kv)");
   }
-  STRATA_CHECK(eng.pass_listener() == nullptr, "MTP drafting: the engine already has a pass listener");
-  eng.set_pass_listener(this);
+  eng.add_pass_listener(this);
   attached_ = true;
 }
 
 MtpSlotDrafter::~MtpSlotDrafter() { detach(); }
 
 void MtpSlotDrafter::detach() {
-  if (attached_ && eng_.pass_listener() == this) eng_.set_pass_listener(nullptr);
+  if (attached_) eng_.remove_pass_listener(this);
   attached_ = false;
 }
 

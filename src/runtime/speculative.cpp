@@ -8,15 +8,14 @@
 namespace strata {
 
 // Counts the unique (layer, expert) pairs a pass routes to and which rows routed to each (a bit
-// per row), and passes every call on.
+// per row).
 class SpeculativeDecoder::ExpertCounter final : public RoutingObserver {
  public:
   explicit ExpertCounter(const ModelConfig& cfg) {
     for (const auto& l : cfg.layers) n_expert_ = std::max(n_expert_, l.n_expert);
     rows_.assign(static_cast<size_t>(cfg.n_layer) * static_cast<size_t>(std::max(1, n_expert_)), 0);
   }
-  void begin(RoutingObserver* next) {
-    next_ = next;
+  void begin() {
     for (const ExpertKey& k : touched) rows_[index(k)] = 0;
     touched.clear();
     slots = 0;
@@ -28,10 +27,6 @@ class SpeculativeDecoder::ExpertCounter final : public RoutingObserver {
       r |= uint64_t{1} << std::min(token, 63);
     }
     slots += k;
-    if (next_) next_->on_route(layer, token, ids, k);
-  }
-  void on_predict(int layer, const int32_t* ids, int n) override {
-    if (next_) next_->on_predict(layer, ids, n);
   }
   uint64_t rows(ExpertKey k) const { return rows_[index(k)]; }
   std::vector<ExpertKey> touched;  // unique pairs of this pass, in first-routed order
@@ -41,7 +36,6 @@ class SpeculativeDecoder::ExpertCounter final : public RoutingObserver {
   size_t index(ExpertKey k) const { return static_cast<size_t>(k.layer) * static_cast<size_t>(n_expert_) + static_cast<size_t>(k.expert); }
   int n_expert_ = 0;
   std::vector<uint64_t> rows_;  // [n_layer, n_expert] rows (bit i: row i) routed to it in this pass
-  RoutingObserver* next_ = nullptr;
 };
 
 SpeculativeDecoder::SpeculativeDecoder(Engine& eng, int seq, Generator& gen, DraftSource* draft, const SpecOptions& opt)
@@ -128,11 +122,10 @@ int SpeculativeDecoder::draft_tokens(int k_room) {
 // the bytes each draft row would add to the pass (row_bytes_), row 0's in row0_bytes_. False when
 // off or not streaming now.
 bool SpeculativeDecoder::predict_rows(int k) {
-  const ExpertCache* cache = eng_.tier().cache();
-  if (!pred_ || !cache) return false;
+  if (!pred_ || !eng_.tier().streaming()) return false;
   const std::vector<int32_t>& h = gen_.history();
   row0_bytes_ = pred_->price(*mem_, eng_.seq_length(seq_), h.size() >= 2 ? h[h.size() - 2] : -1, h.back(),
-                             std::span<const int32_t>(d_.tokens.data(), static_cast<size_t>(k)), *cache, row_bytes_);
+                             std::span<const int32_t>(d_.tokens.data(), static_cast<size_t>(k)), eng_.tier(), row_bytes_);
   return predicted_ = true;
 }
 
@@ -174,17 +167,16 @@ void SpeculativeDecoder::score_prediction(int k, int pos0, SpecPass& pass) {
 void SpeculativeDecoder::verify(int k) {
   batch_.assign(1, gen_.last());
   batch_.insert(batch_.end(), d_.tokens.begin(), d_.tokens.begin() + k);
-  RoutingObserver* const prev = eng_.model().routing_observer();
-  counter_->begin(prev);
-  eng_.model().set_routing_observer(counter_.get());
+  counter_->begin();
+  eng_.model().add_routing_observer(counter_.get());
   const SeqInput in{seq_, batch_.data(), k + 1, Logits::All, /*decode_order=*/true};
   try {
     eng_.forward({&in, 1}, logits_);
   } catch (...) {
-    eng_.model().set_routing_observer(prev);
+    eng_.model().remove_routing_observer(counter_.get());
     throw;
   }
-  eng_.model().set_routing_observer(prev);
+  eng_.model().remove_routing_observer(counter_.get());
 }
 
 // Experts that only rejected rows (kept_rows and after) routed to, and that this pass read, go

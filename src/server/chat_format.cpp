@@ -11,8 +11,8 @@ using ojson = nlohmann::ordered_json;
 
 ChatFormat chat_format_from_gguf(const GgufModel& m, const std::string& template_override) {
   ChatFormat f;
-  f.model_template = !template_override.empty() ? template_override : m.get_string("tokenizer.chat_template").value_or("");
   f.from_file = !template_override.empty();
+  f.model_template = f.from_file ? template_override : chat_template_or_chatml(m, &f.chatml_fallback);
   f.options = chat_options_from_gguf(m);
   f.options.add_generation_prompt = true;
   if (!f.model_template.empty()) {
@@ -85,32 +85,20 @@ std::vector<ChatMessage> for_template(const std::vector<ChatMsg>& messages, cons
 
 ChatPrompt format_chat(const std::vector<ChatMsg>& messages, const ChatFormat& fmt, const ChatInputs& in) {
   ChatPrompt p;
-  if (!fmt.model_template.empty()) {
-    ChatTemplateOptions o = fmt.options;
-    o.tools = in.tools;
-    if (in.kwargs.is_object()) {
-      if (!o.extra_context.is_object()) o.extra_context = ojson::object();
-      for (const auto& [k, v] : in.kwargs.items()) o.extra_context[k] = v;
-    }
-    p.text = apply_chat_template(fmt.model_template, for_template(messages, fmt), o);
-    const std::string& bos = fmt.options.bos_token;
-    p.add_special = !(!bos.empty() && p.text.rfind(bos, 0) == 0);
-    return p;
+  ChatTemplateOptions o = fmt.options;
+  o.tools = in.tools;
+  if (in.kwargs.is_object()) {
+    if (!o.extra_context.is_object()) o.extra_context = ojson::object();
+    for (const auto& [k, v] : in.kwargs.items()) o.extra_context[k] = v;
   }
-  // No template: ChatML ("<|im_start|>role\ncontent<|im_end|>\n" ... + assistant header).
-  for (const auto& m : messages) {
-    p.text += "<|im_start|>";
-    p.text += m.role == "developer" ? "system" : m.role;
-    p.text += "\n";
-    p.text += m.content.value_or("");
-    p.text += "<|im_end|>\n";
-  }
-  if (fmt.options.add_generation_prompt) p.text += "<|im_start|>assistant\n";
+  p.text = apply_chat_template(fmt.model_template, for_template(messages, fmt), o);
+  const std::string& bos = fmt.options.bos_token;
+  p.add_special = !(!bos.empty() && p.text.rfind(bos, 0) == 0);
   return p;
 }
 
 const char* chat_format_name(const ChatFormat& fmt) { 
-  return fmt.model_template.empty() ? "chatml-fallback" : fmt.from_file ? "template-file" : "gguf-template";
+  return fmt.chatml_fallback ? "chatml-fallback" : fmt.from_file ? "template-file" : "gguf-template";
 }
 
 }  // namespace strata::server

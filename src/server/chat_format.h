@@ -19,7 +19,8 @@ namespace strata::server {
 using ChatMsg = ChatMessage;
 
 struct ChatFormat {
-  std::string model_template;     // the Jinja template ("" when absent: ChatML fallback)
+  std::string model_template;     // the Jinja template (chat/chat_template.h's ChatML when the model has none)
+  bool chatml_fallback = false;   // model_template is that ChatML
   ChatTemplateOptions options;    // bos / eos tokens of the model; add_generation_prompt; extra_context = server default kwargs
   // Assistant tool-call arguments reach the template as objects (parsed from the OpenAI JSON
   // string) when the template cannot render them as a string; see template_wants_object_arguments.

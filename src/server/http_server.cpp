@@ -286,7 +286,7 @@ void HttpServer::stop() {
   if (m.sched) m.sched->stop();  // waiting handlers get their final events first
   if (m.monitor && !m.monitor_closed) {
     m.monitor->close();  // ends /stats/stream responses
-    m.eng->model().set_routing_observer(nullptr);
+    m.eng->model().remove_routing_observer(m.monitor.get());
     m.monitor_closed = true;  // a second stop() may come after the engine is gone
   }
   m.server.shutdown();

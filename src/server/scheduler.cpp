@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "experts/expert_cache.h"
 #include "runtime/speculative.h"
 #include "runtime/text_stream.h"
 
@@ -127,7 +126,7 @@ Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOpti
     shares_.resize(slots_.size());
     seen_.reserve(slots_.size());
     // A costly source drafts after the cost model chose: nothing to predict then.
-    if (opt_.draft_predict && opt_.draft_adaptive && !drafter_->costly() && eng_.tier().cache() && RouteLayout(cfg).n_moe() > 0) {
+    if (opt_.draft_predict && opt_.draft_adaptive && !drafter_->costly() && eng_.tier().streaming() && RouteLayout(cfg).n_moe() > 0) {
       for (size_t i = 0; i < slots_.size(); ++i) route_mem_.push_back(std::make_unique<SeqRouting>(cfg, eng_.options().n_ctx));
       route_tap_ = std::make_unique<RoutingTap>(eng_);
       for (size_t i = 0; i < slots_.size(); ++i) route_tap_->track(static_cast<int>(i), route_mem_[i].get());
@@ -135,7 +134,7 @@ Scheduler::Scheduler(Engine& eng, const tok::Tokenizer& tok, const SchedulerOpti
     }
   }
   local_.slots = n_slots();
-  local_.streaming_experts = eng_.tier().cache() != nullptr;
+  local_.streaming_experts = eng_.tier().streaming();
   update_slot_info();
   stats_ = local_;
   thread_ = std::thread([this] { loop(); });
@@ -427,12 +426,11 @@ void Scheduler::plan_drafts() {
 // experts' bytes while the prediction is on and experts stream.
 int Scheduler::choose_drafts(Slot& s, int k) {
   s.predicted_extra = -1;
-  const ExpertCache* cache = eng_.tier().cache();
-  if (!route_pred_ || !cache || static_cast<size_t>(k) > s.row_bytes.size()) return s.cost->choose(k);
+  if (!route_pred_ || !eng_.tier().streaming() || static_cast<size_t>(k) > s.row_bytes.size()) return s.cost->choose(k);
   const std::span<const int32_t> held = eng_.seq_tokens(s.id);
   const std::span<double> rb(s.row_bytes.data(), static_cast<size_t>(k));
   route_pred_->price(*route_mem_[static_cast<size_t>(s.id)], static_cast<int>(held.size()), held.empty() ? -1 : held.back(), s.next,
-                     std::span<const int32_t>(s.draft.tokens.data(), static_cast<size_t>(k)), *cache, rb);
+                     std::span<const int32_t>(s.draft.tokens.data(), static_cast<size_t>(k)), eng_.tier(), rb);
   for (const double b : rb) local_.draft_rows_predicted += b >= 0;
   const int c = s.cost->choose(k, rb);
   s.predicted_extra = RoutePredictor::total(rb, c);
@@ -474,23 +472,22 @@ void Scheduler::step() {
   if (opt_.on_step) opt_.on_step(tokens, generated, t0, t1);
 }
 
-// The pass; with drafts in it, routing_ sees which rows routed to which expert (and passes every
-// call on to the observer that was there).
+// The pass; with drafts in it, routing_ sees which rows routed to which expert (beside the model's
+// other routing observers).
 void Scheduler::run_pass() {
   if (!routed_) {
     eng_.forward(inputs_, logits_);
     return;
   }
-  RoutingObserver* const prev = eng_.model().routing_observer();
-  routing_->begin(prev);
-  eng_.model().set_routing_observer(routing_.get());
+  routing_->begin();
+  eng_.model().add_routing_observer(routing_.get());
   try {
     eng_.forward(inputs_, logits_);
   } catch (...) {
-    eng_.model().set_routing_observer(prev);
+    eng_.model().remove_routing_observer(routing_.get());
     throw;
   }
-  eng_.model().set_routing_observer(prev);
+  eng_.model().remove_routing_observer(routing_.get());
 }
 
 // Who the pass's reads and compute were for: an expert that only one slot's draft rows routed to
@@ -502,10 +499,9 @@ void Scheduler::split_pass() {
   split_ = PassSplit{};
   split_.common_bytes = pass_.bytes_read;
   if (!routed_) return;
-  const ExpertCache* cache = eng_.tier().cache();
   const auto& touched = routing_->touched();
   read_.resize(touched.size());
-  for (size_t i = 0; i < touched.size(); ++i) read_[i] = cache ? cache->batch_read_bytes(touched[i]) : 0;
+  for (size_t i = 0; i < touched.size(); ++i) read_[i] = eng_.tier().batch_read_bytes(touched[i]);
   split_ = attribute_drafts(*routing_, row_owner_, read_, pass_.bytes_read, shares_, seen_);
   for (Slot* s : pass_slots_) s->draft_bytes += shares_[static_cast<size_t>(s->id)].bytes;
 }
@@ -513,10 +509,9 @@ void Scheduler::split_pass() {
 // Experts the pass read only for rejected draft rows go to the cache's low-priority end.
 void Scheduler::demote_rejected() {
   if (!routed_ || !opt_.draft_demote) return;
-  ExpertCache* cache = eng_.tier().cache();
-  if (!cache) return;
+  if (!eng_.tier().streaming()) return;
   rejected_only(*routing_, row_rejected_, demote_);
-  if (!demote_.empty()) local_.draft_experts_demoted += static_cast<uint64_t>(cache->demote_fresh(demote_));
+  if (!demote_.empty()) local_.draft_experts_demoted += static_cast<uint64_t>(eng_.tier().demote_fresh(demote_));
 }
 
 // Engine thread: what /slots shows, and the busy count.

@@ -184,7 +184,7 @@ std::unique_ptr<TierMonitor> start_monitor(Engine& eng, uint64_t disk_probe) {
     o.disk_probe_bytes = disk_probe;
   }
   auto m = std::make_unique<TierMonitor>(eng, o);
-  eng.model().set_routing_observer(m.get());
+  eng.model().add_routing_observer(m.get());
   return m;
 }
 

@@ -436,7 +436,9 @@ SynthResult synth_write(const SynthSpec& s, const std::string& path, int threads
   const std::vector<SynthTensor> plan = synth_plan(s);
   GgufWriter w;
   write_metadata(w, s);
-  synth_write_vocab(w, synth_vocab(s.arch, s.n_vocab, s.seed));
+  SynthVocab vocab = synth_vocab(s.arch, s.n_vocab, s.seed);
+  if (!s.chat_template) vocab.chat_template.clear();
+  synth_write_vocab(w, vocab);
 
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;

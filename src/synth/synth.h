@@ -57,6 +57,7 @@ struct SynthSpec {
   int n_group = 0;
   int n_group_used = 0;
   int n_vocab = 0;                // rows of token_embd/output (tokens are padded to it)
+  bool chat_template = true;      // false: no tokenizer.chat_template (a model chat and serve meet in ChatML)
   int n_ctx = 0;                  // context_length
   float rope_base = 10000.0f;
   float yarn_factor = 0.0f;       // > 0: YaRN rope scaling (deepseek2)

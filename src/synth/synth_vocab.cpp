@@ -146,7 +146,7 @@ void synth_write_vocab(GgufWriter& w, const SynthVocab& v) {
   w.set_u32(key::kTokEotId, static_cast<uint32_t>(v.eot));
   w.set_bool(key::kTokAddBos, v.add_bos);
   w.set_bool(key::kTokAddEos, false);
-  w.set_string(key::kChatTemplate, v.chat_template);
+  if (!v.chat_template.empty()) w.set_string(key::kChatTemplate, v.chat_template);
 }
 
 }  // namespace strata

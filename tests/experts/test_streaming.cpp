@@ -423,7 +423,7 @@ TEST(ExpertStreaming, TraceRecordsLookaheadPredictions) {
     if (cfg.layers[l].ffn == FfnKind::Moe) moe.push_back(l), ne = std::max(ne, cfg.layers[l].n_expert), k = cfg.layers[l].n_expert_used;
   ASSERT_GE(moe.size(), 2u);
   RoutingRecorder rec(cfg.n_layer, ne, "p0");
-  eng->model().set_routing_observer(&rec);
+  eng->model().add_routing_observer(&rec);
   const std::vector<int32_t> prompt = golden_prompt("qwen3moe-q8_0");
   std::vector<float> lg;
   rec.begin(0, Phase::prefill);
@@ -434,7 +434,7 @@ TEST(ExpertStreaming, TraceRecordsLookaheadPredictions) {
     const int32_t tok = 100 + 7 * s;
     eng->eval(0, &tok, 1, static_cast<int>(prompt.size()) + s, false, lg);
   }
-  eng->model().set_routing_observer(nullptr);
+  eng->model().remove_routing_observer(&rec);
   const RoutingTrace& t = rec.trace();
   ASSERT_EQ(t.runs.size(), 1u);
   size_t decode_predictions = 0;

@@ -293,5 +293,5 @@ TEST(Mtp, FileWithoutNextnIsAClearError) {
     EXPECT_NE(m.find("no NextN"), std::string::npos) << m;
     EXPECT_NE(m.find("qwen3moe-q8_0/model.gguf"), std::string::npos) << m;
   }
-  EXPECT_EQ(eng->pass_listener(), nullptr);
+  EXPECT_EQ(eng->pass_listeners(), 0u);
 }

@@ -21,7 +21,7 @@ struct PassRoutingLog final : public RoutingObserver {
 
 // Rows: 0 slot 0's pending token, 1-2 its drafts, 3 slot 1's pending token, 4 its draft.
 // Layer 0: A=1 (rows 0, 1), B=2 (row 1), C=3 (rows 2, 4), D=4 (row 4); layer 1: E=0 (row 3).
-void pass_routing_fill(PassRouting& pr) {
+void pass_routing_fill(RoutingObserver& pr) {
   const int32_t r0[] = {1}, r1[] = {1, 2}, r2[] = {3}, r4[] = {3, 4}, r3[] = {0};
   pr.on_route(0, 0, r0, 1);
   pr.on_route(0, 1, r1, 2);
@@ -34,13 +34,24 @@ void pass_routing_fill(PassRouting& pr) {
 
 }  // namespace
 
-TEST(PassRouting, RecordsRowsPerExpertAndPassesCallsOn) {
+// Beside the model's other routing observers (RoutingObservers: every call reaches each one added,
+// none once removed), it records which rows routed to which expert.
+TEST(PassRouting, RecordsRowsPerExpertBesideOtherObservers) {
   PassRouting pr(2, 8);
-  PassRoutingLog log;
-  pr.begin(&log);
-  pass_routing_fill(pr);
+  PassRoutingLog log, gone;
+  RoutingObservers list;
+  list.add(&log);
+  list.add(&pr);
+  list.add(&gone);
+  list.add(&pr);  // once only
+  list.remove(&gone);
+  EXPECT_TRUE(list.contains(&pr));
+  EXPECT_FALSE(list.contains(&gone));
+  pr.begin();
+  pass_routing_fill(list);
   EXPECT_EQ(log.routes, 5);
   EXPECT_EQ(log.predicts, 1);
+  EXPECT_EQ(gone.routes, 0);
   ASSERT_EQ(pr.touched().size(), 5u);
   EXPECT_EQ(pr.touched()[0], (ExpertKey{0, 1}));
   EXPECT_EQ(pr.touched()[4], (ExpertKey{1, 0}));
@@ -49,7 +60,7 @@ TEST(PassRouting, RecordsRowsPerExpertAndPassesCallsOn) {
   std::sort(rows.begin(), rows.end());
   EXPECT_EQ(rows, (std::vector<int>{0, 1}));
   // The next pass starts empty.
-  pr.begin(nullptr);
+  pr.begin();
   EXPECT_TRUE(pr.touched().empty());
   const int32_t one[] = {7};
   pr.on_route(1, 0, one, 1);
@@ -61,7 +72,7 @@ TEST(PassRouting, RecordsRowsPerExpertAndPassesCallsOn) {
 
 TEST(PassRouting, DraftOnlyExpertsAreChargedToTheirOwner) {
   PassRouting pr(2, 8);
-  pr.begin(nullptr);
+  pr.begin();
   pass_routing_fill(pr);
   const std::vector<int> owner = {-1, 0, 0, -1, 1};
   // Bytes read per touched expert, in touched() order: A 100, B 200, C 50, D 0 (in memory), E 30;
@@ -93,7 +104,7 @@ TEST(PassRouting, DraftOnlyExpertsAreChargedToTheirOwner) {
 
 TEST(PassRouting, RejectedOnlyExpertsAreThoseNoKeptRowNeeded) {
   PassRouting pr(2, 8);
-  pr.begin(nullptr);
+  pr.begin();
   pass_routing_fill(pr);
   std::vector<ExpertKey> out;
   // Slot 0 kept draft row 1, rejected row 2; slot 1 rejected row 4.

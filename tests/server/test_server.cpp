@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/expert_tier.h"
+#include "chat/chat_template.h"
 #include "server/chat_format.h"
 #include "server/scheduler.h"
 #include "runtime/text_stream.h"
@@ -759,8 +760,13 @@ namespace {
 
 TEST(ServerChatFormat, TemplateFallbackAndErrors) {
   const std::vector<server::ChatMsg> msgs = {{"system", "S"}, {"user", "U"}};
-  server::ChatFormat none;  // no template in the GGUF: ChatML
+  server::ChatFormat none;  // no template in the GGUF: ChatML (chat_format_from_gguf puts it there)
+  none.model_template = kChatMlTemplate;
+  none.chatml_fallback = true;
+  none.options.add_generation_prompt = true;
   EXPECT_EQ(server::format_chat(msgs, none).text, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(server::format_chat({{"developer", "D"}}, none).text, "<|im_start|>system\nD<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_STREQ(server::chat_format_name(none), "chatml-fallback");
   server::ChatFormat t;
   t.model_template = "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}{% if add_generation_prompt %}>{% endif %}";
   t.options.bos_token = "<s>";

@@ -361,7 +361,7 @@ double routed_share(double skew, const char* preset) {
   ThreadPool pool(2);
   model->set_threads(&pool);
   CountRoutes obs(s.n_expert);
-  model->set_routing_observer(&obs);
+  model->add_routing_observer(&obs);
   const int n = 128;
   KvCacheOptions ko;
   ko.n_ctx = n;
