@@ -153,6 +153,18 @@ void Ops::add(const Buffer& x, const Buffer& y, int64_t n) {
   dev_.dispatch(p, b, push, gr[0], gr[1]);
 }
 
+void Ops::add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows) {
+  const int64_t n = width * rows;
+  STRATA_CHECK(width >= 1 && rows >= 1 && n <= 0xFFFFFFFFll && x.bytes() >= static_cast<uint64_t>(n) * 4 &&
+                   b.bytes() >= static_cast<uint64_t>(width) * 4,
+               "GPU add_bias: {} rows of {}", rows, width);
+  const Pipeline& p = get("add_bias", 2, 8, false);
+  const uint32_t push[2] = {static_cast<uint32_t>(n), static_cast<uint32_t>(width)};
+  const BufRange bufs[2] = {{&x}, {&b}};
+  const auto gr = grid(static_cast<uint64_t>((n + 63) / 64));
+  dev_.dispatch(p, bufs, push, gr[0], gr[1]);
+}
+
 void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok) {
   STRATA_CHECK(width >= 1 && n_tok >= 1 && n_tok <= kMaxGroups && src.bytes() >= static_cast<uint64_t>(width * n_tok) * 4 &&
                    pos.bytes() >= static_cast<uint64_t>(n_tok) * 4,

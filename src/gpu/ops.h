@@ -61,6 +61,8 @@ class Ops {
   void swiglu(const Buffer& g, const Buffer& u, const Buffer& out, int64_t n);
   // x [n] += y [n].
   void add(const Buffer& x, const Buffer& y, int64_t n);
+  // x [rows, width] += b [width] on every row.
+  void add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows);
   // KV rows by position: cache[pos[t] * width ..] = src [t, width]; pos: n_tok uint32.
   void kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok);
   // out [n_tok, n_head, dv] = softmax(scale q K^T) V for token t over keys 0..pos[t] (within the

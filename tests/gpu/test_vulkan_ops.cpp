@@ -148,6 +148,23 @@ TEST(VulkanOps, AddAndKvStore) {
 
 // Causal GQA over a KV cache against attention in double: a prompt chunk (5 tokens at positions
 // 30..34), a lone decode token at the last position, a sliding window and per-head sinks.
+// The bias on every token's row (attention's q/k/v/o biases): the CPU's one rounded add per value.
+TEST(VulkanOps, AddBiasOnEveryRow) {
+  gpu::Device& dev = vk_device();
+  gpu::Ops ops(dev);
+  for (const int64_t width : {1, 63, 200})
+    for (const int64_t rows : {1, 7}) {
+      SCOPED_TRACE(::testing::Message() << "width " << width << " rows " << rows);
+      const auto x = vk_random_floats(width * rows, 11), b = vk_random_floats(width, 12);
+      gpu::Buffer xb = gpu::upload_f32(dev, x.data(), width * rows, "x"), bb = gpu::upload_f32(dev, b.data(), width, "b");
+      ops.add_bias(xb, bb, width, rows);
+      std::vector<float> got(x.size());
+      gpu::download_f32(dev, xb, got.data(), width * rows);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < width; ++i) ASSERT_EQ(got[r * width + i], x[r * width + i] + b[i]) << r << "," << i;
+    }
+}
+
 TEST(VulkanOps, AttentionMatchesAReferenceInDouble) {
   gpu::Device& dev = vk_device();
   gpu::Ops ops(dev);
