@@ -1,8 +1,10 @@
 #pragma once
-// The first Vulkan executor (issue 35): dense GQA models (llama, qwen3) run on the GPU layer by
-// layer, with their weights and an f32 KV cache in device memory; the hidden rows cross the bus
-// once per pass each way (embeddings up, final rows down; the output head stays on the CPU).
-// One sequence (strata run / bench / perplexity).
+// The first Vulkan executor (issue 35): GQA models (llama, qwen3, their MoE forms) run on the GPU
+// layer by layer, with their dense weights, routers, shared experts and an f32 KV cache in device
+// memory. Routed experts stay with the expert tier on the CPU (resident, or streamed under
+// --ram-budget): per MoE layer the normalized rows and the router's product come down, the
+// routed experts' sum goes up. The embeddings go up and the final rows come down once per pass
+// (the output head stays on the CPU). One sequence (strata run / bench / perplexity).
 #include <memory>
 
 #include "gpu/device.h"
