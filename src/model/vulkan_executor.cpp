@@ -36,7 +36,7 @@ struct GpuLayer {
   gpu::DeviceMatrix wq, wk, wv, wo;
   gpu::DeviceMatrix gate, up, down;                 // the dense FFN, or an MoE layer's shared expert (empty: none)
   gpu::DeviceMatrix router;                         // [n_expert, n_embd] (MoE layers)
-  gpu::Buffer k_cache, v_cache;  // [n_ctx, n_head_kv * head_dim_k], [n_ctx, n_head_kv * head_dim_v]
+  gpu::Buffer k_cache, v_cache;  // [n_seq * n_ctx, n_head_kv * head_dim_k], [.., n_head_kv * head_dim_v]: row seq * n_ctx + pos
 };
 
 bool same_rope(const RopeConfig& a, const RopeConfig& b) {
@@ -69,7 +69,8 @@ std::string unsupported_ffn(const LayerConfig& lc, const LayerWeights& lw) {
 
 class VulkanExecutor final : public LayerExecutor {
  public:
-  VulkanExecutor(std::unique_ptr<gpu::Device> dev, const Model& m, int n_ctx) : dev_(std::move(dev)), ops_(*dev_), n_ctx_(n_ctx) {
+  VulkanExecutor(std::unique_ptr<gpu::Device> dev, const Model& m, int n_ctx, int n_seq)
+      : dev_(std::move(dev)), ops_(*dev_), n_ctx_(n_ctx), n_seq_(n_seq) {
     const ModelConfig& cfg = m.config();
     const ModelWeights& w = m.weights();
     STRATA_CHECK(arch_runs(cfg.arch), "--gpu vulkan: the Vulkan executor runs the GQA architectures {} so far, not {} (issue 35)", arch_list(),
@@ -136,23 +137,29 @@ class VulkanExecutor final : public LayerExecutor {
         g.down = gpu::upload_matrix(*dev_, lw.shexp_down, b + "ffn_down_shexp.weight");
       }
     }
-    g.k_cache = dev_->alloc(static_cast<uint64_t>(n_ctx_) * lc.n_head_kv * lc.head_dim_k * 4, b + "k cache");
-    g.v_cache = dev_->alloc(static_cast<uint64_t>(n_ctx_) * lc.n_head_kv * lc.head_dim_v * 4, b + "v cache");
+    const uint64_t rows = static_cast<uint64_t>(n_ctx_) * n_seq_;
+    g.k_cache = dev_->alloc(rows * lc.n_head_kv * lc.head_dim_k * 4, b + "k cache");
+    g.v_cache = dev_->alloc(rows * lc.n_head_kv * lc.head_dim_v * 4, b + "v cache");
     return g;
   }
 
-  // Positions, scratch for n tokens, the rotation table; the embeddings go up to x_.
+  // Positions, KV cells (row seq * n_ctx + pos) and sequence bases, scratch for n tokens, the
+  // rotation table; the embeddings go up to x_.
   void begin_pass(FwdCtx& c) {
     const ModelConfig& cfg = c.cfg;
     const Batch& b = c.b;
     const int n = b.n, d = cfg.n_embd;
     uint32_t max_pos = 0;
-    pos_.resize(static_cast<size_t>(n));
+    pos_.resize(static_cast<size_t>(3 * n));  // [positions | cells | bases]
     for (int i = 0; i < n; ++i) {
-      STRATA_CHECK(c.seq(i) == 0, "--gpu vulkan: the Vulkan executor runs one sequence so far (batch row {} is of sequence {})", i, c.seq(i));
+      const int s = c.seq(i);
+      STRATA_CHECK(s >= 0 && s < n_seq_, "--gpu vulkan: batch row {} is of sequence {}, the executor holds {}", i, s, n_seq_);
       STRATA_CHECK(b.pos[i] >= 0 && b.pos[i] < n_ctx_, "position {} is outside the context (size {}): the prompt is too long for -c {}", b.pos[i],
                    n_ctx_, n_ctx_);
+      const uint32_t base = static_cast<uint32_t>(s) * static_cast<uint32_t>(n_ctx_);
       pos_[i] = static_cast<uint32_t>(b.pos[i]);
+      pos_[n + i] = base + pos_[i];
+      pos_[2 * n + i] = base;
       max_pos = std::max(max_pos, pos_[i]);
     }
     n_keys_ = static_cast<int>(max_pos) + 1;
@@ -181,6 +188,8 @@ class VulkanExecutor final : public LayerExecutor {
     ensure(u_, n * ff, "ffn up");
     ensure(logits_, n * ne, "router logits");
     ensure(pos_b_, n, "positions");
+    ensure(cell_b_, n, "kv cells");
+    ensure(base_b_, n, "sequence bases");
     ensure(cs_b_, int64_t{n} * nd, "rope cache");
     ensure(scores_, n * heads * n_keys_, "attention scores");
     // Rotation angles on the host (rope_cache: YaRN, rope_freqs), one table for every layer.
@@ -190,6 +199,8 @@ class VulkanExecutor final : public LayerExecutor {
     for (int i = 0; i < n; ++i) rope_cache(rp, static_cast<float>(b.pos[i]), cs_.data() + static_cast<size_t>(i) * nd);
     dev_->upload(x_, 0, c.st.x.data(), static_cast<uint64_t>(n) * d * 4);
     dev_->upload(pos_b_, 0, pos_.data(), static_cast<uint64_t>(n) * 4);
+    dev_->upload(cell_b_, 0, pos_.data() + n, static_cast<uint64_t>(n) * 4);
+    dev_->upload(base_b_, 0, pos_.data() + 2 * n, static_cast<uint64_t>(n) * 4);
     dev_->upload(cs_b_, 0, cs_.data(), cs_.size() * 4);
   }
 
@@ -217,10 +228,10 @@ class VulkanExecutor final : public LayerExecutor {
     const bool neox = lc.rope.style == RopeStyle::Neox;
     ops_.rope(q_, cs_b_, lc.head_dim_k, lc.n_head, lc.rope.n_dims, neox, n);
     ops_.rope(k_, cs_b_, lc.head_dim_k, lc.n_head_kv, lc.rope.n_dims, neox, n);
-    ops_.kv_store(k_, pos_b_, g.k_cache, dk, n);
-    ops_.kv_store(v_, pos_b_, g.v_cache, int64_t{lc.n_head_kv} * lc.head_dim_v, n);
-    const gpu::AttnShape a{lc.n_head, lc.n_head_kv, lc.head_dim_k, lc.head_dim_v, n_keys_, lc.sliding_window, lc.kq_scale};
-    ops_.attention(q_, g.k_cache, g.v_cache, pos_b_, g.sinks ? &g.sinks : nullptr, attn_, scores_, a, n);
+    ops_.kv_store(k_, cell_b_, g.k_cache, dk, n);
+    ops_.kv_store(v_, cell_b_, g.v_cache, int64_t{lc.n_head_kv} * lc.head_dim_v, n);
+    const gpu::AttnShape a{lc.n_head, lc.n_head_kv, lc.head_dim_k, lc.head_dim_v, n_keys_, lc.sliding_window, lc.kq_scale, n_ctx_ * n_seq_};
+    ops_.attention(q_, g.k_cache, g.v_cache, pos_b_, g.sinks ? &g.sinks : nullptr, attn_, scores_, a, n, &base_b_);
     ops_.matvec(g.wo, attn_, n, out_);
     if (g.bo) ops_.add_bias(out_, g.bo, d, n);
     ops_.add(x_, out_, int64_t{n} * d);
@@ -263,20 +274,22 @@ class VulkanExecutor final : public LayerExecutor {
 
   std::unique_ptr<gpu::Device> dev_;
   gpu::Ops ops_;
-  int n_ctx_;
+  int n_ctx_, n_seq_;
   int n_keys_ = 0;  // KV rows the pass's attention reads (its largest position + 1)
   std::vector<GpuLayer> layers_;
-  gpu::Buffer x_, xn_, q_, k_, v_, attn_, out_, sh_, g_, u_, logits_, pos_b_, cs_b_, scores_;
-  std::vector<uint32_t> pos_;
+  gpu::Buffer x_, xn_, q_, k_, v_, attn_, out_, sh_, g_, u_, logits_, pos_b_, cell_b_, base_b_, cs_b_, scores_;
+  std::vector<uint32_t> pos_;  // [positions | cells | bases] of the pass's tokens
   std::vector<float> cs_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerExecutor> make_vulkan_executor(std::unique_ptr<gpu::Device> dev, const Model& model, int n_ctx) {
+std::unique_ptr<LayerExecutor> make_vulkan_executor(std::unique_ptr<gpu::Device> dev, const Model& model, int n_ctx, int n_seq) {
   STRATA_CHECK(dev, "--gpu vulkan: no device");
-  STRATA_CHECK(n_ctx >= 1, "--gpu vulkan: context of {} positions", n_ctx);
-  return std::make_unique<VulkanExecutor>(std::move(dev), model, n_ctx);
+  STRATA_CHECK(n_ctx >= 1 && n_seq >= 1, "--gpu vulkan: context of {} positions, {} sequences", n_ctx, n_seq);
+  STRATA_CHECK(static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(n_seq) <= 0x7FFFFFFFull, "--gpu vulkan: {} sequences of {} positions", n_seq,
+               n_ctx);
+  return std::make_unique<VulkanExecutor>(std::move(dev), model, n_ctx, n_seq);
 }
 
 }  // namespace strata

@@ -19,18 +19,19 @@
 namespace strata::testing {
 
 // cache_experts > 0: the expert tier streams through a cache of that many experts.
-inline std::unique_ptr<Engine> vk_engine(const std::string& path, bool gpu, int n_batch, int64_t cache_experts = 0) {
+inline std::unique_ptr<Engine> vk_engine(const std::string& path, bool gpu, int n_batch, int64_t cache_experts = 0, int n_seq = 1) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_threads = 2;
   eo.n_batch = n_batch;
   eo.type_k = eo.type_v = GgmlType::F32;
   eo.tier.cache_experts = cache_experts;
+  eo.n_seq = n_seq;
   auto eng = std::make_unique<Engine>(Model::load(path), eo);
   if (gpu) {
     gpu::DeviceOptions opt;
     opt.pipeline_cache = "none";
-    eng->model().set_executor(make_vulkan_executor(gpu::Device::open(vk_device().info().index, opt), eng->model(), eng->kv().n_ctx()));
+    eng->model().set_executor(make_vulkan_executor(gpu::Device::open(vk_device().info().index, opt), eng->model(), eng->kv().n_ctx(), n_seq));
   }
   return eng;
 }
