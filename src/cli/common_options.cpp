@@ -31,7 +31,8 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "dequantized weights; not bit-identical to llama.cpp)");
   sub->add_option("--gpu", o.gpu,
                   "GPU: none (default), auto (a discrete GPU when there is one, else the CPU with a note), vulkan, vulkan:N "
-                  "(strata gpu lists them); the dense llama and qwen3 architectures run their layers there, one sequence");
+                  "(strata gpu lists them); GQA architectures (llama, qwen3, qwen3moe, glm4moe, minimax-m2, gpt-oss) run their layers there, "
+                  "routed experts on the CPU");
   sub->add_option("--ram-budget", o.ram_budget, "Hard memory budget (e.g. 64G, 6G, 512M): dense weights, KV and scratch first, the rest caches experts");
   sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
   sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
@@ -115,8 +116,7 @@ void attach_gpu(GpuChoice g, Engine& eng, int n_seq) {
   if (!g.device) return;
   const std::string dev = g.device->info().summary();
   try {
-    STRATA_CHECK(n_seq == 1, "--gpu vulkan: the Vulkan executor runs one sequence so far ({} slots asked for)", n_seq);
-    eng.model().set_executor(make_vulkan_executor(std::move(g.device), eng.model(), eng.kv().n_ctx()));
+    eng.model().set_executor(make_vulkan_executor(std::move(g.device), eng.model(), eng.kv().n_ctx(), n_seq));
     std::fprintf(stderr, "gpu: %s runs the layers\n", dev.c_str());
   } catch (const Error& e) {
     if (!g.is_auto) throw;

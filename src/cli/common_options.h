@@ -75,8 +75,8 @@ struct GpuChoice {
   bool is_auto = false;
 };
 GpuChoice resolve_gpu(const std::string& spec);
-// Puts the device's executor under the engine's model (model/vulkan_executor.h). What the
-// executor does not run (the architecture, a weight type, more than one sequence) throws for
+// Puts the device's executor under the engine's model (model/vulkan_executor.h), with KV rows for
+// n_seq sequences. What the executor does not run (the architecture, a weight type) throws for
 // `vulkan` and, for `auto`, prints one line and leaves the model on the CPU.
 void attach_gpu(GpuChoice g, Engine& eng, int n_seq);
 // A KV cache type by name (f32, f16, q8_0).

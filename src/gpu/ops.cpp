@@ -153,6 +153,18 @@ void Ops::add(const Buffer& x, const Buffer& y, int64_t n) {
   dev_.dispatch(p, b, push, gr[0], gr[1]);
 }
 
+void Ops::add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows) {
+  const int64_t n = width * rows;
+  STRATA_CHECK(width >= 1 && rows >= 1 && n <= 0xFFFFFFFFll && x.bytes() >= static_cast<uint64_t>(n) * 4 &&
+                   b.bytes() >= static_cast<uint64_t>(width) * 4,
+               "GPU add_bias: {} rows of {}", rows, width);
+  const Pipeline& p = get("add_bias", 2, 8, false);
+  const uint32_t push[2] = {static_cast<uint32_t>(n), static_cast<uint32_t>(width)};
+  const BufRange bufs[2] = {{&x}, {&b}};
+  const auto gr = grid(static_cast<uint64_t>((n + 63) / 64));
+  dev_.dispatch(p, bufs, push, gr[0], gr[1]);
+}
+
 void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok) {
   STRATA_CHECK(width >= 1 && n_tok >= 1 && n_tok <= kMaxGroups && src.bytes() >= static_cast<uint64_t>(width * n_tok) * 4 &&
                    pos.bytes() >= static_cast<uint64_t>(n_tok) * 4,
@@ -164,25 +176,27 @@ void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, in
 }
 
 void Ops::attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& pos, const Buffer* sinks, const Buffer& out,
-                    const Buffer& scratch, const AttnShape& a, int64_t n_tok) {
+                    const Buffer& scratch, const AttnShape& a, int64_t n_tok, const Buffer* base) {
   STRATA_CHECK(a.n_head >= 1 && a.n_head_kv >= 1 && a.n_head % a.n_head_kv == 0 && a.head_dim_k >= 1 && a.head_dim_v >= 1 &&
-                   a.n_keys >= 1 && a.window >= 0,
+                   a.n_keys >= 1 && a.window >= 0 && a.kv_rows >= 0,
                "GPU attention: {} heads over {} KV heads, head sizes {}/{}, {} keys", a.n_head, a.n_head_kv, a.head_dim_k, a.head_dim_v,
                a.n_keys);
   STRATA_CHECK(n_tok >= 1 && n_tok <= kMaxGroups && a.n_head <= static_cast<int>(kMaxGroups), "GPU attention: {} tokens", n_tok);
   const uint64_t nh = static_cast<uint64_t>(a.n_head), nkv = static_cast<uint64_t>(a.n_head_kv), nk = static_cast<uint64_t>(a.n_keys);
-  STRATA_CHECK(q.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_k * 4 && k.bytes() >= nk * nkv * a.head_dim_k * 4 &&
-                   v.bytes() >= nk * nkv * a.head_dim_v * 4 && out.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_v * 4 &&
+  const uint64_t rows = a.kv_rows > 0 ? static_cast<uint64_t>(a.kv_rows) : nk;
+  STRATA_CHECK(q.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_k * 4 && k.bytes() >= rows * nkv * a.head_dim_k * 4 &&
+                   v.bytes() >= rows * nkv * a.head_dim_v * 4 && out.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_v * 4 &&
                    scratch.bytes() >= static_cast<uint64_t>(n_tok) * nh * nk * 4 && pos.bytes() >= static_cast<uint64_t>(n_tok) * 4 &&
-                   (!sinks || sinks->bytes() >= nh * 4),
-               "GPU attention: a buffer is smaller than {} tokens x {} heads over {} keys need", n_tok, a.n_head, a.n_keys);
-  const Pipeline& p = get("attention", 7, 32, true);
+                   (!sinks || sinks->bytes() >= nh * 4) && (!base || base->bytes() >= static_cast<uint64_t>(n_tok) * 4),
+               "GPU attention: a buffer is smaller than {} tokens x {} heads over {} keys ({} K/V rows) need", n_tok, a.n_head, a.n_keys, rows);
+  const Pipeline& p = get("attention", 8, 40, true);
   struct {
     uint32_t n_head, n_kv, dk, dv, n_keys, window, has_sink;
     float scale;
+    uint32_t has_base, kv_rows;
   } push{static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(a.n_head_kv), static_cast<uint32_t>(a.head_dim_k), static_cast<uint32_t>(a.head_dim_v),
-         static_cast<uint32_t>(a.n_keys), static_cast<uint32_t>(a.window), sinks ? 1u : 0u, a.scale};
-  const BufRange b[7] = {{&q}, {&k}, {&v}, {&pos}, {sinks ? sinks : &q}, {&out}, {&scratch}};
+         static_cast<uint32_t>(a.n_keys), static_cast<uint32_t>(a.window), sinks ? 1u : 0u, a.scale, base ? 1u : 0u, static_cast<uint32_t>(rows)};
+  const BufRange b[8] = {{&q}, {&k}, {&v}, {&pos}, {sinks ? sinks : &q}, {&out}, {&scratch}, {base ? base : &pos}};
   dev_.dispatch(p, b, &push, static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(n_tok));
 }
 

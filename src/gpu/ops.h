@@ -36,13 +36,14 @@ DeviceMatrix upload_matrix(Device& dev, const QMatrix& w, std::string_view name)
 Buffer upload_f32(Device& dev, const float* x, int64_t n, std::string_view name);
 void download_f32(Device& dev, const Buffer& b, float* x, int64_t n);
 
-// Causal grouped-query attention of one sequence (ops.attention).
+// Causal grouped-query attention (ops.attention).
 struct AttnShape {
   int n_head = 0, n_head_kv = 0;  // n_head a multiple of n_head_kv
   int head_dim_k = 0, head_dim_v = 0;
-  int n_keys = 0;                 // KV rows bound (positions 0..n_keys-1); every pos[t] < n_keys
+  int n_keys = 0;                 // positions 0..n_keys-1 a token may see; every pos[t] < n_keys
   int window = 0;                 // sliding window (keys pos - window < j <= pos); 0: none
   float scale = 1.0f;             // on q . k
+  int kv_rows = 0;                // K/V rows bound (0: n_keys); with sequence bases, n_seq * n_ctx
 };
 
 class Ops {
@@ -61,13 +62,17 @@ class Ops {
   void swiglu(const Buffer& g, const Buffer& u, const Buffer& out, int64_t n);
   // x [n] += y [n].
   void add(const Buffer& x, const Buffer& y, int64_t n);
+  // x [rows, width] += b [width] on every row.
+  void add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows);
   // KV rows by position: cache[pos[t] * width ..] = src [t, width]; pos: n_tok uint32.
   void kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok);
-  // out [n_tok, n_head, dv] = softmax(scale q K^T) V for token t over keys 0..pos[t] (within the
-  // window); q [n_tok, n_head, dk]; k [n_keys, n_kv, dk], v [n_keys, n_kv, dv]; sinks: [n_head]
-  // logits that join each head's softmax, or null; scratch: at least n_tok * n_head * n_keys floats.
+  // out [n_tok, n_head, dv] = softmax(scale q K^T) V for token t over positions 0..pos[t] (within
+  // the window); q [n_tok, n_head, dk]; k [kv_rows, n_kv, dk], v [kv_rows, n_kv, dv]; sinks: [n_head]
+  // logits that join each head's softmax, or null; scratch: at least n_tok * n_head * n_keys floats;
+  // base: n_tok uint32, the row of K/V where token t's sequence starts (position j is row base[t] + j;
+  // rows past kv_rows are not read), or null: one sequence, position j is row j.
   void attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& pos, const Buffer* sinks, const Buffer& out,
-                 const Buffer& scratch, const AttnShape& a, int64_t n_tok);
+                 const Buffer& scratch, const AttnShape& a, int64_t n_tok, const Buffer* base = nullptr);
 
  private:
   const Pipeline& get(std::string_view name, uint32_t n_buffers, uint32_t push_bytes, bool wg_spec);

@@ -9,7 +9,7 @@ set(STRATA_SHADER_DIR ${CMAKE_CURRENT_SOURCE_DIR}/gpu/shaders)
 set(STRATA_SHADER_OUT ${CMAKE_CURRENT_BINARY_DIR}/gpu_shaders)
 file(MAKE_DIRECTORY ${STRATA_SHADER_OUT})
 # name|source|defines (comma-separated)
-set(STRATA_SHADERS rmsnorm|rmsnorm.comp| softmax|softmax.comp| rope|rope.comp| swiglu|swiglu.comp| add|add.comp|
+set(STRATA_SHADERS rmsnorm|rmsnorm.comp| softmax|softmax.comp| rope|rope.comp| swiglu|swiglu.comp| add|add.comp| add_bias|add_bias.comp|
   attention|attention.comp| kv_store|kv_store.comp|)
 foreach(t F32 F16 BF16 Q4_0 Q8_0 Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4)
   string(TOLOWER ${t} tl)

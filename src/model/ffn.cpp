@@ -115,13 +115,13 @@ struct ExpertGroups {
   int starts[kMaxExperts + 1] = {};
 };
 
-// 1. Router for the whole batch: st.router (logits), st.sel / st.sel_w (choices, weights).
+// 1. Router for the whole batch: st.router (the router's product in, logits with its bias out),
+//    st.sel / st.sel_w (choices, weights).
 void route_batch(FwdCtx& c, int layer) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];
   auto& st = c.st;
   const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
-  c.mm(lw.router, st.xn.data(), n, st.router.data());
   add_bias(st.router.data(), lw.router_b, n);
   for (int i = 0; i < n; ++i) {
     route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], st.sel.data() + static_cast<size_t>(i) * k, st.sel_w.data() + static_cast<size_t>(i) * k);
@@ -449,16 +449,21 @@ void add_shared_experts(FwdCtx& c, const LayerConfig& lc, const LayerWeights& lw
 
 }  // namespace
 
-void ffn_moe(FwdCtx& c, int layer) {
-  const LayerConfig& lc = c.cfg.layers[layer];
-  const LayerWeights& lw = c.w.layers[layer];
+void moe_routed_experts(FwdCtx& c, int layer) {
   route_batch(c, layer);
   ExpertGroups groups;
   group_by_expert(c, layer, groups);
   prefetch_ahead(c, layer);
   ExpertRun(c, layer, groups).run();
-  sum_slots(c, lc.n_expert_used);
+  sum_slots(c, c.cfg.layers[layer].n_expert_used);
   c.trace("ffn_moe_out", layer, c.st.out.data(), c.b.n, c.cfg.n_embd);
+}
+
+void ffn_moe(FwdCtx& c, int layer) {
+  const LayerConfig& lc = c.cfg.layers[layer];
+  const LayerWeights& lw = c.w.layers[layer];
+  c.mm(lw.router, c.st.xn.data(), c.b.n, c.st.router.data());
+  moe_routed_experts(c, layer);
   if (!lw.shexp_gate.empty()) add_shared_experts(c, lc, lw);
 }
 

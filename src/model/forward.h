@@ -126,6 +126,12 @@ void attention_mla_kvb(FwdCtx& c, int layer);
 void delta_net(FwdCtx& c, int layer);  // Gated DeltaNet linear attention (model/delta_net.cpp)
 void ffn_dense(FwdCtx& c, int layer);
 void ffn_moe(FwdCtx& c, int layer);
+// The routed half of ffn_moe, for a device executor that computes the router's product and the
+// shared experts itself (model/executor.h): st.xn [n, n_embd] the FFN's normalized rows and
+// st.router [n, n_expert] the router's product (without its bias) in; selection (any gating),
+// the expert tier's requests and prefetch, the experts on the CPU; st.out [n, n_embd] the
+// weighted sum of the routed experts (no shared experts) out. st.router is clobbered.
+void moe_routed_experts(FwdCtx& c, int layer);
 
 // The keys each token of a batch attends to under sparse attention (DeepSeek-V3.2's lightning
 // indexer): token i sees the count[i] ascending positions at cells + i * stride, or, when

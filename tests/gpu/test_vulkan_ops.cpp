@@ -148,6 +148,23 @@ TEST(VulkanOps, AddAndKvStore) {
 
 // Causal GQA over a KV cache against attention in double: a prompt chunk (5 tokens at positions
 // 30..34), a lone decode token at the last position, a sliding window and per-head sinks.
+// The bias on every token's row (attention's q/k/v/o biases): the CPU's one rounded add per value.
+TEST(VulkanOps, AddBiasOnEveryRow) {
+  gpu::Device& dev = vk_device();
+  gpu::Ops ops(dev);
+  for (const int64_t width : {1, 63, 200})
+    for (const int64_t rows : {1, 7}) {
+      SCOPED_TRACE(::testing::Message() << "width " << width << " rows " << rows);
+      const auto x = vk_random_floats(width * rows, 11), b = vk_random_floats(width, 12);
+      gpu::Buffer xb = gpu::upload_f32(dev, x.data(), width * rows, "x"), bb = gpu::upload_f32(dev, b.data(), width, "b");
+      ops.add_bias(xb, bb, width, rows);
+      std::vector<float> got(x.size());
+      gpu::download_f32(dev, xb, got.data(), width * rows);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < width; ++i) ASSERT_EQ(got[r * width + i], x[r * width + i] + b[i]) << r << "," << i;
+    }
+}
+
 TEST(VulkanOps, AttentionMatchesAReferenceInDouble) {
   gpu::Device& dev = vk_device();
   gpu::Ops ops(dev);
@@ -155,30 +172,39 @@ TEST(VulkanOps, AttentionMatchesAReferenceInDouble) {
     int n_head, n_kv, dk, dv, n_keys, window;
     bool sinks;
     std::vector<uint32_t> pos;
+    std::vector<uint32_t> base = {};  // rows where each token's sequence starts (empty: none)
+    int kv_rows = 0;                  // 0: n_keys
   };
+  // The last two: three sequences of 70 rows in one cache, tokens of each in one pass; the last
+  // token's sequence starts 20 rows before the end of the rows bound (its later keys are not read).
   const Case cases[] = {{8, 2, 64, 64, 70, 0, false, {30, 31, 32, 33, 34}},
                         {4, 1, 128, 128, 70, 0, false, {69}},
-                        {8, 8, 32, 48, 70, 16, true, {0, 1, 40, 69}}};
+                        {8, 8, 32, 48, 70, 16, true, {0, 1, 40, 69}},
+                        {8, 2, 64, 64, 70, 0, false, {5, 6, 69, 0, 33}, {0, 0, 70, 140, 140}, 210},
+                        {4, 4, 32, 32, 70, 8, true, {12, 30, 69}, {70, 0, 190}, 210}};
   for (const Case& cs : cases) {
     SCOPED_TRACE(::testing::Message() << "heads " << cs.n_head << "/" << cs.n_kv << " dims " << cs.dk << "/" << cs.dv << " window " << cs.window
                                       << " sinks " << cs.sinks << " tokens " << cs.pos.size());
     const int64_t nt = static_cast<int64_t>(cs.pos.size());
     const auto q = vk_random_floats(nt * cs.n_head * cs.dk, 1, -1, 1);
-    const auto k = vk_random_floats(cs.n_keys * cs.n_kv * cs.dk, 2, -1, 1);
-    const auto v = vk_random_floats(cs.n_keys * cs.n_kv * cs.dv, 3, -1, 1);
+    const int rows = cs.kv_rows > 0 ? cs.kv_rows : cs.n_keys;
+    const auto k = vk_random_floats(rows * cs.n_kv * cs.dk, 2, -1, 1);
+    const auto v = vk_random_floats(rows * cs.n_kv * cs.dv, 3, -1, 1);
     const auto sinks = vk_random_floats(cs.n_head, 4, -2, 2);
     const float scale = 1.0f / std::sqrt(static_cast<float>(cs.dk));
     std::vector<float> want(static_cast<size_t>(nt * cs.n_head * cs.dv)), got(want.size());
     for (int64_t t = 0; t < nt; ++t)
       for (int h = 0; h < cs.n_head; ++h) {
         const int kvh = h / (cs.n_head / cs.n_kv);
-        const int p = static_cast<int>(cs.pos[t]);
-        const int first = cs.window > 0 ? std::max(0, p + 1 - cs.window) : 0;
+        const int b0 = cs.base.empty() ? 0 : static_cast<int>(cs.base[t]);
+        const int pt = static_cast<int>(cs.pos[t]);
+        const int p = std::min(pt, rows - 1 - b0);  // the last key read: none past the rows bound
+        const int first = cs.window > 0 ? std::max(0, pt + 1 - cs.window) : 0;
         std::vector<double> s;
         double m = cs.sinks ? sinks[h] : -INFINITY;
         for (int j = first; j <= p; ++j) {
           double d = 0;
-          for (int e = 0; e < cs.dk; ++e) d += static_cast<double>(q[(t * cs.n_head + h) * cs.dk + e]) * k[(j * cs.n_kv + kvh) * cs.dk + e];
+          for (int e = 0; e < cs.dk; ++e) d += static_cast<double>(q[(t * cs.n_head + h) * cs.dk + e]) * k[((b0 + j) * cs.n_kv + kvh) * cs.dk + e];
           s.push_back(d * scale);
           m = std::max(m, s.back());
         }
@@ -186,7 +212,7 @@ TEST(VulkanOps, AttentionMatchesAReferenceInDouble) {
         for (double& x : s) sum += (x = std::exp(x - m));
         for (int e = 0; e < cs.dv; ++e) {
           double acc = 0;
-          for (int j = first; j <= p; ++j) acc += s[j - first] * v[(j * cs.n_kv + kvh) * cs.dv + e];
+          for (int j = first; j <= p; ++j) acc += s[j - first] * v[((b0 + j) * cs.n_kv + kvh) * cs.dv + e];
           want[(t * cs.n_head + h) * cs.dv + e] = static_cast<float>(acc / sum);
         }
       }
@@ -198,8 +224,13 @@ TEST(VulkanOps, AttentionMatchesAReferenceInDouble) {
     dev.upload(pb, 0, cs.pos.data(), cs.pos.size() * 4);
     gpu::Buffer ob = gpu::upload_f32(dev, nullptr, static_cast<int64_t>(got.size()), "out");
     gpu::Buffer scratch = gpu::upload_f32(dev, nullptr, nt * cs.n_head * cs.n_keys, "scores");
-    gpu::AttnShape a{cs.n_head, cs.n_kv, cs.dk, cs.dv, cs.n_keys, cs.window, scale};
-    ops.attention(qb, kb, vb, pb, cs.sinks ? &sb : nullptr, ob, scratch, a, nt);
+    gpu::AttnShape a{cs.n_head, cs.n_kv, cs.dk, cs.dv, cs.n_keys, cs.window, scale, cs.kv_rows};
+    gpu::Buffer bb;
+    if (!cs.base.empty()) {
+      bb = dev.alloc(cs.base.size() * 4, "bases");
+      dev.upload(bb, 0, cs.base.data(), cs.base.size() * 4);
+    }
+    ops.attention(qb, kb, vb, pb, cs.sinks ? &sb : nullptr, ob, scratch, a, nt, cs.base.empty() ? nullptr : &bb);
     gpu::download_f32(dev, ob, got.data(), static_cast<int64_t>(got.size()));
     EXPECT_LT(vk_nmse(got, want), 1e-10);
   }

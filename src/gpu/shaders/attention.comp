@@ -1,9 +1,10 @@
 #version 450
-// Causal grouped-query attention of one sequence, one workgroup per (head, token):
-//   s_j = scale * q . K[j]   for keys j <= pos[t] (and j > pos[t] - window when window > 0)
-//   p = softmax(s) (an optional sink logit per head joins the sum), out = sum_j p_j V[j]
-// q [n_tok, n_head, dk]; K [n_keys, n_kv, dk], V [n_keys, n_kv, dv] (rows by position); head h
-// reads KV head h / (n_head / n_kv). The scores go through scratch [n_tok, n_head, n_keys].
+// Causal grouped-query attention, one workgroup per (head, token):
+//   s_j = scale * q . K[base[t] + j]   for positions j <= pos[t] (and j > pos[t] - window when window > 0)
+//   p = softmax(s) (an optional sink logit per head joins the sum), out = sum_j p_j V[base[t] + j]
+// q [n_tok, n_head, dk]; K [kv_rows, n_kv, dk], V [kv_rows, n_kv, dv] (rows by cell: a token's
+// sequence starts at row base[t], or 0 without bases); head h reads KV head h / (n_head / n_kv).
+// Keys past kv_rows are not read. The scores go through scratch [n_tok, n_head, n_keys].
 layout(constant_id = 0) const uint WG = 64;
 layout(local_size_x_id = 0) in;
 layout(std430, binding = 0) readonly buffer Qt { float q[]; };
@@ -13,12 +14,15 @@ layout(std430, binding = 3) readonly buffer Pt { uint pos[]; };
 layout(std430, binding = 4) readonly buffer St { float sinks[]; };
 layout(std430, binding = 5) writeonly buffer Ot { float o[]; };
 layout(std430, binding = 6) buffer Wt { float sc[]; };
+layout(std430, binding = 7) readonly buffer Bt { uint base[]; };
 layout(push_constant) uniform Push {
   uint n_head, n_kv, dk, dv;
-  uint n_keys;    // rows of K and V bound (and of a scratch row)
+  uint n_keys;    // positions of a scratch row (every pos[t] < n_keys)
   uint window;    // 0: full causal attention
   uint has_sink;  // 0: binding 4 is not read
   float scale;
+  uint has_base;  // 0: binding 7 is not read (one sequence, rows by position)
+  uint kv_rows;   // rows of K and V bound
 } pc;
 shared float red[WG];
 
@@ -39,14 +43,18 @@ void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint kvh = h / (pc.n_head / pc.n_kv);
   const uint p = pos[t];
-  const uint last = min(p, pc.n_keys - 1u);
+  const uint b0 = pc.has_base != 0u ? base[t] : 0u;
+  const uint rows = pc.kv_rows > b0 ? pc.kv_rows - b0 : 0u;
+  // Positions outside the scratch row or the bound rows are not read (empty when none is left).
+  const uint last = min(min(p, pc.n_keys - 1u), rows == 0u ? 0u : rows - 1u);
   const uint first = (pc.window > 0u && p + 1u > pc.window) ? p + 1u - pc.window : 0u;
   const uint qb = (t * pc.n_head + h) * pc.dk;
   const uint sb = (t * pc.n_head + h) * pc.n_keys;
   const float ninf = uintBitsToFloat(0xFF800000u);
   float m = ninf;
-  for (uint j = first + tid; j <= last; j += WG) {
-    const uint kb = (j * pc.n_kv + kvh) * pc.dk;
+  const bool none = rows == 0u;
+  for (uint j = first + tid; !none && j <= last; j += WG) {
+    const uint kb = ((b0 + j) * pc.n_kv + kvh) * pc.dk;
     float s = 0.0;
     for (uint d = 0u; d < pc.dk; ++d) s += q[qb + d] * kc[kb + d];
     s *= pc.scale;
@@ -56,7 +64,7 @@ void main() {
   m = reduce(m, true);
   if (pc.has_sink != 0u) m = max(m, sinks[h]);
   float sum = 0.0;
-  for (uint j = first + tid; j <= last; j += WG) {
+  for (uint j = first + tid; !none && j <= last; j += WG) {
     const float e = exp(sc[sb + j] - m);
     sc[sb + j] = e;
     sum += e;
@@ -69,7 +77,7 @@ void main() {
   const uint ob = (t * pc.n_head + h) * pc.dv;
   for (uint d = tid; d < pc.dv; d += WG) {
     float acc = 0.0;
-    for (uint j = first; j <= last; ++j) acc += sc[sb + j] * vc[(j * pc.n_kv + kvh) * pc.dv + d];
+    for (uint j = first; !none && j <= last; ++j) acc += sc[sb + j] * vc[((b0 + j) * pc.n_kv + kvh) * pc.dv + d];
     o[ob + d] = acc * inv;
   }
 }

@@ -1,0 +1,99 @@
+#pragma once
+// Shared by the Vulkan executor's golden tests (dense and MoE): an engine with or without the
+// executor, and one golden set through it. Every prompt runs through the GPU path in passes of
+// n_batch tokens (the KV cache on the device carries across passes) and is held to llama.cpp's
+// logits with the tolerances the CPU path's K-quant sets meet (cosine >= 0.99, >= 0.999 for all
+// but one prompt, teacher-forced top-1 agreement >= 0.9), to the CPU path's own logits, and to
+// itself from run to run (bit for bit).
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "model/model.h"
+#include "model/vulkan_executor.h"
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+#include "../model/golden_util.h"
+#include "gpu_test_util.h"
+
+namespace strata::testing {
+
+// cache_experts > 0: the expert tier streams through a cache of that many experts.
+inline std::unique_ptr<Engine> vk_engine(const std::string& path, bool gpu, int n_batch, int64_t cache_experts = 0, int n_seq = 1) {
+  EngineOptions eo;
+  eo.n_ctx = 256;
+  eo.n_threads = 2;
+  eo.n_batch = n_batch;
+  eo.type_k = eo.type_v = GgmlType::F32;
+  eo.tier.cache_experts = cache_experts;
+  eo.n_seq = n_seq;
+  auto eng = std::make_unique<Engine>(Model::load(path), eo);
+  if (gpu) {
+    gpu::DeviceOptions opt;
+    opt.pipeline_cache = "none";
+    eng->model().set_executor(make_vulkan_executor(gpu::Device::open(vk_device().info().index, opt), eng->model(), eng->kv().n_ctx(), n_seq));
+  }
+  return eng;
+}
+
+// "qwen3moe-q8_0" -> "qwen3moe_q8_0" (gtest parameter names).
+inline std::string vk_set_name(const char* set) {
+  std::string s = set;
+  for (char& ch : s)
+    if (ch == '-') ch = '_';
+  return s;
+}
+
+inline void vk_check_golden_set(const std::string& set) {
+  const std::string dir = test::fixtures_dir() + "/" + set;
+  if (!std::filesystem::exists(dir + "/model.gguf")) STRATA_MISSING_FIXTURE(dir + "/model.gguf");
+  auto gpu_eng = vk_engine(dir + "/model.gguf", true, 16);
+  auto cpu_eng = vk_engine(dir + "/model.gguf", false, 256);
+  ASSERT_NE(gpu_eng->model().executor(), nullptr);
+  EXPECT_NE(gpu_eng->model().executor()->name().find(vk_device().info().name), std::string::npos);
+  const int nv = gpu_eng->config().n_vocab;
+  double worst_cos = 1, worst_cpu_cos = 1, worst_agree = 1;
+  int good = 0, prompts = 0;
+  for (const auto& p : test::golden_prompts(set)) {
+    const auto j = test::read_json(dir + "/golden/" + p + ".json");
+    const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto ref = test::read_f32(dir + "/golden/" + p + ".last_logits.f32");
+    ASSERT_EQ(ref.size(), static_cast<size_t>(nv));
+    const int n = static_cast<int>(prompt.size());
+    std::vector<float> row, again, cpu;
+    gpu_eng->eval(0, prompt.data(), n, 0, false, row);
+    gpu_eng->eval(0, prompt.data(), n, 0, false, again);
+    cpu_eng->eval(0, prompt.data(), n, 0, false, cpu);
+    ASSERT_EQ(row.size(), static_cast<size_t>(nv));
+    EXPECT_EQ(0, std::memcmp(row.data(), again.data(), row.size() * 4)) << set << "/" << p << ": run to run";
+    const auto c = test::compare_logits(row.data(), ref.data(), ref.size());
+    const auto cc = test::compare_logits(row.data(), cpu.data(), cpu.size());
+    EXPECT_GE(c.cosine, 0.99) << set << "/" << p;
+    good += c.cosine >= 0.999;
+    ++prompts;
+    worst_cos = std::min(worst_cos, c.cosine);
+    worst_cpu_cos = std::min(worst_cpu_cos, cc.cosine);
+    EXPECT_GE(cc.cosine, 0.999) << set << "/" << p << ": against the CPU path";
+    // Teacher-forced: llama.cpp's greedy tokens fed one by one; the GPU's argmax agrees.
+    const auto& steps = j["greedy"]["steps"];
+    int agree = 0, counted = 0, pos = n;
+    std::vector<float> next;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const int32_t want = steps[s]["token"].get<int32_t>();
+      agree += Sampler::argmax(row.data(), nv) == want;
+      ++counted;
+      if (s + 1 == steps.size()) break;
+      gpu_eng->eval(0, &want, 1, pos++, false, next);
+      row.assign(next.begin(), next.begin() + nv);
+    }
+    const double rate = counted ? static_cast<double>(agree) / counted : 1.0;
+    worst_agree = std::min(worst_agree, rate);
+    EXPECT_GE(rate, 0.9) << set << "/" << p << " teacher-forced top-1 agreement";
+  }
+  ASSERT_GT(prompts, 0);
+  EXPECT_GE(good, prompts - 1) << set << ": last-position cosine >= 0.999 needed for all but one prompt";
+  std::printf("[%-18s] vulkan: worst cosine %.6f against llama.cpp, %.6f against the CPU path, teacher-forced agreement %.3f\n", set.c_str(),
+              worst_cos, worst_cpu_cos, worst_agree);
+}
+
+}  // namespace strata::testing
