@@ -34,6 +34,20 @@ GenEvent final_event(Finish f, int prompt_tokens, int completion_tokens, int cac
   return e;
 }
 
+// The logprobs of prompt[1..] (GenRequest::prompt_probs), from passes of its own over `seq` that
+// keep every row's logits; the rows stay in the slot, where the request then reuses them.
+GenEvent prompt_logprobs(Engine& eng, int seq, const std::vector<int32_t>& prompt, int n_top) {
+  GenEvent e;
+  const int n = static_cast<int>(prompt.size());
+  if (n < 2) return e;
+  e.prompt_probs.resize(prompt.size() - 1);
+  const int nv = eng.config().n_vocab;
+  eng.eval_rows(seq, prompt.data(), n, 0, 0, [&](int i, const float* row) {
+    if (i + 1 < n) token_logprobs(row, nv, prompt[static_cast<size_t>(i) + 1], n_top, e.prompt_probs[static_cast<size_t>(i)]);
+  });
+  return e;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- EventSignal, logprobs
@@ -128,6 +142,7 @@ struct Scheduler::Slot {
   std::deque<int32_t> forced;       // tokens fed instead of sampled (the reasoning block's close)
   TokenLogprobs probs;
   std::unique_ptr<grammar::Matcher> matcher;  // GenParams::grammar's state
+  double t_start = 0, t_prompt = 0;  // now_s() when admitted, when the prompt's last pass ended (GenEvent timings)
   std::vector<float> masked;        // [n_vocab] logits with the grammar mask
   std::vector<float> edited;        // [n_vocab] logits changed by GenParams::edit_logits
   // Speculation: this request's settings (draft_max 0: none), the drafts of the pass being run and
@@ -303,6 +318,7 @@ void Scheduler::start(Slot& s) {
   s.n_gen = 0;
   s.n_reused = 0;
   s.n_prompt_done = 0;
+  s.t_start = now_s(), s.t_prompt = 0;
   s.max_tokens = p.max_tokens < 0 ? n_ctx : p.max_tokens;
   s.history = p.prompt;
   s.sampler = std::make_unique<Sampler>(p.sampling, eng_.config().n_vocab);
@@ -339,6 +355,7 @@ void Scheduler::start(Slot& s) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
   }
+  if (s.req->prompt_probs >= 0) s.req->push(prompt_logprobs(eng_, s.id, p.prompt, s.req->prompt_probs));
   // The draft state (MTP's NextN rows) may follow fewer of the rows the engine could keep.
   const int keep = eng_.reusable_prefix(s.id, p.prompt);
   s.n_reused = eng_.start_prompt(s.id, p.prompt, drafter_ ? drafter_->reusable(s.id, p.prompt, keep) : keep);
@@ -402,6 +419,7 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error, bool bad_req
   const int n_prompt = static_cast<int>(s.req->params.prompt.size());
   GenEvent fin = final_event(f, n_prompt, s.n_gen, s.n_reused, error);
   fin.bad_request = bad_request;
+  fin.t_admitted = s.t_start, fin.t_prompt_done = s.t_prompt, fin.t_finished = now_s();
   if (f == Finish::Stop && s.stopper.matched()) fin.stop_string = s.stopper.which();
   s.req->push(std::move(fin));
   local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done - s.n_reused);
@@ -654,6 +672,7 @@ int Scheduler::sample_outputs() {
     const SeqInput& in = inputs_[i];
     if (!s.decoding) s.n_prompt_done += in.n;
     if (in.logits == Logits::None) continue;
+    if (!s.decoding && s.t_prompt == 0) s.t_prompt = now_s();
     const float* lg = logits_.data() + row * nv;
     row += in.logits == Logits::All ? static_cast<size_t>(in.n) : 1;
     try {
