@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "experts/expert_cache.h"
 #include "runtime/speculative.h"
+#include "server/prompt_score.h"
 #include "server/text_stream.h"
 
 namespace strata::server {
@@ -31,20 +32,6 @@ GenEvent final_event(Finish f, int prompt_tokens, int completion_tokens, int cac
   e.completion_tokens = completion_tokens;
   e.cached_tokens = cached_tokens;
   e.error = std::move(error);
-  return e;
-}
-
-// The logprobs of prompt[1..] (GenRequest::prompt_probs), from passes of its own over `seq` that
-// keep every row's logits; the rows stay in the slot, where the request then reuses them.
-GenEvent prompt_logprobs(Engine& eng, int seq, const std::vector<int32_t>& prompt, int n_top) {
-  GenEvent e;
-  const int n = static_cast<int>(prompt.size());
-  if (n < 2) return e;
-  e.prompt_probs.resize(prompt.size() - 1);
-  const int nv = eng.config().n_vocab;
-  eng.eval_rows(seq, prompt.data(), n, 0, 0, [&](int i, const float* row) {
-    if (i + 1 < n) token_logprobs(row, nv, prompt[static_cast<size_t>(i) + 1], n_top, e.prompt_probs[static_cast<size_t>(i)]);
-  });
   return e;
 }
 
@@ -355,7 +342,7 @@ void Scheduler::start(Slot& s) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
   }
-  if (s.req->prompt_probs >= 0) s.req->push(prompt_logprobs(eng_, s.id, p.prompt, s.req->prompt_probs));
+  if (s.req->prompt_probs >= 0) s.req->push(score_prompt(eng_, s.id, p.prompt, s.req->prompt_probs));
   // The draft state (MTP's NextN rows) may follow fewer of the rows the engine could keep.
   const int keep = eng_.reusable_prefix(s.id, p.prompt);
   s.n_reused = eng_.start_prompt(s.id, p.prompt, drafter_ ? drafter_->reusable(s.id, p.prompt, keep) : keep);
