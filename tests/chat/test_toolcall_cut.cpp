@@ -61,31 +61,31 @@ void expect_every_cut(Format f, const ParserOptions& o, const std::string& text)
   for (const auto& c : at_end.calls) EXPECT_FALSE(c.cut);
 }
 
-const std::string kNested = R"({"query": "café ☕ 東京", "filters": {"tags": ["a", {"b": [1, 2]}], "s": "}{\"]"}})";
+const std::string kCutNested = R"({"query": "café ☕ 東京", "filters": {"tags": ["a", {"b": [1, 2]}], "s": "}{\"]"}})";
 
 TEST(ToolCallCut, EveryFamilyCutAtEveryByte) {
   expect_every_cut(Format::Hermes, opts(),
                    "<think>\nTwo tools.\n</think>\n\nLet me check.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-                   "{\"location\": \"Zürich\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": " + kNested +
+                   "{\"location\": \"Zürich\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": " + kCutNested +
                        "}\n</tool_call>");
   expect_every_cut(Format::Qwen3Coder, opts(),
                    "<think>\nplan\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=location>\n東京\n</parameter>\n"
                    "</function>\n</tool_call>\n<tool_call>\n<function=search>\n<parameter=query>\n<b>x</b>\n</parameter>\n"
                    "<parameter=limit>\n5\n</parameter>\n</function>\n</tool_call>");
-  expect_every_cut(Format::Llama3, opts(), "<|python_tag|>{\"name\": \"search\", \"parameters\": " + kNested + "}");
+  expect_every_cut(Format::Llama3, opts(), "<|python_tag|>{\"name\": \"search\", \"parameters\": " + kCutNested + "}");
   expect_every_cut(Format::Harmony, opts(),
                    "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
                    "to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"Zürich\"}<|call|>");
   expect_every_cut(Format::DeepSeekV31, opts(true),
                    "Check both.</think>Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"location\": \"Paris\"}"
-                   "<｜tool▁call▁end｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>" + kNested + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+                   "<｜tool▁call▁end｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>" + kCutNested + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
   expect_every_cut(Format::Glm45, opts(),
                    "<tool_call>search<arg_key>query</arg_key><arg_value>a\"b</arg_value><arg_key>limit</arg_key>"
                    "<arg_value>3</arg_value></tool_call><tool_call>get_weather<arg_key>location</arg_key><arg_value>Rome</arg_value></tool_call>");
   expect_every_cut(Format::KimiK2, opts(),
                    "<think>ok</think>Looking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
                    "<|tool_call_argument_begin|>{\"location\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.search:1"
-                   "<|tool_call_argument_begin|>" + kNested + "<|tool_call_end|><|tool_calls_section_end|>");
+                   "<|tool_call_argument_begin|>" + kCutNested + "<|tool_call_end|><|tool_calls_section_end|>");
   expect_every_cut(Format::MinimaxM2, opts(),
                    "<think>\nplan\n</think>\n\nI'll look.\n<minimax:tool_call>\n<invoke name=\"get_weather\"><parameter name=\"location\">"
                    "Kraków</parameter>\n</invoke>\n<invoke name=\"search\"><parameter name=\"query\">x</parameter>\n"
