@@ -144,6 +144,9 @@ TEST(ToolCallCut, ArgumentsObjectClosesCutOffJson) {
   EXPECT_TRUE(close_partial_json(R"({"a": "unfinished)", false).is_object());
   EXPECT_EQ(close_partial_json(R"({"a": "unfinished)", false).dump(), "{}");
   EXPECT_TRUE(close_partial_json("nothing", true).is_null());
+  // Nested past the JSON depth limit: nothing parses, quickly (no quadratic closing).
+  EXPECT_EQ(arguments_object(std::string(1 << 20, '[')).dump(), "{}");
+  EXPECT_EQ(arguments_object("{\"a\": " + std::string(1 << 20, '[')).dump(), "{}");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "chat/toolcall/stream_core.h"
 #include "chat/toolcall/toolcall.h"
+#include "core/json_depth.h"
 
 namespace strata::toolcall {
 
@@ -71,6 +72,7 @@ nlohmann::json close_partial_json(std::string_view text, bool close_strings) {
     if (c == '"') {
       in_str = true;
     } else if (c == '{' || c == '[') {
+      if (stack.size() >= kMaxJsonDepth) return nullptr;  // deeper than anything parse_json takes
       stack.push_back(c);
       keep(i + 1, stack);
     } else if (c == '}' || c == ']') {
