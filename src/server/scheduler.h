@@ -76,6 +76,12 @@ struct GenEvent {
   std::string error;               // Finish::Error
   bool bad_request = false;        // Finish::Error caused by the request itself (its grammar: too ambiguous, or no token fits): a 400
   std::string stop_string;         // Finish::Stop at a stop string: that string ("" at EOS / grammar end)
+  // The final event: engine-thread times (now_s()) when a slot took the request, when its prompt's
+  // last pass ended (0: it never did) and when it finished (Ollama's timings).
+  double t_admitted = 0, t_prompt_done = 0, t_finished = 0;
+  // GenRequest::prompt_probs >= 0: the prompt tokens' logprobs from the second token on, in one
+  // event before any other.
+  std::vector<TokenLogprobs> prompt_probs;
 };
 
 // One request in flight: its parameters, its event queue, and a cancel flag.
@@ -83,6 +89,11 @@ class GenRequest {
  public:
   explicit GenRequest(GenParams p) : params(std::move(p)) {}
   const GenParams params;
+  // /v1/completions echo with logprobs: before generating, the slot evaluates the prompt in passes
+  // of its own that keep every row's logits (Engine::eval_rows, within the planned logit rows) and
+  // reports each prompt token's logprob with this many alternatives (GenEvent::prompt_probs); -1: no.
+  // Set before submit.
+  int prompt_probs = -1;
 
   // HTTP side: waits up to `timeout_ms` for events; returns what is there (maybe nothing).
   std::vector<GenEvent> wait(int timeout_ms);
