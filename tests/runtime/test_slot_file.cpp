@@ -84,6 +84,7 @@ struct SlotCase {
   const char* set;
   GgmlType kv;
 };
+void PrintTo(const SlotCase& c, std::ostream* os) { *os << c.set << " with a " << ggml_type_name(c.kv) << " KV cache"; }
 
 class SlotFileRoundTrip : public ::testing::TestWithParam<SlotCase> {};
 INSTANTIATE_TEST_SUITE_P(Fixtures, SlotFileRoundTrip,
