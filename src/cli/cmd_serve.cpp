@@ -171,6 +171,10 @@ Command add_serve(CLI::App& app) {
                   "Tokens a reply may spend inside <think> before the server closes the block (-1: unlimited, 0: none; requests may set reasoning_budget)")
       ->capture_default_str();
   sub->add_flag("--no-webui{false}", o->server.webui, "No web page at / (404)");
+  sub->add_option("--slot-save-path", o->server.slot_save_path,
+                  "Directory of slot files (created if missing): POST /slots/{id}?action=save|restore with {\"filename\": NAME} writes a slot's "
+                  "tokens and KV rows to DIR/NAME or reads them back (same model, cache types and -c), action=erase empties it; without "
+                  "this option those answer 501");
   sub->add_option("--disk-probe", o->disk_probe,
                   "Bytes of random reads that measure the disk at start when experts stream (the ceiling /stats compares reads against; 0: skip)")
       ->capture_default_str();

@@ -135,6 +135,7 @@ bool takes_body(std::string_view path) {
   static constexpr std::array<std::string_view, 10> kBodyRoutes = {
       "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens",
       "/api/chat",            "/api/generate",   "/api/show",     "/tokenize",    "/detokenize"};
+  if (path.starts_with("/slots/")) return true;  // POST /slots/{id}?action=... (slot_actions.cpp)
   return std::find(kBodyRoutes.begin(), kBodyRoutes.end(), path) != kBodyRoutes.end();
 }
 

@@ -18,6 +18,7 @@
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/server_info.h"
+#include "server/slot_actions.h"
 #include "server/webui.h"
 
 namespace strata::server {
@@ -147,6 +148,7 @@ struct HttpServer::Impl final : ApiHost {
     add_anthropic_routes(*this);
     add_responses_routes(*this);
     add_ollama_routes(*this);
+    add_slot_action_routes(*this);
     add_info_routes(server, [this](httplib::Server::Handler h) { return guarded(std::move(h)); },
                     [this]() -> const ServedModel* { return ready.load(std::memory_order_acquire) ? &served : nullptr; });
     if (opt.webui) add_webui_routes(server);

@@ -54,6 +54,7 @@ struct ServerOptions {
   int draft_max = 4, draft_min = 1;
   bool draft_adaptive = true;           // false (--draft-fixed): every draft found is verified
   bool draft_predict = true;            // false (--no-draft-predict): no predicted routing (SchedulerOptions::draft_predict)
+  std::string slot_save_path;           // --slot-save-path: slot files for POST /slots/{id}?action=...; "": those answer 501
 };
 
 // Stack an HTTP worker thread touches in the plan (handlers bound their recursion: core/json_depth.h).

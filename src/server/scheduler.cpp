@@ -158,6 +158,42 @@ void Scheduler::stop() {
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& r : waiting_) r->push(final_event(Finish::Error, 0, 0, 0, "the server is shutting down"));
   waiting_.clear();
+  for (Action& a : actions_) a.done.set_exception(std::make_exception_ptr(Error("the server is shutting down")));
+  actions_.clear();
+}
+
+std::future<void> Scheduler::run_on_engine(std::function<void(Engine&)> fn) {
+  Action a{std::move(fn), {}};
+  std::future<void> f = a.done.get_future();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) a.done.set_exception(std::make_exception_ptr(Error("the server is shutting down")));
+    else actions_.push_back(std::move(a));
+  }
+  cv_.notify_all();
+  return f;
+}
+
+bool Scheduler::slot_busy(int id) const {
+  STRATA_CHECK(id >= 0 && id < n_slots(), "slot {} out of range ({} slots)", id, n_slots());
+  return slots_[static_cast<size_t>(id)]->req != nullptr;
+}
+
+// Engine thread, between passes: the actions queued so far, in order.
+void Scheduler::run_actions() {
+  std::deque<Action> run;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    run.swap(actions_);
+  }
+  for (Action& a : run) {
+    try {
+      a.fn(eng_);
+      a.done.set_value();
+    } catch (...) {
+      a.done.set_exception(std::current_exception());
+    }
+  }
 }
 
 bool Scheduler::submit(const std::shared_ptr<GenRequest>& r) { return submit(std::vector<std::shared_ptr<GenRequest>>{r}); }
@@ -191,9 +227,10 @@ void Scheduler::loop() {
           if (s->req) return true;
         return false;
       };
-      cv_.wait(lk, [&] { return stop_ || !waiting_.empty() || active(); });
+      cv_.wait(lk, [&] { return stop_ || !waiting_.empty() || !actions_.empty() || active(); });
       if (stop_) return;
     }
+    run_actions();
     try {
       admit();
       step();

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -193,9 +194,19 @@ class Scheduler {
   int default_draft_max() const { return drafter_ && eng_.model().rewindable() ? opt_.draft_max : 0; }
   int default_draft_min() const { return opt_.draft_min; }
   void stop();
+  // Runs fn on the engine thread between passes (slot files: server/slot_actions.cpp); the future
+  // holds fn's exception, or an Error when the scheduler stopped before running it.
+  std::future<void> run_on_engine(std::function<void(Engine&)> fn);
+  // Whether slot `id` holds a request (admitted, maybe not started). Engine thread only (inside fn).
+  bool slot_busy(int id) const;
 
  private:
   struct Slot;
+  struct Action {
+    std::function<void(Engine&)> fn;
+    std::promise<void> done;
+  };
+  void run_actions();
   void loop();
   void admit();
   void start(Slot& s);
@@ -226,6 +237,7 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<GenRequest>> waiting_;
+  std::deque<Action> actions_;  // run_on_engine's, under mu_
   bool stop_ = false;
   SchedulerStats stats_;  // under mu_
 
