@@ -75,21 +75,23 @@ Parsed fold(const std::vector<Event>& events) {
   return p;
 }
 
-Parsed parse_all(Format f, ParserOptions o, std::string_view text) {
+namespace {
+
+// The whole text through a stream parser, ended as a whole output or as one cut off (finish_cut).
+Parsed parse_text(Format f, ParserOptions o, std::string_view text, bool cut) {
   auto parser = StreamParser::make(f, std::move(o));
   std::vector<Event> events;
   parser->feed(text, events);
-  parser->finish(events);
+  if (cut) parser->finish_cut(events);
+  else parser->finish(events);
   return fold(events);
 }
 
-Parsed parse_cut(Format f, ParserOptions o, std::string_view text) {
-  auto parser = StreamParser::make(f, std::move(o));
-  std::vector<Event> events;
-  parser->feed(text, events);
-  parser->finish_cut(events);
-  return fold(events);
-}
+}  // namespace
+
+Parsed parse_all(Format f, ParserOptions o, std::string_view text) { return parse_text(f, std::move(o), text, false); }
+
+Parsed parse_cut(Format f, ParserOptions o, std::string_view text) { return parse_text(f, std::move(o), text, true); }
 
 // Tools lists longer than this (compact JSON bytes) are not indented in the generic prompt.
 constexpr size_t kPrettyToolsMax = 64u << 10;
