@@ -139,7 +139,9 @@ void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_bud
     shape.type_v = eng.options().type_v;
     shape.budget = vram_budget.empty() ? 0 : parse_vram_budget(vram_budget);
     VramPlan plan;
-    eng.model().set_executor(make_vulkan_executor(std::move(g.device), eng.model(), shape, &plan));
+    auto ex = make_vulkan_executor(std::move(g.device), eng.model(), shape, &plan);
+    plan.held = ex->device_memory().used;
+    eng.model().set_executor(std::move(ex));
     eng.tier().set_vram(plan);
     if (plan.gpu_layers == plan.n_layer) std::fprintf(stderr, "gpu: %s runs the layers\n", dev.c_str());
     else std::fprintf(stderr, "gpu: %s runs layers 0..%d of %d (%s)\n", dev.c_str(), plan.gpu_layers - 1, plan.n_layer, plan.note.c_str());

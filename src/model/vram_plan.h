@@ -49,6 +49,7 @@ struct VramPlan {
   int n_layer = 0, gpu_layers = 0;            // layers 0..gpu_layers-1 on the device, the rest on the CPU
   std::vector<uint64_t> layer_weights, layer_kv;  // [n_layer] what each layer takes on the device
   std::string note;  // why some (or all) layers stay on the CPU; "" when all are placed
+  uint64_t held = 0;  // device-local bytes the executor held once built (the device's count; it allocates nothing later)
   uint64_t total() const { return weights + kv + scratch; }
   std::string describe() const;  // one line: "vram plan: 12 of 24 layers on the device ..."
 };

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "../fixture_sets.h"
+#include "../server/serve_process.h"
 #include "cli_util.h"
 
 namespace strata::test {
@@ -157,6 +158,34 @@ TEST(GpuCli, VramBudgetPlacesTheLeadingLayersAndRunReportsIt) {
   auto bad = run_cmd(run + " --gpu vulkan --vram-budget lots");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--vram-budget: invalid byte size 'lots'"), std::string::npos) << bad.err;
+}
+
+// The server's /props: the device, the layers on it and the device memory the executor held under
+// --vram-budget; null without --gpu.
+TEST(GpuCli, ServerPropsShowTheDeviceAndVram) {
+  const std::string m = gpu_tiny_model();
+  ServeProcess s("gpu_props", {"-m", m, "--port", "0", "--parallel", "2", "-c", "128", "-t", "1", "--gpu", "vulkan", "--vram-budget", "6M"});
+  ASSERT_TRUE(s.started() && s.ready()) << s.log();
+  httplib::Client c("127.0.0.1", s.port());
+  auto props = c.Get("/props");
+  ASSERT_TRUE(props);
+  const auto g = nlohmann::json::parse(props->body)["gpu"];
+  ASSERT_TRUE(g.is_object()) << props->body;
+  EXPECT_FALSE(g["device"].get<std::string>().empty());
+  EXPECT_EQ(g["n_layer"].get<int>(), 8);
+  EXPECT_GT(g["gpu_layers"].get<int>(), 0);
+  EXPECT_LT(g["gpu_layers"].get<int>(), 8) << "6 MiB should not hold every layer with two slots";
+  EXPECT_EQ(g["vram_budget"].get<uint64_t>(), 6u << 20);
+  EXPECT_GT(g["vram_used"].get<uint64_t>(), 0u);
+  EXPECT_LE(g["vram_used"].get<uint64_t>(), g["vram_planned"].get<uint64_t>());
+  EXPECT_LE(g["vram_planned"].get<uint64_t>(), 6u << 20);
+  s.stop();
+  ServeProcess cpu("gpu_props_cpu", {"-m", m, "--port", "0", "--parallel", "1", "-c", "128", "-t", "1"});
+  ASSERT_TRUE(cpu.started() && cpu.ready()) << cpu.log();
+  httplib::Client cc("127.0.0.1", cpu.port());
+  auto cp = cc.Get("/props");
+  ASSERT_TRUE(cp);
+  EXPECT_TRUE(nlohmann::json::parse(cp->body)["gpu"].is_null()) << cp->body;
 }
 
 TEST(GpuCli, CheckRunsEveryKernelWithinItsBound) {
