@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "gpu/ops.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
@@ -191,7 +192,11 @@ std::unique_ptr<LayerExecutor> make_vulkan_executor(std::unique_ptr<gpu::Device>
                shape.n_seq, shape.n_ctx);
   const std::string why = vulkan_unsupported(model.config(), model.weights(), shape.type_k, shape.type_v);
   STRATA_CHECK(why.empty(), "--gpu vulkan: {}", why);
-  if (shape.budget == 0) shape.budget = default_vram_budget(dev->info().device_local_bytes);
+  if (shape.budget == 0) {
+    shape.budget = default_vram_budget(dev->info().device_local_bytes);
+    STRATA_CHECK(shape.budget > 0, "--gpu vulkan: {} has {} of device-local memory, no more than the reserve kept for others ({}); give --vram-budget",
+                 dev->info().name, format_bytes(dev->info().device_local_bytes), format_bytes(kVramReserveMin));
+  }
   shape.max_range = dev->max_range();
   shape.device = dev->info().name;
   const VramPlan plan = plan_vram(model.config(), model.weights(), shape);

@@ -21,6 +21,15 @@ std::unique_ptr<gpu::Device> fresh_device() {
   return gpu::Device::open(vk_device().info().index, opt);
 }
 
+// The default budget: the device-local heap less 10%, at least 512 MiB (none left: 0, which the
+// executor refuses, asking for --vram-budget).
+TEST(VulkanVram, DefaultBudgetKeepsAReserve) {
+  EXPECT_EQ(default_vram_budget(24ull << 30), (24ull << 30) - (24ull << 30) / 100 * 10);
+  EXPECT_EQ(default_vram_budget(2ull << 30), (2ull << 30) - (512ull << 20));
+  EXPECT_EQ(default_vram_budget(512ull << 20), 0u);
+  EXPECT_EQ(default_vram_budget(0), 0u);
+}
+
 TEST(VulkanVram, DeviceCountsEveryAllocationAndKeepsToItsBudget) {
   auto dev = fresh_device();
   const uint64_t base = dev->device_bytes();  // the staging and readback buffers are host memory: not counted
