@@ -86,12 +86,19 @@ const Pipeline& Ops::get(std::string_view name, uint32_t n_buffers, uint32_t pus
   return dev_.pipeline(name, shader_spirv(name), n_buffers, push_bytes, spec);
 }
 
-bool kv_cache_supported(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16; }
+bool kv_cache_supported(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::Q8_0; }
 
 uint64_t kv_row_bytes(GgmlType t, int64_t width) {
-  STRATA_CHECK(kv_cache_supported(t), "GPU KV cache: type {} (the device holds f32 or f16)", ggml_type_name(t));
-  return static_cast<uint64_t>(width) * (t == GgmlType::F16 ? 2 : 4);
+  STRATA_CHECK(kv_cache_supported(t), "GPU KV cache: type {} (the device holds f32, f16 or q8_0)", ggml_type_name(t));
+  const uint64_t w = static_cast<uint64_t>(width);
+  return t == GgmlType::Q8_0 ? w + w / 32 * 4 : w * (t == GgmlType::F16 ? 2 : 4);  // q8_0: quants and an f32 scale per 32
 }
+
+namespace {
+uint32_t kv_type_id(GgmlType t) { return t == GgmlType::Q8_0 ? 2u : t == GgmlType::F16 ? 1u : 0u; }
+// Whether a row of `width` values of type t is whole words (and whole blocks).
+bool kv_width_ok(GgmlType t, int64_t width) { return t == GgmlType::Q8_0 ? width % 32 == 0 : t == GgmlType::F16 ? width % 2 == 0 : true; }
+}  // namespace
 
 int64_t attention_tokens_per_dispatch(uint64_t scratch_floats, int n_head, int n_keys) {
   const uint64_t per_tok = static_cast<uint64_t>(std::max(n_head, 1)) * static_cast<uint64_t>(std::max(n_keys, 1));
@@ -197,13 +204,13 @@ void Ops::add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows
 }
 
 void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok, GgmlType type) {
-  const bool f16 = type == GgmlType::F16;
-  STRATA_CHECK(kv_cache_supported(type) && width >= 1 && (!f16 || width % 2 == 0) && n_tok >= 1 && n_tok <= kMaxGroups &&
+  STRATA_CHECK(kv_cache_supported(type) && width >= 1 && kv_width_ok(type, width) && n_tok >= 1 && n_tok <= kMaxGroups &&
                    src.bytes() >= static_cast<uint64_t>(width * n_tok) * 4 && pos.bytes() >= static_cast<uint64_t>(n_tok) * 4,
                "GPU kv_store: {} rows of {} into a {} cache", n_tok, width, ggml_type_name(type));
-  const uint32_t spec[1] = {f16 ? 1u : 0u};
+  const uint32_t spec[1] = {kv_type_id(type)};
   const Pipeline& p = get("kv_store", 3, 12, false, spec);
-  const uint64_t words = f16 ? static_cast<uint64_t>(width) / 2 : static_cast<uint64_t>(width);
+  const uint64_t w = static_cast<uint64_t>(width);
+  const uint64_t words = type == GgmlType::Q8_0 ? w / 32 : type == GgmlType::F16 ? w / 2 : w;  // invocations per row
   const uint32_t push[3] = {static_cast<uint32_t>(width), static_cast<uint32_t>(n_tok), static_cast<uint32_t>(cache.bytes() / kv_row_bytes(type, width))};
   const BufRange b[3] = {{&src}, {&pos}, {&cache}};
   dev_.dispatch(p, b, push, static_cast<uint32_t>((words + 63) / 64), static_cast<uint32_t>(n_tok));
@@ -212,7 +219,8 @@ void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, in
 void Ops::attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& pos, const Buffer* sinks, const Buffer& out,
                     const Buffer& scratch, const AttnShape& a, int64_t n_tok, const Buffer* base) {
   STRATA_CHECK(a.n_head >= 1 && a.n_head_kv >= 1 && a.n_head % a.n_head_kv == 0 && a.head_dim_k >= 1 && a.head_dim_v >= 1 &&
-                   a.n_keys >= 1 && a.window >= 0 && a.kv_rows >= 0 && kv_cache_supported(a.type_k) && kv_cache_supported(a.type_v),
+                   a.n_keys >= 1 && a.window >= 0 && a.kv_rows >= 0 && kv_cache_supported(a.type_k) && kv_cache_supported(a.type_v) &&
+                   kv_width_ok(a.type_k, int64_t{a.n_head_kv} * a.head_dim_k) && kv_width_ok(a.type_v, int64_t{a.n_head_kv} * a.head_dim_v),
                "GPU attention: {} heads over {} KV heads, head sizes {}/{}, {} keys, K/V {}/{}", a.n_head, a.n_head_kv, a.head_dim_k,
                a.head_dim_v, a.n_keys, ggml_type_name(a.type_k), ggml_type_name(a.type_v));
   STRATA_CHECK(n_tok >= 1 && n_tok <= kMaxGroups && a.n_head <= static_cast<int>(kMaxGroups), "GPU attention: {} tokens", n_tok);
@@ -225,7 +233,11 @@ void Ops::attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buf
                    pos.bytes() >= static_cast<uint64_t>(n_tok) * 4 && (!sinks || sinks->bytes() >= nh * 4) &&
                    (!base || base->bytes() >= static_cast<uint64_t>(n_tok) * 4),
                "GPU attention: a buffer is smaller than {} tokens x {} heads over {} keys ({} K/V rows) need", n_tok, a.n_head, a.n_keys, rows);
-  const uint32_t spec[2] = {a.type_k == GgmlType::F16 ? 1u : 0u, a.type_v == GgmlType::F16 ? 1u : 0u};
+  // q8_0: the scales follow the quants of all `rows` rows, so the buffer holds exactly those rows.
+  STRATA_CHECK((a.type_k != GgmlType::Q8_0 || k.bytes() == rows * kv_row_bytes(a.type_k, nkv * a.head_dim_k)) &&
+                   (a.type_v != GgmlType::Q8_0 || v.bytes() == rows * kv_row_bytes(a.type_v, nkv * a.head_dim_v)),
+               "GPU attention: a q8_0 K/V cache must hold exactly its {} rows", rows);
+  const uint32_t spec[2] = {kv_type_id(a.type_k), kv_type_id(a.type_v)};
   const Pipeline& p = get("attention", 8, 44, true, spec);
   struct {
     uint32_t n_head, n_kv, dk, dv, n_keys, window, has_sink;

@@ -47,9 +47,10 @@ struct AttnShape {
   GgmlType type_k = GgmlType::F32, type_v = GgmlType::F32;  // the cache's types (kv_cache_supported)
 };
 
-// KV cache types the device holds: F32 and F16 (rounded to nearest even, as the CPU's cache).
+// KV cache types the device holds: F32, F16 (rounded to nearest even, as the CPU's cache) and
+// Q8_0 (the CPU's reference quantizer; on the device as int8 quants, then an f32 scale per block).
 bool kv_cache_supported(GgmlType t);
-// Bytes of one KV row of `width` values of type t (F32 or F16).
+// Bytes of one KV row of `width` values of type t.
 uint64_t kv_row_bytes(GgmlType t, int64_t width);
 // Attention scratch: the tokens one dispatch covers (every pass is split into dispatches of at
 // most this many tokens) for a scratch of `scratch_floats`, and the floats a scratch needs for
@@ -80,8 +81,8 @@ class Ops {
   void add(const Buffer& x, const Buffer& y, int64_t n);
   // x [rows, width] += b [width] on every row.
   void add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows);
-  // KV rows by position: cache row pos[t] = src [t, width] in the cache's type (F32, F16: width
-  // even); pos: n_tok uint32.
+  // KV rows by position: cache row pos[t] = src [t, width] in the cache's type (F32; F16: width
+  // even; Q8_0: width a multiple of 32, the cache exactly its rows); pos: n_tok uint32.
   void kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok, GgmlType type = GgmlType::F32);
   // out [n_tok, n_head, dv] = softmax(scale q K^T) V for token t over positions 0..pos[t] (within
   // the window); q [n_tok, n_head, dk]; k [kv_rows, n_kv, dk], v [kv_rows, n_kv, dv]; sinks: [n_head]

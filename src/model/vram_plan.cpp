@@ -104,18 +104,21 @@ std::string vulkan_unsupported(const ModelConfig& cfg, const ModelWeights& w, Gg
     if (!why.empty()) return fmt::format("layer {} of this {} file uses {}, which the Vulkan executor does not run yet", l, cfg.arch, why);
   }
   for (const auto& [t, opt] : {std::pair{type_k, "--cache-type-k"}, std::pair{type_v, "--cache-type-v"}})
-    if (!gpu::kv_cache_supported(t)) return fmt::format("{} {}: the Vulkan executor keeps its KV cache in f32 or f16", opt, ggml_type_name(t));
+    if (!gpu::kv_cache_supported(t)) return fmt::format("{} {}: the Vulkan executor keeps its KV cache in f32, f16 or q8_0", opt, ggml_type_name(t));
+  auto fits = [](GgmlType t, int width) { return t == GgmlType::Q8_0 ? width % 32 == 0 : t == GgmlType::F16 ? width % 2 == 0 : true; };
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerConfig& lc = cfg.layers[l];
-    if ((type_k == GgmlType::F16 && (lc.n_head_kv * lc.head_dim_k) % 2) || (type_v == GgmlType::F16 && (lc.n_head_kv * lc.head_dim_v) % 2))
-      return fmt::format("layer {} has KV rows of an odd width, which an f16 KV cache on the device does not hold (use --cache-type-k/v f32)", l);
+    if (!fits(type_k, lc.n_head_kv * lc.head_dim_k) || !fits(type_v, lc.n_head_kv * lc.head_dim_v))
+      return fmt::format("layer {} has KV rows of {}/{} values, which a {}/{} KV cache on the device does not hold in whole blocks (use "
+                         "--cache-type-k/v f32)",
+                         l, lc.n_head_kv * lc.head_dim_k, lc.n_head_kv * lc.head_dim_v, ggml_type_name(type_k), ggml_type_name(type_v));
   }
   return "";
 }
 
 VramPlan plan_vram(const ModelConfig& cfg, const ModelWeights& w, const VramShape& s) {
   STRATA_CHECK(gpu::kv_cache_supported(s.type_k) && gpu::kv_cache_supported(s.type_v),
-               "--gpu vulkan: KV cache {}/{}: the Vulkan executor keeps its KV cache in f32 or f16", ggml_type_name(s.type_k),
+               "--gpu vulkan: KV cache {}/{}: the Vulkan executor keeps its KV cache in f32, f16 or q8_0", ggml_type_name(s.type_k),
                ggml_type_name(s.type_v));
   STRATA_CHECK(s.n_ctx >= 1 && s.n_seq >= 1 && s.n_batch >= 1, "--gpu vulkan: context of {} positions, {} sequences, batch {}", s.n_ctx, s.n_seq,
                s.n_batch);

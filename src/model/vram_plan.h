@@ -25,7 +25,7 @@ inline constexpr uint64_t kVramPlanAlign = 4096;
 
 struct VramShape {
   int n_ctx = 0, n_seq = 1, n_batch = 512;  // the engine's: KV rows per sequence, sequences, tokens per pass
-  GgmlType type_k = GgmlType::F16, type_v = GgmlType::F16;  // the KV cache's types (f32 or f16 on the device)
+  GgmlType type_k = GgmlType::F16, type_v = GgmlType::F16;  // the KV cache's types (f32, f16 or q8_0 on the device)
   uint64_t budget = 0;                      // device-local bytes the executor may hold; 0: no limit
   uint64_t max_range = 0xFFFFFFF0ull;       // the device's storage range (how matrices split into parts)
   std::string device;                       // the device's name, for reports ("": planned without one)

@@ -1,6 +1,6 @@
 #pragma once
 // The first Vulkan executor (issue 35): GQA models (llama, qwen3, their MoE forms) run on the GPU
-// layer by layer, with their dense weights, routers, shared experts and the KV cache (f32 or f16,
+// layer by layer, with their dense weights, routers, shared experts and the KV cache (f32, f16 or q8_0,
 // as --cache-type-k/v) in device memory. Routed experts stay with the expert tier on the CPU
 // (resident, or streamed under --ram-budget): per MoE layer the normalized rows and the router's
 // product come down, the routed experts' sum goes up. The embeddings go up and the hidden rows

@@ -4,12 +4,13 @@
 //   p = softmax(s) (an optional sink logit per head joins the sum), out = sum_j p_j V[base[t] + j]
 // q [n_tok, n_head, dk]; K [kv_rows, n_kv, dk], V [kv_rows, n_kv, dv] (rows by cell: a token's
 // sequence starts at row base[t], or 0 without bases); head h reads KV head h / (n_head / n_kv).
-// Keys past kv_rows are not read. K and V hold f32, or f16 (K_F16 / V_F16: two values per word).
+// Keys past kv_rows are not read. K and V hold f32 (K_TYPE / V_TYPE 0), f16 (1: two values per word)
+// or q8_0 (2: kv_store's layout, [kv_rows, width] int8 quants then [kv_rows, width / 32] f32 scales).
 // A dispatch covers tokens t0 .. t0 + groups.y - 1; their scores go through scratch
 // [groups.y, n_head, n_keys] (the host splits a pass into dispatches that fit its scratch).
 layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 1) const uint K_F16 = 0;
-layout(constant_id = 2) const uint V_F16 = 0;
+layout(constant_id = 1) const uint K_TYPE = 0;
+layout(constant_id = 2) const uint V_TYPE = 0;
 layout(local_size_x_id = 0) in;
 layout(std430, binding = 0) readonly buffer Qt { float q[]; };
 layout(std430, binding = 1) readonly buffer Kt { uint kc[]; };
@@ -31,15 +32,24 @@ layout(push_constant) uniform Push {
 } pc;
 shared float red[WG];
 
+// Element e of the K / V cache (rows of n_kv * dk / n_kv * dv values, kv_rows of them).
 float kat(uint e) {
-  if (K_F16 == 0u) return uintBitsToFloat(kc[e]);
-  const vec2 v = unpackHalf2x16(kc[e >> 1]);
-  return (e & 1u) != 0u ? v.y : v.x;
+  if (K_TYPE == 0u) return uintBitsToFloat(kc[e]);
+  if (K_TYPE == 1u) {
+    const vec2 v = unpackHalf2x16(kc[e >> 1]);
+    return (e & 1u) != 0u ? v.y : v.x;
+  }
+  const int q = int(kc[e >> 2] << (24u - 8u * (e & 3u))) >> 24;
+  return float(q) * uintBitsToFloat(kc[pc.kv_rows * pc.n_kv * pc.dk / 4u + (e >> 5)]);
 }
 float vat(uint e) {
-  if (V_F16 == 0u) return uintBitsToFloat(vc[e]);
-  const vec2 v = unpackHalf2x16(vc[e >> 1]);
-  return (e & 1u) != 0u ? v.y : v.x;
+  if (V_TYPE == 0u) return uintBitsToFloat(vc[e]);
+  if (V_TYPE == 1u) {
+    const vec2 v = unpackHalf2x16(vc[e >> 1]);
+    return (e & 1u) != 0u ? v.y : v.x;
+  }
+  const int q = int(vc[e >> 2] << (24u - 8u * (e & 3u))) >> 24;
+  return float(q) * uintBitsToFloat(vc[pc.kv_rows * pc.n_kv * pc.dv / 4u + (e >> 5)]);
 }
 
 float reduce(float v, bool is_max) {
