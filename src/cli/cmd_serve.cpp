@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "runtime/slot_draft.h"
 #include "server/http_front.h"
+#include "server/http_policy.h"
 #include "server/http_server.h"
 #include "tokenizer/vocab.h"
 
@@ -144,6 +145,18 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--queue", o->server.max_queue, "Requests waiting for a slot (503 beyond)")->capture_default_str()->check(CLI::Range(0, 1 << 16));
   sub->add_option("--step-tokens", o->server.step_tokens, "Tokens per forward pass (decode tokens first, then prompt chunks)")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   sub->add_option("--http-threads", o->server.http_threads, "HTTP worker threads (0: queue + 64)")->check(CLI::Range(0, 4096));
+  sub->add_option_function<std::string>(
+      "--cors",
+      [o](const std::string& v) {
+        try {
+          o->server.cors = server::parse_cors(v);
+        } catch (const std::invalid_argument& e) {
+          throw CLI::ValidationError("--cors", e.what());
+        }
+      },
+      "Origins whose web pages may call the server (CORS): a comma list of scheme://host[:port], or * for any; answers OPTIONS "
+      "preflights and sends Access-Control-Allow-Origin to them. Default: none (no CORS headers; without an API key on a loopback "
+      "address, requests from other sites' pages stay refused). '*' without a key lets every web page you visit use the server");
   sub->add_option("--alias", o->server.alias, "Model id to report (and accept) instead of the GGUF general.name");
   sub->add_flag("--strict-model", o->server.strict_model, "Answer 404 to a request whose model is not the served one (default: any name is accepted)");
   sub->add_option("--reasoning-format", o->server.reasoning_format, "deepseek: <think>...</think> goes to reasoning_content; none: left in content")
@@ -158,6 +171,10 @@ Command add_serve(CLI::App& app) {
                   "Tokens a reply may spend inside <think> before the server closes the block (-1: unlimited, 0: none; requests may set reasoning_budget)")
       ->capture_default_str();
   sub->add_flag("--no-webui{false}", o->server.webui, "No web page at / (404)");
+  sub->add_option("--slot-save-path", o->server.slot_save_path,
+                  "Directory of slot files (created if missing): POST /slots/{id}?action=save|restore with {\"filename\": NAME} writes a slot's "
+                  "tokens and KV rows to DIR/NAME or reads them back (same model, cache types and -c), action=erase empties it; without "
+                  "this option those answer 501");
   sub->add_option("--disk-probe", o->disk_probe,
                   "Bytes of random reads that measure the disk at start when experts stream (the ceiling /stats compares reads against; 0: skip)")
       ->capture_default_str();

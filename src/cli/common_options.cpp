@@ -41,6 +41,14 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
   sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
   sub->add_option("--lookahead", o.lookahead, "MoE layers ahead whose experts are predicted and prefetched (0: off)")->check(CLI::Range(0, 64));
+  sub->add_option("--moe-k", o.moe_k,
+                  "Compute at most K of the experts the router chooses per token and layer (the heaviest; 0: the model's k). Lossy: "
+                  "price it with strata perplexity --kl-divergence")
+      ->check(CLI::Range(0, 1024));
+  sub->add_option("--moe-min-mass", o.moe_min_mass,
+                  "Per token and layer, compute the chosen experts in gate order until their share of the chosen gate weight reaches "
+                  "P (at least one; 1: all). Lossy: price it with strata perplexity --kl-divergence")
+      ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight")->check(CLI::Range(1, 4096));
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
@@ -151,6 +159,20 @@ void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_bud
   }
 }
 
+// --moe-k / --moe-min-mass, checked against the model's experts per token.
+void set_moe_knobs(const ModelOptions& o, Model& m) {
+  MoeKnobs knobs;
+  knobs.k = o.moe_k;
+  knobs.min_mass = o.moe_min_mass;
+  if (!knobs.active()) return;
+  int k_max = 0;
+  for (const LayerConfig& l : m.config().layers) k_max = std::max(k_max, l.n_expert_used);
+  STRATA_CHECK(k_max > 0, "--moe-k / --moe-min-mass: {} has no routed experts", o.path);
+  STRATA_CHECK(knobs.k <= k_max, "--moe-k {}: the model chooses {} experts per token", knobs.k, k_max);
+  STRATA_CHECK(knobs.min_mass > 0.0f, "--moe-min-mass must be in (0, 1] (got {})", knobs.min_mass);
+  m.set_moe_knobs(knobs);
+}
+
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
@@ -172,6 +194,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.vocab_bytes = heap1 > heap0 ? heap1 - heap0 : 0;
   eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
+  set_moe_knobs(o, l.engine->model());
   attach_gpu(std::move(gpu), *l.engine, o.n_seq, o.vram_budget);
   return l;
 }

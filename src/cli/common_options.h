@@ -30,6 +30,8 @@ struct ModelOptions {
   int64_t cache_experts = 0;
   std::string policy = "default";
   int lookahead = 1;
+  int moe_k = 0;               // MoeKnobs (model/model.h): --moe-k, --moe-min-mass
+  float moe_min_mass = 1.0f;
   int queue_depth = 64;
   std::string io = "auto";
   bool mlock = false;

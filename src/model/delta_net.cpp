@@ -34,6 +34,17 @@ uint64_t DeltaNetState::seq_bytes() const {
   return b;
 }
 
+void DeltaNetState::seq_regions(int seq, int n, std::vector<std::span<uint8_t>>& out) {
+  (void)n;  // the same size at any position
+  STRATA_CHECK(seq >= 0 && static_cast<size_t>(seq) < seen.size(), "sequence {} has no DeltaNet state", seq);
+  auto bytes_of = [](auto* p, size_t count) { return std::span<uint8_t>(reinterpret_cast<uint8_t*>(p), count * sizeof(*p)); };
+  for (Layer& l : layers) {
+    out.push_back(bytes_of(l.conv_of(seq), l.conv_width));
+    out.push_back(bytes_of(l.ssm_of(seq), l.ssm_width));
+    out.push_back(bytes_of(l.pos.data() + seq, 1));
+  }
+}
+
 std::unique_ptr<KvCacheExt> delta_net_make_state(const ModelConfig& cfg, const KvCache& kv, int n_batch, int n_threads) {
   (void)n_batch, (void)n_threads;  // the state does not grow with the context or the batch; scratch is Model::State's
   const int n_seq = kv.n_seq();

@@ -31,6 +31,9 @@ struct DeltaNetState : KvCacheExt {
   std::vector<uint8_t> seen;    // [n_seq] scratch: sequence already met in the current pass
 
   uint64_t bytes() const override;
+  // Slot files: per DeltaNet layer, the sequence's convolution inputs, its matrices and its position.
+  const char* slot_kind() const override { return "deltanet"; }
+  void seq_regions(int seq, int n, std::vector<std::span<uint8_t>>& out) override;
   // Bytes of one sequence's state over all layers (independent of its length).
   uint64_t seq_bytes() const;
 };

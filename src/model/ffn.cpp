@@ -98,6 +98,28 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
   finish_weights(lc, probs, sel, w);
 }
 
+// MoeKnobs: keeps the first of the k choices by weight (at most knobs.k, until their share of the
+// chosen weight reaches min_mass; at least one) in their selection order, scales their weights to
+// the chosen ones' sum, and marks the rest -1 (weight 0). Returns how many it kept.
+int trim_experts(const MoeKnobs& knobs, int k, int32_t* sel, float* w) {
+  int order[kMaxExpertsUsed];
+  for (int j = 0; j < k; ++j) order[j] = j;
+  std::stable_sort(order, order + k, [&](int a, int b) { return w[a] > w[b]; });
+  double total = 0;
+  for (int j = 0; j < k; ++j) total += w[j];
+  const int cap = knobs.k > 0 ? std::min(knobs.k, k) : k;
+  bool keep[kMaxExpertsUsed] = {};
+  double mass = 0;
+  int m = 0;
+  while (m < cap && (m == 0 || mass < static_cast<double>(knobs.min_mass) * total)) mass += w[order[m]], keep[order[m++]] = true;
+  const float scale = mass > 0 ? static_cast<float>(total / mass) : 1.0f;
+  int out = 0;
+  for (int j = 0; j < k; ++j)
+    if (keep[j]) sel[out] = sel[j], w[out++] = w[j] * scale;
+  for (int j = out; j < k; ++j) sel[j] = -1, w[j] = 0.0f;
+  return out;
+}
+
 }  // namespace
 
 void ffn_dense(FwdCtx& c, int layer) {
@@ -124,8 +146,11 @@ void route_batch(FwdCtx& c, int layer) {
   const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
   add_bias(st.router.data(), lw.router_b, n);
   for (int i = 0; i < n; ++i) {
-    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], st.sel.data() + static_cast<size_t>(i) * k, st.sel_w.data() + static_cast<size_t>(i) * k);
-    if (c.observer) c.observer->on_route(layer, i, st.sel.data() + static_cast<size_t>(i) * k, k);
+    int32_t* sel = st.sel.data() + static_cast<size_t>(i) * k;
+    float* w = st.sel_w.data() + static_cast<size_t>(i) * k;
+    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], sel, w);
+    const int kept = c.knobs ? trim_experts(*c.knobs, k, sel, w) : k;
+    if (c.observer) c.observer->on_route(layer, i, sel, kept);
   }
   c.trace("ffn_moe_logits", layer, st.router.data(), n, ne);
 }
@@ -135,13 +160,15 @@ void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g) {
   const LayerConfig& lc = c.cfg.layers[layer];
   auto& st = c.st;
   const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
-  for (int s = 0; s < n * k; ++s) g.counts[st.sel[s]]++;
+  for (int s = 0; s < n * k; ++s)
+    if (st.sel[s] >= 0) g.counts[st.sel[s]]++;  // -1: a choice MoeKnobs dropped
   g.starts[0] = 0;
   for (int e = 0; e < ne; ++e) g.starts[e + 1] = g.starts[e] + g.counts[e];
   int fill[kMaxExperts];
   std::copy(g.starts, g.starts + ne, fill);
   for (int s = 0; s < n * k; ++s) {
     const int e = st.sel[s];
+    if (e < 0) continue;
     st.tok_of[fill[e]] = s / k;
     st.slot_of[fill[e]] = s % k;
     fill[e]++;
@@ -169,7 +196,8 @@ void prefetch_ahead(FwdCtx& c, int layer) {
     float wts[kMaxExpertsUsed];
     for (int i = 0; i < n; ++i) {
       route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, c.b.tokens[i], sel, wts);
-      for (int j = 0; j < nc.n_expert_used; ++j) want[sel[j]] = true;
+      const int kept = c.knobs ? trim_experts(*c.knobs, nc.n_expert_used, sel, wts) : nc.n_expert_used;
+      for (int j = 0; j < kept; ++j) want[sel[j]] = true;
     }
     int32_t list[kMaxExperts];
     int m = 0;
@@ -415,7 +443,8 @@ class ExpertRun {
   size_t row_x_ = 0, row_g_ = 0;
 };
 
-// 4. Sums each token's slots in selection order (as llama.cpp does) into st.out.
+// 4. Sums each token's slots in selection order (as llama.cpp does) into st.out (slots MoeKnobs
+//    dropped, at the end, are left out).
 void sum_slots(FwdCtx& c, int k) {
   auto& st = c.st;
   const int d = c.cfg.n_embd;
@@ -423,7 +452,7 @@ void sum_slots(FwdCtx& c, int k) {
     float* o = st.out.data() + static_cast<size_t>(i) * d;
     const float* s0 = st.slots.data() + static_cast<size_t>(i) * k * d;
     std::memcpy(o, s0, sizeof(float) * d);
-    for (int j = 1; j < k; ++j)
+    for (int j = 1; j < k && st.sel[static_cast<size_t>(i) * k + j] >= 0; ++j)
       for (int x = 0; x < d; ++x) o[x] += s0[static_cast<size_t>(j) * d + x];
   }
 }

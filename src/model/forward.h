@@ -85,6 +85,7 @@ struct FwdCtx {
   int lookahead = 0;  // MoE layers ahead whose experts are predicted and prefetched
   std::vector<double>* layer_s = nullptr;  // [n_layer] seconds per layer (accumulated)
   TensorObserver* tensors = nullptr;        // named intermediate tensors (nullptr: none)
+  const MoeKnobs* knobs = nullptr;          // fewer routed experts (nullptr: the model's routing)
 
   // Reports a named tensor [rows, cols] to the observer, if any wants it.
   void trace(const char* name, int layer, const float* data, int rows, int cols) {

@@ -102,6 +102,20 @@ const uint8_t* KvCache::v_row(int l, int seq, int pos) const {
   return L.v.data() + (static_cast<size_t>(seq) * opt_.n_ctx + pos) * L.v_row;
 }
 
+std::span<uint8_t> KvCache::k_bytes(int l, int seq, int n) {
+  Layer& L = layers_[static_cast<size_t>(l)];
+  STRATA_CHECK(seq >= 0 && seq < opt_.n_seq && n >= 0 && n <= opt_.n_ctx, "KV rows [0, {}) of sequence {} are outside the cache", n, seq);
+  if (L.k_row == 0) return {};
+  return {L.k.data() + static_cast<size_t>(seq) * opt_.n_ctx * L.k_row, static_cast<size_t>(n) * L.k_row};
+}
+
+std::span<uint8_t> KvCache::v_bytes(int l, int seq, int n) {
+  Layer& L = layers_[static_cast<size_t>(l)];
+  STRATA_CHECK(seq >= 0 && seq < opt_.n_seq && n >= 0 && n <= opt_.n_ctx, "KV rows [0, {}) of sequence {} are outside the cache", n, seq);
+  if (L.v_row == 0) return {};
+  return {L.v.data() + static_cast<size_t>(seq) * opt_.n_ctx * L.v_row, static_cast<size_t>(n) * L.v_row};
+}
+
 const uint16_t* KvCache::k_f16(int l, int seq, int pos) const {
   return opt_.type_k == GgmlType::F16 ? reinterpret_cast<const uint16_t*>(k_row(l, seq, pos)) : nullptr;
 }

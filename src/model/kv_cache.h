@@ -7,6 +7,7 @@
 // Architectures with extra per-sequence state (DeepSeek-V4's compressed blocks) keep it in ext().
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/zero_buffer.h"
@@ -27,6 +28,14 @@ struct KvCacheOptions {
 struct KvCacheExt {
   virtual ~KvCacheExt() = default;
   virtual uint64_t bytes() const = 0;  // what it holds now (capacities)
+  // Slot files (runtime/slot_file.h): the name of this state's kind ("": it cannot be saved), and
+  // the regions of this object that hold sequence `seq`'s state after n positions, appended to
+  // `out` in a fixed order (a save writes them, a restore fills them). Throws where the state does
+  // not describe n positions.
+  virtual const char* slot_kind() const { return ""; }
+  virtual void seq_regions(int seq, int n, std::vector<std::span<uint8_t>>& out) {
+    (void)seq, (void)n, (void)out;
+  }
 };
 
 class KvCache {
@@ -57,6 +66,12 @@ class KvCache {
   // f16 caches: the row itself (nullptr for another type).
   const uint16_t* k_f16(int l, int seq, int pos) const;
   const uint16_t* v_f16(int l, int seq, int pos) const;
+
+  // Slot files: the stored bytes of positions [0, n) of sequence `seq` in layer l, in the cache's
+  // own type (one contiguous block each; V is empty where the layer keeps none).
+  int n_layer() const { return static_cast<int>(layers_.size()); }
+  std::span<uint8_t> k_bytes(int l, int seq, int n);
+  std::span<uint8_t> v_bytes(int l, int seq, int n);
 
   // Forget a sequence (positions are simply overwritten later).
   void clear(int seq) { (void)seq; }

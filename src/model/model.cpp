@@ -183,7 +183,8 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     st.solo[i] = st.seq_count[b.seq ? b.seq[i] : 0] == 1 || (b.solo && b.solo[i]) ? 1 : 0;
     st.in_gemm[i] = st.solo[i] ? 0 : 1;
   }
-  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observers_.empty() ? nullptr : &observers_, lookahead_, &layer_s_, tensors_};
+  FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observers_.empty() ? nullptr : &observers_, lookahead_, &layer_s_, tensors_,
+           moe_knobs_.active() ? &moe_knobs_ : nullptr};
   hidden_rows_ = nextn_rows_ = 0;
   experts_->begin_batch(b.n);
   try {

@@ -40,6 +40,16 @@ struct RoutingObserver {
   virtual void on_predict(int layer, const int32_t* ids, int n) { (void)layer, (void)ids, (void)n; }
 };
 
+// Fewer routed experts per token, for speed at a measured cost in quality (issue 37; all off by
+// default, and then every result is bit-identical): at most `k` of the router's choices (0: the
+// model's), taken in gate order until their share of the chosen experts' gate mass reaches
+// `min_mass` (1: all); at least one. The kept experts' weights are scaled to the chosen ones' sum.
+struct MoeKnobs {
+  int k = 0;
+  float min_mass = 1.0f;
+  bool active() const { return k > 0 || min_mass < 1.0f; }
+};
+
 // A model's routing observers, in the order they were added: each call reaches every one (its
 // users add and remove theirs; nobody chains by hand).
 class RoutingObservers final : public RoutingObserver {
@@ -163,6 +173,9 @@ class Model {
   void set_tensor_observer(TensorObserver* o) { tensors_ = o; }
   TensorObserver* tensor_observer() const { return tensors_; }
   void set_lookahead(int d) { lookahead_ = d; }
+  // MoeKnobs (validated by the caller against the model's k).
+  void set_moe_knobs(const MoeKnobs& m) { moe_knobs_ = m; }
+  const MoeKnobs& moe_knobs() const { return moe_knobs_; }
   // Seconds spent in each layer since the last reset (attention + FFN, I/O waits included).
   const std::vector<double>& layer_seconds() const { return layer_s_; }
   void reset_layer_seconds() { layer_s_.assign(cfg_.layers.size(), 0.0); }
@@ -189,6 +202,7 @@ class Model {
   RoutingObservers observers_;
   TensorObserver* tensors_ = nullptr;
   int lookahead_ = 0;
+  MoeKnobs moe_knobs_;
   std::vector<double> layer_s_;
   uint64_t head_rows_ = 0;
   std::unique_ptr<State> st_;

@@ -86,6 +86,15 @@ int Engine::reusable_prefix(int seq, std::span<const int32_t> prompt) const {
 
 int Engine::reusable_rows(int seq) const { return model_->rewindable() ? seq_at(seq).n_chunked : 0; }
 
+void Engine::adopt_rows(int seq, std::span<const int32_t> tokens, int n_chunked) {
+  Seq& s = seq_at(seq);
+  STRATA_CHECK(static_cast<int>(tokens.size()) <= opt_.n_ctx, "{} tokens exceed the context size {}", tokens.size(), opt_.n_ctx);
+  STRATA_CHECK(n_chunked >= 0 && n_chunked <= static_cast<int>(tokens.size()), "{} chunked rows of {} tokens", n_chunked, tokens.size());
+  s.tokens.assign(tokens.begin(), tokens.end());
+  s.n_chunked = n_chunked;
+  std::erase_if(last_, [seq](const PassRows& r) { return r.seq == seq; });  // its hidden rows are another history's
+}
+
 int Engine::start_prompt(int seq, std::span<const int32_t> prompt, int max_keep) {
   const int keep = std::max(0, std::min(reusable_prefix(seq, prompt), max_keep));
   truncate(seq, keep);

@@ -87,6 +87,7 @@ class Engine {
   const ModelConfig& config() const { return model_->config(); }
   ThreadPool& pool() { return *pool_; }
   const KvCache& kv() const { return *kv_; }
+  KvCache& kv() { return *kv_; }  // slot files (runtime/slot_file.h) write rows into it
   const EngineOptions& options() const { return opt_; }
   ExpertTier& tier() { return *tier_; }
   const ExpertTier& tier() const { return *tier_; }
@@ -111,6 +112,12 @@ class Engine {
   std::span<const int32_t> seq_tokens(int seq) const { return seq_at(seq).tokens; }
   // Rows of `seq` that a later prompt could reuse (what a slot has to lose).
   int reusable_rows(int seq) const;
+  // Leading rows of `seq` computed in multi-token passes (the run the reuse rule reads).
+  int chunked_rows(int seq) const { return seq_at(seq).n_chunked; }
+  // Slot files (runtime/slot_file.h): the rows of `seq` were just written into the cache; its
+  // record becomes `tokens` (positions 0..n-1), of which the first n_chunked came from multi-token
+  // passes, exactly as in the engine that saved them.
+  void adopt_rows(int seq, std::span<const int32_t> tokens, int n_chunked);
   // Starts a prompt in `seq`: keeps reusable_prefix() rows (at most max_keep), drops the rest;
   // returns how many rows were kept.
   int start_prompt(int seq, std::span<const int32_t> prompt, int max_keep = INT32_MAX);

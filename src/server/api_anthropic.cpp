@@ -149,17 +149,17 @@ Json to_chat(const Json& j) {
 }
 
 const char* stop_reason(const GenEvent& f, bool called) {
+  if (f.finish == Finish::Length) return "max_tokens";  // also when a call was cut off
   if (called) return "tool_use";
-  if (f.finish == Finish::Length) return "max_tokens";
   return f.stop_string.empty() ? "end_turn" : "stop_sequence";
 }
 
 json stop_sequence(const GenEvent& f) { return f.stop_string.empty() || f.finish != Finish::Stop ? json(nullptr) : json(f.stop_string); }
 
+// The arguments as an object; a call cut off by max_tokens: as far as they parse.
 json tool_input(const std::string& args) {
   if (json_nesting(args).over()) return json::object();
-  json in = json::parse(args.empty() ? "{}" : args, nullptr, /*allow_exceptions=*/false);
-  return in.is_object() ? in : json::object();
+  return toolcall::arguments_object(args);
 }
 
 json message_json(const CoreRun& run, const ChoiceResult* r) {

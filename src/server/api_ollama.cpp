@@ -15,8 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 ApiError invalid(const std::string& where, const std::string& what) { return bad_request(where + " " + what, where, "invalid_value"); }
 
 std::string now_iso() {
@@ -139,29 +137,35 @@ Json generate_body(const Json& j, int n_ctx, bool& chat) {
   return o;
 }
 
+// A call with its arguments as an object (cut off by num_predict: as far as they parse).
 json call_json(const toolcall::ToolCall& c) {
-  json args = json_nesting(c.arguments).over() ? json(nullptr)
-                                               : json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, /*allow_exceptions=*/false);
-  if (!args.is_object()) args = json::object();
+  const json args = json_nesting(c.arguments).over() ? json::object() : toolcall::arguments_object(c.arguments);
   return json{{"function", {{"name", c.name}, {"arguments", args}}}};
 }
 
-// The counts and durations (ns) of the last line.
-void add_stats(json& j, const GenEvent& f, Clock::time_point t0) {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+// The counts and durations (ns) of the last line, from the engine thread's times (now_s()): load
+// = from the request's arrival (t0) until a slot took it (parsing, template, the wait for a slot;
+// the model is loaded once at start), prompt eval = until the pass that ended its prompt, eval =
+// from there to the end; total = arrival to now, at least their sum.
+void add_stats(json& j, const GenEvent& f, double t0) {
+  const double t1 = now_s();
+  auto ns = [](double s) { return static_cast<int64_t>(std::max(0.0, s) * 1e9); };
+  const double admitted = f.t_admitted > 0 ? f.t_admitted : t0;
+  const double prompt_done = f.t_prompt_done > 0 ? f.t_prompt_done : admitted;
+  const double finished = f.t_finished > 0 ? f.t_finished : prompt_done;
   j["done_reason"] = f.finish == Finish::Length ? "length" : "stop";
-  j["total_duration"] = ns;
-  j["load_duration"] = 0;
+  j["total_duration"] = ns(t1 - t0);
+  j["load_duration"] = ns(admitted - t0);
   j["prompt_eval_count"] = f.prompt_tokens;
-  j["prompt_eval_duration"] = 0;
+  j["prompt_eval_duration"] = ns(prompt_done - admitted);
   j["eval_count"] = f.completion_tokens;
-  j["eval_duration"] = ns;
+  j["eval_duration"] = ns(finished - prompt_done);
 }
 
 // One JSON object per line; /api/chat puts text under message, /api/generate under response.
 class OllamaStream : public WireStream {
  public:
-  OllamaStream(bool chat, std::string model) : chat_(chat), model_(std::move(model)) {}
+  OllamaStream(bool chat, std::string model, double t0) : chat_(chat), model_(std::move(model)), t0_(t0) {}
   bool event(CoreRun&, const CoreEvent& e, const Emit& emit) override {
     using K = CoreEvent::Kind;
     switch (e.kind) {
@@ -202,15 +206,30 @@ class OllamaStream : public WireStream {
   }
   bool chat_;
   std::string model_;
-  Clock::time_point t0_ = Clock::now();
+  double t0_;  // the request's arrival (now_s())
   toolcall::ToolCall call_;
   GenEvent fin_;
 };
 
+// Ollama's /api/chat without messages loads the model and answers at once.
+bool load_only(const Json& j) {
+  const Json* ms = field(j, "messages");
+  return !ms || (ms->is_array() && ms->empty());
+}
+
 void run_ollama(ApiHost& host, const httplib::Request& req, httplib::Response& res, bool chat_api) {
-  const auto t0 = Clock::now();
+  const double t0 = now_s();
   host.require_ready();
   const Json j = parse_body(req.body);
+  if (chat_api && load_only(j)) {
+    const std::string model = opt_string(j, "model").value_or("");
+    host.check_model(model);
+    json out{{"model", model.empty() ? host.model_id() : model}, {"created_at", now_iso()}, {"message", {{"role", "assistant"}, {"content", ""}}},
+             {"done_reason", "load"}, {"done", true}};
+    res.set_content(dump(out) + (opt_boolean(j, "stream").value_or(true) ? "\n" : ""),
+                    opt_boolean(j, "stream").value_or(true) ? "application/x-ndjson" : "application/json");
+    return;
+  }
   bool chat = true;
   const int n_ctx = host.core().sched->n_ctx();
   const Json body = chat_api ? chat_body(j, n_ctx) : generate_body(j, n_ctx, chat);
@@ -218,7 +237,7 @@ void run_ollama(ApiHost& host, const httplib::Request& req, httplib::Response& r
   host.check_model(common.model);
   const std::string model = common.model.empty() ? host.model_id() : common.model;
   auto run = start_request(host.core(), body, chat, common, "ollama-");
-  if (common.stream) return stream_run(res, run, client_of(req), std::make_shared<OllamaStream>(chat_api, model), "application/x-ndjson");
+  if (common.stream) return stream_run(res, run, client_of(req), std::make_shared<OllamaStream>(chat_api, model, t0), "application/x-ndjson");
   const auto results = collect(*run, [c = client_of(req)] { return c.gone(); });
   if (!results) throw ApiError(499, "the client closed the connection", "invalid_request_error");
   const ChoiceResult& r = (*results)[0];

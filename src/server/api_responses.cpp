@@ -146,6 +146,22 @@ Json to_chat(const Json& j) {
   return o;
 }
 
+// The request's tools as the response echoes them: every field the schema requires (strict false
+// when not given: arguments are not constrained to the schema unless tool_choice forces a call).
+json echoed_tools(const Json& req) {
+  json out = json::array();
+  const Json* ts = field(req, "tools");
+  if (!ts || !ts->is_array()) return out;
+  for (const Json& t : *ts) {
+    json e = json::parse(t.dump());
+    if (!e.contains("description")) e["description"] = nullptr;
+    if (!e.contains("parameters")) e["parameters"] = nullptr;
+    if (!e.contains("strict") || !e["strict"].is_boolean()) e["strict"] = false;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 // The response object around `output`.
 json response_json(const CoreRun& run, const Json& req, const json& output, const char* status, const GenEvent* fin) {
   json r{{"id", run.job.id}, {"object", "response"}, {"created_at", run.job.created}, {"status", status}, {"error", nullptr}};
@@ -159,7 +175,7 @@ json response_json(const CoreRun& run, const Json& req, const json& output, cons
   r["temperature"] = run.job.common.sampling.temp;
   r["top_p"] = run.job.common.sampling.top_p;
   r["tool_choice"] = req.contains("tool_choice") ? json::parse(req["tool_choice"].dump()) : json("auto");
-  r["tools"] = req.contains("tools") ? json::parse(req["tools"].dump()) : json::array();
+  r["tools"] = echoed_tools(req);
   r["max_output_tokens"] = run.job.common.max_tokens < 0 ? json(nullptr) : json(run.job.common.max_tokens);
   r["truncation"] = "disabled";
   r["metadata"] = json::object();
@@ -187,11 +203,14 @@ json call_item(const std::string& id, const toolcall::ToolCall& c, const char* s
   return json{{"id", id}, {"type", "function_call"}, {"status", status}, {"arguments", c.arguments}, {"call_id", c.id}, {"name", c.name}};
 }
 
-json output_of(const toolcall::Parsed& p) {
+// Cut off at max_output_tokens, the item it ended in is incomplete: a call cut off, else the message.
+json output_of(const toolcall::Parsed& p, const GenEvent& fin) {
+  const bool cut = fin.finish == Finish::Length;
   json out = json::array();
   if (!p.reasoning.empty()) out.push_back(reasoning_item(random_id("rs_"), p.reasoning));
-  if (!p.content.empty() || p.calls.empty()) out.push_back(message_item(random_id("msg_"), p.content, "completed"));
-  for (const auto& c : p.calls) out.push_back(call_item(random_id("fc_"), c, "completed"));
+  const bool in_call = !p.calls.empty() && p.calls.back().cut;
+  if (!p.content.empty() || p.calls.empty()) out.push_back(message_item(random_id("msg_"), p.content, cut && !in_call ? "incomplete" : "completed"));
+  for (const auto& c : p.calls) out.push_back(call_item(random_id("fc_"), c, c.cut ? "incomplete" : "completed"));
   return out;
 }
 
@@ -222,12 +241,12 @@ class ResponsesStream : public WireStream {
       case K::CallArgs:
         call_.arguments += e.text;
         return send("response.function_call_arguments.delta", at(json{{"delta", e.text}}), emit);
-      case K::CallEnd: return close(emit);
+      case K::CallEnd: return close(emit, e.cut);
       case K::Finish:
         fin_ = *e.final;
         // Like the non-streamed output: a message (maybe empty) unless the reply made calls.
         if (!e.called && kind_ != "message" && !has_message_ && !open_message(emit)) return false;
-        return close(emit);
+        return close(emit, fin_.finish == Finish::Length);
     }
     (void)run;
     return true;
@@ -267,8 +286,10 @@ class ResponsesStream : public WireStream {
     text_.clear();
     return send("response.output_item.added", json{{"output_index", output_.size()}, {"item", item}}, emit);
   }
-  bool close(const Emit& emit) {
+  // `cut`: the output ended inside this item (max_output_tokens): it is incomplete.
+  bool close(const Emit& emit, bool cut = false) {
     if (kind_.empty()) return true;
+    const char* status = cut ? "incomplete" : "completed";
     bool ok = true;
     if (kind_ == "reasoning") {
       ok = send("response.reasoning_text.done", at(json{{"content_index", 0}, {"text", text_}}), emit);
@@ -276,10 +297,10 @@ class ResponsesStream : public WireStream {
     } else if (kind_ == "message") {
       ok = send("response.output_text.done", at(json{{"content_index", 0}, {"text", text_}, {"logprobs", json::array()}}), emit) &&
            send("response.content_part.done", at(json{{"content_index", 0}, {"part", output_text(text_)}}), emit);
-      item_ = message_item(item_["id"], text_, "completed");
+      item_ = message_item(item_["id"], text_, status);
     } else {
-      ok = send("response.function_call_arguments.done", at(json{{"arguments", call_.arguments}}), emit);
-      item_ = call_item(item_["id"], call_, "completed");
+      ok = send("response.function_call_arguments.done", at(json{{"name", call_.name}, {"arguments", call_.arguments}}), emit);
+      item_ = call_item(item_["id"], call_, status);
     }
     ok = ok && send("response.output_item.done", json{{"output_index", output_.size()}, {"item", item_}}, emit);
     output_.push_back(item_);
@@ -306,7 +327,7 @@ void responses(ApiHost& host, const httplib::Request& req, httplib::Response& re
   const auto results = collect(*run, [c = client_of(req)] { return c.gone(); });
   if (!results) throw ApiError(499, "the client closed the connection", "invalid_request_error");
   const ChoiceResult& r = (*results)[0];
-  res.set_content(dump(response_json(*run, j, output_of(r.parsed), final_status(r.final), &r.final)), "application/json");
+  res.set_content(dump(response_json(*run, j, output_of(r.parsed, r.final), final_status(r.final), &r.final)), "application/json");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <stdexcept>
 
 namespace strata::server {
 
@@ -101,10 +102,40 @@ bool is_loopback_bind(std::string_view host) {
   return is_loopback_name(h) || h == "[::1]";
 }
 
+std::vector<std::string> parse_cors(std::string_view value) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= value.size()) {
+    const size_t comma = std::min(value.find(',', i), value.size());
+    std::string_view o = value.substr(i, comma - i);
+    while (!o.empty() && o.front() == ' ') o.remove_prefix(1);
+    while (!o.empty() && (o.back() == ' ' || o.back() == '/')) o.remove_suffix(1);
+    i = comma + 1;
+    if (o.empty()) continue;
+    if (o != "*") {
+      const size_t scheme = o.find("://");
+      const std::string_view host = scheme == std::string_view::npos ? std::string_view() : o.substr(scheme + 3);
+      if (scheme == std::string_view::npos || scheme == 0 || host.empty() || host.find('/') != std::string_view::npos)
+        throw std::invalid_argument("'" + std::string(o) + "' is not an origin (scheme://host[:port], or *)");
+    }
+    out.push_back(lower(o));
+  }
+  if (out.empty()) throw std::invalid_argument("no origin given (a comma list of scheme://host[:port], or *)");
+  return out;
+}
+
+bool cors_allows(const std::vector<std::string>& cors, std::string_view origin) {
+  if (origin.empty()) return false;
+  std::string o = lower(origin);
+  while (!o.empty() && o.back() == '/') o.pop_back();
+  return std::any_of(cors.begin(), cors.end(), [&](const std::string& c) { return c == "*" || c == o; });
+}
+
 bool takes_body(std::string_view path) {
   static constexpr std::array<std::string_view, 10> kBodyRoutes = {
       "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens",
       "/api/chat",            "/api/generate",   "/api/show",     "/tokenize",    "/detokenize"};
+  if (path.starts_with("/slots/")) return true;  // POST /slots/{id}?action=... (slot_actions.cpp)
   return std::find(kBodyRoutes.begin(), kBodyRoutes.end(), path) != kBodyRoutes.end();
 }
 
@@ -117,7 +148,7 @@ std::optional<Refusal> check_head(const AccessPolicy& p, const RequestHead& h) {
     if (host && !is_loopback_host(*host))
       return Refusal{403, "Host '" + *host + "' is not this machine's loopback: without --api-key the server answers only local names", "forbidden_host"};
     const std::string* origin = h.header("Origin");
-    if (origin && !is_loopback_origin(*origin))
+    if (origin && !is_loopback_origin(*origin) && !cors_allows(p.cors, *origin))
       return Refusal{403, "requests from the page of another origin need an API key (--api-key)", "forbidden_origin"};
   }
   // A body is read only with the key; requests without one go on to the routes (their handlers

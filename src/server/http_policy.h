@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/http_front.h"
 
@@ -15,7 +16,16 @@ struct AccessPolicy {
   std::string api_key;         // "": no key (then the loopback checks below, when loopback)
   bool loopback = true;        // --host is a loopback address (127.0.0.0/8, ::1, localhost)
   bool webui = true;           // / and /webui/* are open
+  // --cors: origins whose pages may call the server (exact "scheme://host[:port]", or "*": any);
+  // empty: no CORS headers, and without a key on loopback foreign Origins stay refused.
+  std::vector<std::string> cors;
 };
+
+// The --cors value: "*" or a comma list of origins (scheme://host[:port], no path); throws
+// std::invalid_argument naming a malformed entry.
+std::vector<std::string> parse_cors(std::string_view value);
+// Whether a page of `origin` may call the server (an entry equal to it, case-insensitive, or "*").
+bool cors_allows(const std::vector<std::string>& cors, std::string_view origin);
 
 // Constant-time in the key: the time depends only on the length of what was sent.
 bool key_matches(std::string_view given, std::string_view key);
@@ -29,7 +39,7 @@ bool is_loopback_bind(std::string_view host);
 bool takes_body(std::string_view path);
 
 // The refusal for this head, if any: 405 / 404 a body where none is read, 403 foreign Host or
-// Origin, 401 a body without the key (bodyless requests: their handlers check it), 415 a
+// Origin (an Origin --cors allows is not foreign), 401 a body without the key (bodyless requests: their handlers check it), 415 a
 // CORS-simple Content-Type (text/plain, multipart/form-data) without a key.
 std::optional<Refusal> check_head(const AccessPolicy& policy, const RequestHead& head);
 

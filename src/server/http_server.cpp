@@ -18,6 +18,7 @@
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/server_info.h"
+#include "server/slot_actions.h"
 #include "server/webui.h"
 
 namespace strata::server {
@@ -147,6 +148,7 @@ struct HttpServer::Impl final : ApiHost {
     add_anthropic_routes(*this);
     add_responses_routes(*this);
     add_ollama_routes(*this);
+    add_slot_action_routes(*this);
     add_info_routes(server, [this](httplib::Server::Handler h) { return guarded(std::move(h)); },
                     [this]() -> const ServedModel* { return ready.load(std::memory_order_acquire) ? &served : nullptr; });
     if (opt.webui) add_webui_routes(server);
@@ -169,16 +171,48 @@ struct HttpServer::Impl final : ApiHost {
     });
     // Counted before the response is written (the logger runs after it, so a client could read
     // /metrics before its own request was counted).
-    server.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) { counters.add(endpoint_label(req.path), res.status); });
+    server.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      counters.add(endpoint_label(req.path), res.status);
+      add_cors_headers(req, res);
+    });
+    // CORS preflight (--cors): 204 with the allow headers for an allowed Origin, else 403.
+    server.Options(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string origin = req.get_header_value("Origin");
+      if (origin.empty()) {  // not a preflight
+        res.status = 204;
+        res.set_header("Allow", "GET, POST, OPTIONS");
+        return;
+      }
+      if (!cors_allows(opt.cors, origin)) {
+        send_error(res, ApiError(403, fmt::format("origin '{}' may not call this server (see --cors)", origin), "invalid_request_error", "", "forbidden_origin"),
+                   shape_of_path(req.path));
+        return;
+      }
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type, x-api-key" : asked);
+      res.set_header("Access-Control-Max-Age", "600");
+    });
     FrontOptions fo;
     fo.max_body = opt.max_body;
     fo.workers = opt.http_threads > 0 ? opt.http_threads : opt.max_queue + 64;
     fo.request_memory = opt.request_memory > 0 ? opt.request_memory : 2 * request_charge(opt.max_body);
     fo.memory_wait = std::chrono::milliseconds(opt.memory_wait_ms);
     front = fo;
-    AccessPolicy policy{opt.api_key, is_loopback_bind(opt.host), opt.webui};
+    AccessPolicy policy{opt.api_key, is_loopback_bind(opt.host), opt.webui, opt.cors};
     server.configure(fo, FrontHooks{[policy](const RequestHead& h) { return check_head(policy, h); },
                                     [this](const RequestHead& h, const Refusal& r) { return refusal_body(h, r); }});
+  }
+
+  // Access-Control-Allow-Origin for a request whose Origin --cors allows: that origin (also under
+  // "*", so that requests with credentials work too).
+  void add_cors_headers(const httplib::Request& req, httplib::Response& res) const {
+    const std::string origin = req.get_header_value("Origin");
+    if (!cors_allows(opt.cors, origin)) return;
+    res.set_header("Access-Control-Allow-Origin", origin);
+    res.set_header("Vary", "Origin");
+    res.set_header("Access-Control-Expose-Headers", "Retry-After");
   }
 
   // A refusal of the front (answered before the body is read) as that API's error object, counted.

@@ -44,6 +44,7 @@ struct ServerOptions {
   int reasoning_budget = -1;            // tokens inside <think> before "</think>" is forced; -1 unlimited
   SamplerParams sampling;               // defaults for fields a request leaves out
   bool webui = true;                    // the web page at / (server/webui.h)
+  std::vector<std::string> cors;        // --cors (http_policy.h parse_cors): origins whose pages may call; empty: no CORS
   uint64_t disk_probe = 0;              // bytes read at attach to measure the disk for /stats (streaming experts; 0: not measured)
   // Per-slot speculation: "lookup" (prompt/history n-gram drafts), "model" (a draft model: the
   // drafter given to attach), "mtp" (the model's NextN block; the engine needs
@@ -53,6 +54,7 @@ struct ServerOptions {
   int draft_max = 4, draft_min = 1;
   bool draft_adaptive = true;           // false (--draft-fixed): every draft found is verified
   bool draft_predict = true;            // false (--no-draft-predict): no predicted routing (SchedulerOptions::draft_predict)
+  std::string slot_save_path;           // --slot-save-path: slot files for POST /slots/{id}?action=...; "": those answer 501
 };
 
 // Stack an HTTP worker thread touches in the plan (handlers bound their recursion: core/json_depth.h).

@@ -200,30 +200,43 @@ uint64_t choice_seed(uint64_t seed, int i) {
   return z ^ (z >> 31);
 }
 
-PromptInput parse_prompt(const Json& j) {
+namespace {
+
+// One prompt: a string or an array of token ids (`where` names it in errors).
+PromptInput one_prompt(const Json& v, const std::string& where) {
+  PromptInput in;
+  if (v.is_string()) {
+    in.text = v.get<std::string>();
+    return in;
+  }
+  if (!v.is_array()) throw bad_request(fmt::format("'{}' must be a string or an array of token ids", where), where, "invalid_type");
+  in.is_tokens = true;
+  for (const auto& t : v) {
+    if (!t.is_number_integer()) throw bad_request(fmt::format("'{}' must be a string or an array of token ids", where), where, "invalid_type");
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id > INT32_MAX) throw bad_request(fmt::format("token id {} is out of range", id), where, "invalid_value");
+    in.tokens.push_back(static_cast<int32_t>(id));
+  }
+  return in;
+}
+
+}  // namespace
+
+std::vector<PromptInput> parse_prompts(const Json& j) {
   const Json* p = field(j, "prompt");
   if (!p) throw bad_request("'prompt' is required", "prompt", "missing_required_parameter");
-  const Json* v = p;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) v = &(*p)[0];
-  PromptInput in;
-  if (v->is_string()) {
-    in.text = v->get<std::string>();
-    return in;
+  // An array of strings or of arrays is several prompts; any other array is one prompt of token ids.
+  const bool several = p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array());
+  if (!several) return {one_prompt(*p, "prompt")};
+  if (p->size() > static_cast<size_t>(kMaxPrompts))
+    throw bad_request(fmt::format("at most {} prompts per request (got {})", kMaxPrompts, p->size()), "prompt", "invalid_value");
+  std::vector<PromptInput> out;
+  for (size_t i = 0; i < p->size(); ++i) {
+    const Json& v = (*p)[i];
+    if (!v.is_string() && !v.is_array()) throw bad_request(fmt::format("'prompt[{}]' must be a string or an array of token ids", i), fmt::format("prompt[{}]", i), "invalid_type");
+    out.push_back(one_prompt(v, fmt::format("prompt[{}]", i)));
   }
-  if (v->is_array()) {
-    in.is_tokens = true;
-    for (const auto& t : *v) {
-      if (!t.is_number_integer()) {
-        if (t.is_string() || t.is_array()) throw bad_request("only one prompt per request is supported", "prompt", "unsupported_value");
-        throw bad_request("'prompt' must be a string or an array of token ids", "prompt", "invalid_type");
-      }
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id > INT32_MAX) throw bad_request(fmt::format("token id {} is out of range", id), "prompt", "invalid_value");
-      in.tokens.push_back(static_cast<int32_t>(id));
-    }
-    return in;
-  }
-  throw bad_request("'prompt' must be a string or an array of token ids", "prompt", "invalid_type");
+  return out;
 }
 
 std::string random_id(const char* prefix) {

@@ -71,13 +71,16 @@ CommonParams parse_common(const Json& j, const SamplerParams& defaults, bool cha
 // The seed of choice `i` of a request seeded `seed` (choice 0 keeps the seed itself).
 uint64_t choice_seed(uint64_t seed, int i);
 
-// /v1/completions "prompt": a string, an array of token ids, or a one-element array of either.
+// /v1/completions "prompt": a string, an array of token ids, or an array of several of either
+// (one choice per prompt; at most kMaxPrompts, and prompts x n at most kMaxSequences).
 struct PromptInput {
   bool is_tokens = false;
   std::string text;
   std::vector<int32_t> tokens;
 };
-PromptInput parse_prompt(const Json& j);
+constexpr int kMaxPrompts = 32;
+constexpr int kMaxSequences = 64;
+std::vector<PromptInput> parse_prompts(const Json& j);
 
 std::string random_id(const char* prefix);
 int64_t unix_time();

@@ -66,15 +66,20 @@ void prepare_chat(const CoreContext& ctx, const Json& j, Job& jb, GenParams& gp,
     gp.think_open = *ctx.think_open;
 }
 
-void prepare_prompt(const CoreContext& ctx, const Json& j, GenParams& gp) {
+// Completions: the prompts (several: one choice each), with their text for `echo`.
+void prepare_prompts(const CoreContext& ctx, const Json& j, GenParams& gp, std::vector<std::vector<int32_t>>& prompts,
+                     std::vector<std::string>& texts) {
   gp.grammar = request_grammar(j, nullptr);
-  PromptInput in = parse_prompt(j);
-  if (in.is_tokens) {
-    for (int32_t t : in.tokens)
-      if (t >= ctx.tok->n_vocab()) throw bad_request(fmt::format("token id {} is outside the vocabulary (0..{})", t, ctx.tok->n_vocab() - 1), "prompt", "invalid_value");
-    gp.prompt = std::move(in.tokens);
-  } else {
-    gp.prompt = ctx.tok->encode(in.text, /*add_special=*/true, /*parse_special=*/true);
+  for (PromptInput& in : parse_prompts(j)) {
+    if (in.is_tokens) {
+      for (int32_t t : in.tokens)
+        if (t >= ctx.tok->n_vocab()) throw bad_request(fmt::format("token id {} is outside the vocabulary (0..{})", t, ctx.tok->n_vocab() - 1), "prompt", "invalid_value");
+      texts.push_back(ctx.tok->decode(in.tokens, /*remove_special=*/false, /*unparse_special=*/true));
+      prompts.push_back(std::move(in.tokens));
+    } else {
+      prompts.push_back(ctx.tok->encode(in.text, /*add_special=*/true, /*parse_special=*/true));
+      texts.push_back(std::move(in.text));
+    }
   }
 }
 
@@ -89,16 +94,29 @@ std::shared_ptr<CoreRun> start_request(const CoreContext& ctx, const Json& body,
   jb.id = random_id(id_prefix);
   jb.created = unix_time();
   GenParams gp;
-  const char* param = chat ? "messages" : "prompt";
-  if (chat) prepare_chat(ctx, body, jb, gp, call_prefix);
-  else prepare_prompt(ctx, body, gp);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> texts;  // completions: each prompt's text (echo)
+  if (chat) {
+    prepare_chat(ctx, body, jb, gp, call_prefix);
+    prompts.push_back(std::move(gp.prompt));
+  } else {
+    prepare_prompts(ctx, body, gp, prompts, texts);
+  }
   const int n_ctx = ctx.sched->n_ctx();
-  if (gp.prompt.empty()) throw bad_request("the prompt is empty (no tokens)", param, "empty_prompt");
-  if (static_cast<int>(gp.prompt.size()) >= n_ctx)
-    throw bad_request(fmt::format("This model's maximum context length is {} tokens per request, but the prompt has {} tokens (at least one "
-                                  "token must remain for the completion). Shorten the prompt or restart the server with a larger -c.",
-                                  n_ctx, gp.prompt.size()),
-                      param, "context_length_exceeded");
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    const std::string param = chat ? "messages" : prompts.size() > 1 ? fmt::format("prompt[{}]", k) : "prompt";
+    if (prompts[k].empty()) throw bad_request("the prompt is empty (no tokens)", param, "empty_prompt");
+    if (static_cast<int>(prompts[k].size()) >= n_ctx)
+      throw bad_request(fmt::format("This model's maximum context length is {} tokens per request, but the prompt has {} tokens (at least one "
+                                    "token must remain for the completion). Shorten the prompt or restart the server with a larger -c.",
+                                    n_ctx, prompts[k].size()),
+                        param, "context_length_exceeded");
+  }
+  if (prompts.size() * static_cast<size_t>(common.n) > static_cast<size_t>(kMaxSequences))
+    throw bad_request(fmt::format("{} prompts x n = {} is more than the {} sequences a request may ask for", prompts.size(), common.n, kMaxSequences), "n",
+                      "invalid_value");
+  jb.n_per_prompt = common.n;
+  if (!chat && opt_boolean(body, "echo").value_or(false)) run->echo = texts;
   gp.sampling = common.sampling;
   const int n_logits = ctx.sched->n_vocab();
   for (const auto& [t, b] : gp.sampling.logit_bias)
@@ -109,20 +127,25 @@ std::shared_ptr<CoreRun> start_request(const CoreContext& ctx, const Json& body,
   gp.n_probs = common.n_probs;
   gp.draft_max = common.draft_max;
   gp.draft_min = common.draft_min;
-  run->prompt_tokens = static_cast<int>(gp.prompt.size());
+  for (const auto& p : prompts) run->prompt_tokens += static_cast<int>(p.size());
   run->tok = ctx.tok;
-  if (common.n > 1) run->signal_ = std::make_shared<EventSignal>();
-  for (int i = 0; i < common.n; ++i) {
-    GenParams g = gp;
-    g.sampling.seed = choice_seed(gp.sampling.seed, i);
-    g.signal = run->signal_;
-    run->reqs_.push_back(std::make_shared<GenRequest>(std::move(g)));
+  if (prompts.size() * static_cast<size_t>(common.n) > 1) run->signal_ = std::make_shared<EventSignal>();
+  for (auto& prompt : prompts) {  // choice index: prompt index x n + the prompt's choice (OpenAI's order)
+    gp.prompt = std::move(prompt);
+    for (int i = 0; i < common.n; ++i) {
+      GenParams g = gp;
+      g.sampling.seed = choice_seed(gp.sampling.seed, i);
+      g.signal = run->signal_;
+      run->reqs_.push_back(std::make_shared<GenRequest>(std::move(g)));
+      if (!run->echo.empty() && common.n_probs >= 0) run->reqs_.back()->prompt_probs = common.n_probs;
+    }
   }
   const size_t n = run->reqs_.size();
   run->rs_.assign(n, ReasoningSplitter(chat && jb.reasoning, jb.start_in_think));
   for (size_t i = 0; i < n && jb.tools; ++i) run->parsers_.push_back(toolcall::StreamParser::make(jb.format, jb.parser));
   run->called_.assign(n, 0);
   run->probs_.resize(n);
+  run->prompt_probs_.resize(n);
   run->finals_.resize(n);
   if (!ctx.sched->submit(run->reqs_))
     throw ApiError(503, "the server is busy: every slot is taken and the wait queue is full; retry later", "server_error", "", "queue_full");
@@ -137,7 +160,7 @@ int count_prompt_tokens(const CoreContext& ctx, const Json& chat_body) {
 }
 
 // Text of choice i through its tool-call parser (or the <think> splitter); `last`: flush.
-bool CoreRun::feed(int i, const std::string& text, bool last, const std::function<bool(const CoreEvent&)>& on) {
+bool CoreRun::feed(int i, const std::string& text, bool last, bool cut, const std::function<bool(const CoreEvent&)>& on) {
   using K = CoreEvent::Kind;
   if (!job.tools) {
     const ReasoningSplitter::Out o = last ? rs_[i].flush() : rs_[i].push(text);
@@ -145,14 +168,17 @@ bool CoreRun::feed(int i, const std::string& text, bool last, const std::functio
     return o.content.empty() || on(CoreEvent{K::Text, i, 0, {}, {}, o.content});
   }
   scratch_.clear();
-  if (last) parsers_[i]->finish(scratch_);
+  if (last && cut) parsers_[i]->finish_cut(scratch_);
+  else if (last) parsers_[i]->finish(scratch_);
   else parsers_[i]->feed(text, scratch_);
   for (const auto& e : scratch_) {
     using E = toolcall::Event::Kind;
     if (e.kind != E::CallStart && e.kind != E::CallEnd && e.text.empty()) continue;
     K k = e.kind == E::Content ? K::Text : e.kind == E::Reasoning ? K::Reasoning : e.kind == E::CallStart ? K::CallStart : e.kind == E::CallArgs ? K::CallArgs : K::CallEnd;
     if (k == K::CallStart) called_[i] = 1;
-    if (!on(CoreEvent{k, i, e.index, e.id, e.name, e.text})) return false;
+    CoreEvent ce{k, i, e.index, e.id, e.name, e.text};
+    ce.cut = e.cut;
+    if (!on(ce)) return false;
   }
   return true;
 }
@@ -175,11 +201,12 @@ bool CoreRun::pump(int ms, const std::function<bool(const CoreEvent&)>& on) {
   for (auto& [i, evs] : got) {
     for (auto& ev : evs) {
       for (auto& p : ev.probs) probs_[i].push_back(std::move(p));
-      if (!ev.text.empty() && !feed(i, ev.text, false, on)) return false;
+      if (!ev.prompt_probs.empty()) prompt_probs_[i] = std::move(ev.prompt_probs);
+      if (!ev.text.empty() && !feed(i, ev.text, false, false, on)) return false;
       if (!ev.final) continue;
       finals_[i] = ev;
       n_done_++;
-      if (ev.finish != Finish::Error && !feed(i, "", true, on)) return false;
+      if (ev.finish != Finish::Error && !feed(i, "", true, ev.finish == Finish::Length, on)) return false;
       CoreEvent f;
       f.kind = CoreEvent::Kind::Finish;
       f.choice = i;
@@ -214,7 +241,9 @@ std::optional<std::vector<ChoiceResult>> collect(CoreRun& run, const std::functi
       case K::CallArgs:
         if (e.call >= 0 && e.call < static_cast<int>(r.parsed.calls.size())) r.parsed.calls[static_cast<size_t>(e.call)].arguments += e.text;
         break;
-      case K::CallEnd: break;
+      case K::CallEnd:
+        if (e.call >= 0 && e.call < static_cast<int>(r.parsed.calls.size())) r.parsed.calls[static_cast<size_t>(e.call)].cut = e.cut;
+        break;
       case K::Finish:
         r.final = *e.final;
         r.probs = run.take_probs(e.choice);

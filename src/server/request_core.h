@@ -39,13 +39,15 @@ struct CoreEvent {
   std::string text;        // Reasoning / Text / CallArgs
   const GenEvent* final = nullptr;  // Finish: finish reason, token counts, error
   bool called = false;     // Finish: the choice made a tool call
+  bool cut = false;        // CallEnd: the output ended inside this call (max tokens): its arguments may be incomplete
 };
 
 // One request in flight: its choices, their parsers, the logprobs not yet taken.
 class CoreRun {
  public:
   Job job;
-  int prompt_tokens = 0;
+  int prompt_tokens = 0;            // of every prompt
+  std::vector<std::string> echo;   // completions with `echo`: per prompt, its text (comes first in its choices' text)
   const tok::Tokenizer* tok = nullptr;
 
   int n() const { return static_cast<int>(reqs_.size()); }
@@ -55,18 +57,24 @@ class CoreRun {
   bool pump(int ms, const std::function<bool(const CoreEvent&)>& on);
   // The logprobs of choice i generated so far and not taken yet.
   std::vector<TokenLogprobs> take_probs(int i);
+  // Echo with logprobs: choice i's prompt tokens and their logprobs from the second on (arrived
+  // before any other event of that choice).
+  const std::vector<int32_t>& prompt(int i) const { return reqs_[static_cast<size_t>(i)]->params.prompt; }
+  const std::vector<TokenLogprobs>& prompt_probs(int i) const { return prompt_probs_[static_cast<size_t>(i)]; }
   void cancel();
   const std::vector<GenEvent>& finals() const { return finals_; }
 
  private:
   friend std::shared_ptr<CoreRun> start_request(const CoreContext&, const Json&, bool, const CommonParams&, const char*, const char*);
-  bool feed(int i, const std::string& text, bool last, const std::function<bool(const CoreEvent&)>& on);
+  // `last`: flush; `cut`: the output was cut off (max tokens, context), calls come out as far as they parse.
+  bool feed(int i, const std::string& text, bool last, bool cut, const std::function<bool(const CoreEvent&)>& on);
   std::vector<std::shared_ptr<GenRequest>> reqs_;
   std::shared_ptr<EventSignal> signal_;
   std::vector<ReasoningSplitter> rs_;
   std::vector<std::unique_ptr<toolcall::StreamParser>> parsers_;
   std::vector<char> called_;
   std::vector<std::vector<TokenLogprobs>> probs_;
+  std::vector<std::vector<TokenLogprobs>> prompt_probs_;
   std::vector<GenEvent> finals_;
   std::vector<toolcall::Event> scratch_;
   int n_done_ = 0;

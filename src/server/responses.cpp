@@ -1,14 +1,16 @@
 #include "server/responses.h"
 
+#include <algorithm>
+
 namespace strata::server {
 
 using nlohmann::json;
 
 const char* finish_reason(Finish f) { return f == Finish::Length ? "length" : "stop"; }
-const char* finish_reason(Finish f, bool called) { return called ? "tool_calls" : finish_reason(f); }
+const char* finish_reason(Finish f, bool called) { return called && f != Finish::Length ? "tool_calls" : finish_reason(f); }
 
 json tool_message_json(const toolcall::Parsed& p) {
-  json m{{"role", "assistant"}, {"content", p.content}};
+  json m{{"role", "assistant"}, {"content", p.content}, {"refusal", nullptr}};
   if (!p.reasoning.empty()) m["reasoning_content"] = p.reasoning;
   if (p.calls.empty()) return m;
   if (p.content.empty()) m["content"] = nullptr;
@@ -32,11 +34,15 @@ json event_delta(const toolcall::Event& e) {
   return nullptr;
 }
 
-json usage_json(const std::vector<GenEvent>& finals) {
-  int completion = 0;
-  for (const auto& f : finals) completion += f.completion_tokens;
-  const int prompt = finals.empty() ? 0 : finals[0].prompt_tokens;
-  const int cached = finals.empty() ? 0 : finals[0].cached_tokens;
+json usage_json(const std::vector<GenEvent>& finals, int n_per_prompt) {
+  const size_t step = n_per_prompt > 0 ? static_cast<size_t>(n_per_prompt) : std::max<size_t>(1, finals.size());
+  int completion = 0, prompt = 0, cached = 0;
+  for (size_t i = 0; i < finals.size(); ++i) {
+    completion += finals[i].completion_tokens;
+    if (i % step != 0) continue;
+    prompt += finals[i].prompt_tokens;
+    cached += finals[i].cached_tokens;
+  }
   return json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
               {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
@@ -44,6 +50,7 @@ json usage_json(const std::vector<GenEvent>& finals) {
 json completion_json(const Job& jb, bool stream, const std::optional<json>& body, int index, const json& finish, const json& logprobs) {
   json c{{"id", jb.id}, {"created", jb.created}, {"model", jb.model}, {"choices", json::array()}};
   c["object"] = !jb.chat ? "text_completion" : stream ? "chat.completion.chunk" : "chat.completion";
+  if (stream && jb.common.include_usage) c["usage"] = nullptr;  // every chunk before the last, which carries it
   if (body) c["choices"].push_back(choice_json(jb, stream, *body, index, finish, logprobs));
   return c;
 }
@@ -76,7 +83,7 @@ json chat_logprobs_json(const std::vector<TokenLogprobs>& probs, const tok::Toke
     for (const auto& alt : tp.top) e["top_logprobs"].push_back(prob_entry(alt, tok));
     content.push_back(std::move(e));
   }
-  return json{{"content", std::move(content)}};
+  return json{{"content", std::move(content)}, {"refusal", nullptr}};
 }
 
 json completion_logprobs_json(const std::vector<TokenLogprobs>& probs, const tok::Tokenizer& tok, size_t& offset) {
@@ -92,6 +99,25 @@ json completion_logprobs_json(const std::vector<TokenLogprobs>& probs, const tok
     offset += piece.size();
   }
   return out;
+}
+
+json completion_prompt_logprobs_json(const std::vector<int32_t>& prompt, const std::vector<TokenLogprobs>& probs, const tok::Tokenizer& tok,
+                                     size_t& offset) {
+  json out{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  if (prompt.empty()) return out;
+  const std::string first = tok.token_to_piece(prompt[0], /*special=*/false);
+  out["tokens"].push_back(first);
+  out["token_logprobs"].push_back(nullptr);
+  out["top_logprobs"].push_back(nullptr);
+  out["text_offset"].push_back(offset);
+  offset += first.size();
+  append_completion_logprobs(out, completion_logprobs_json(probs, tok, offset));
+  return out;
+}
+
+void append_completion_logprobs(json& into, const json& more) {
+  for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const auto& v : more[k]) into[k].push_back(v);
 }
 
 }  // namespace strata::server

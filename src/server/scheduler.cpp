@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "runtime/speculative.h"
 #include "runtime/text_stream.h"
+#include "server/prompt_score.h"
 
 namespace strata::server {
 
@@ -88,6 +89,7 @@ struct Scheduler::Slot {
   int32_t next = -1;                // token fed in the next pass when decoding
   bool started = false;             // start() ran for req
   std::unique_ptr<Generator> gen;   // sampling, stop rules, grammar, reasoning budget, logprobs
+  double t_start = 0, t_prompt = 0;  // now_s() when admitted, when the prompt's last pass ended (GenEvent timings)
   // Speculation: this request's settings (draft_max 0: none), the drafts of the pass being run and
   // how many of them it verifies, its tokens (next, then the k drafts), sampling scratch.
   int draft_max = 0, draft_min = 1;
@@ -156,6 +158,42 @@ void Scheduler::stop() {
   std::lock_guard<std::mutex> lk(mu_);
   for (auto& r : waiting_) r->push(final_event(Finish::Error, 0, 0, 0, "the server is shutting down"));
   waiting_.clear();
+  for (Action& a : actions_) a.done.set_exception(std::make_exception_ptr(Error("the server is shutting down")));
+  actions_.clear();
+}
+
+std::future<void> Scheduler::run_on_engine(std::function<void(Engine&)> fn) {
+  Action a{std::move(fn), {}};
+  std::future<void> f = a.done.get_future();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) a.done.set_exception(std::make_exception_ptr(Error("the server is shutting down")));
+    else actions_.push_back(std::move(a));
+  }
+  cv_.notify_all();
+  return f;
+}
+
+bool Scheduler::slot_busy(int id) const {
+  STRATA_CHECK(id >= 0 && id < n_slots(), "slot {} out of range ({} slots)", id, n_slots());
+  return slots_[static_cast<size_t>(id)]->req != nullptr;
+}
+
+// Engine thread, between passes: the actions queued so far, in order.
+void Scheduler::run_actions() {
+  std::deque<Action> run;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    run.swap(actions_);
+  }
+  for (Action& a : run) {
+    try {
+      a.fn(eng_);
+      a.done.set_value();
+    } catch (...) {
+      a.done.set_exception(std::current_exception());
+    }
+  }
 }
 
 bool Scheduler::submit(const std::shared_ptr<GenRequest>& r) { return submit(std::vector<std::shared_ptr<GenRequest>>{r}); }
@@ -189,9 +227,10 @@ void Scheduler::loop() {
           if (s->req) return true;
         return false;
       };
-      cv_.wait(lk, [&] { return stop_ || !waiting_.empty() || active(); });
+      cv_.wait(lk, [&] { return stop_ || !waiting_.empty() || !actions_.empty() || active(); });
       if (stop_) return;
     }
+    run_actions();
     try {
       admit();
       step();
@@ -261,6 +300,7 @@ void Scheduler::start(Slot& s) {
   s.next = -1;
   s.n_reused = 0;
   s.n_prompt_done = 0;
+  s.t_start = now_s(), s.t_prompt = 0;
   s.gen->start(p, n_ctx);
   // Speculation: a draft source, rows that can be cut back, and no grammar (drafts are not
   // checked against it: a constrained request decodes plainly).
@@ -279,6 +319,7 @@ void Scheduler::start(Slot& s) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
   }
+  if (s.req->prompt_probs >= 0) s.req->push(score_prompt(eng_, s.id, p.prompt, s.req->prompt_probs));
   // The draft state (MTP's NextN rows) may follow fewer of the rows the engine could keep.
   const int keep = eng_.reusable_prefix(s.id, p.prompt);
   s.n_reused = eng_.start_prompt(s.id, p.prompt, drafter_ ? drafter_->reusable(s.id, p.prompt, keep) : keep);
@@ -302,6 +343,7 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error, bool bad_req
   const int n_gen = s.started ? g.n_generated() : 0;
   GenEvent fin = final_event(f, n_prompt, n_gen, s.n_reused, error);
   fin.bad_request = bad_request;
+  fin.t_admitted = s.t_start, fin.t_prompt_done = s.t_prompt, fin.t_finished = now_s();
   if (f == Finish::Stop && s.started) fin.stop_string = g.stop_string();
   s.req->push(std::move(fin));
   local_.prompt_tokens += static_cast<uint64_t>(s.n_prompt_done - s.n_reused);
@@ -547,6 +589,7 @@ int Scheduler::sample_outputs() {
     const SeqInput& in = inputs_[i];
     if (!s.decoding) s.n_prompt_done += in.n;
     if (in.logits == Logits::None) continue;
+    if (!s.decoding && s.t_prompt == 0) s.t_prompt = now_s();
     const float* lg = logits_.data() + row * nv;
     row += in.logits == Logits::All ? static_cast<size_t>(in.n) : 1;
     try {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -76,6 +77,12 @@ struct GenEvent {
   std::string error;               // Finish::Error
   bool bad_request = false;        // Finish::Error caused by the request itself (its grammar: too ambiguous, or no token fits): a 400
   std::string stop_string;         // Finish::Stop at a stop string: that string ("" at EOS / grammar end)
+  // The final event: engine-thread times (now_s()) when a slot took the request, when its prompt's
+  // last pass ended (0: it never did) and when it finished (Ollama's timings).
+  double t_admitted = 0, t_prompt_done = 0, t_finished = 0;
+  // GenRequest::prompt_probs >= 0: the prompt tokens' logprobs from the second token on, in one
+  // event before any other.
+  std::vector<TokenLogprobs> prompt_probs;
 };
 
 // One request in flight: its parameters, its event queue, and a cancel flag.
@@ -83,6 +90,11 @@ class GenRequest {
  public:
   explicit GenRequest(GenParams p) : params(std::move(p)) {}
   const GenParams params;
+  // /v1/completions echo with logprobs: before generating, the slot evaluates the prompt in passes
+  // of its own that keep every row's logits (Engine::eval_rows, within the planned logit rows) and
+  // reports each prompt token's logprob with this many alternatives (GenEvent::prompt_probs); -1: no.
+  // Set before submit.
+  int prompt_probs = -1;
 
   // HTTP side: waits up to `timeout_ms` for events; returns what is there (maybe nothing).
   std::vector<GenEvent> wait(int timeout_ms);
@@ -182,9 +194,19 @@ class Scheduler {
   int default_draft_max() const { return drafter_ && eng_.model().rewindable() ? opt_.draft_max : 0; }
   int default_draft_min() const { return opt_.draft_min; }
   void stop();
+  // Runs fn on the engine thread between passes (slot files: server/slot_actions.cpp); the future
+  // holds fn's exception, or an Error when the scheduler stopped before running it.
+  std::future<void> run_on_engine(std::function<void(Engine&)> fn);
+  // Whether slot `id` holds a request (admitted, maybe not started). Engine thread only (inside fn).
+  bool slot_busy(int id) const;
 
  private:
   struct Slot;
+  struct Action {
+    std::function<void(Engine&)> fn;
+    std::promise<void> done;
+  };
+  void run_actions();
   void loop();
   void admit();
   void start(Slot& s);
@@ -215,6 +237,7 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<GenRequest>> waiting_;
+  std::deque<Action> actions_;  // run_on_engine's, under mu_
   bool stop_ = false;
   SchedulerStats stats_;  // under mu_
 

@@ -45,3 +45,48 @@ TEST(PerplexityCli, TrainedModelAndSelfKl) {
   EXPECT_NE(c.err.find("-c 64"), std::string::npos) << c.err;
   std::remove(base.c_str());
 }
+
+// Fewer experts per token (issue 37's --moe-k / --moe-min-mass), priced by the KL mode: the
+// model's own k, or a mass of 1, give the base's logits exactly (the same KL figures as a run
+// without the options);
+// --moe-k 2 of the model's 4 and --moe-min-mass 0.6 give a KL above 0 whose quantiles are ordered
+// (median <= p95 <= p99 <= max) and fewer bytes read per token while experts stream; --moe-k past
+// the model's k is a clear error.
+TEST(PerplexityCli, FewerExpertsArePricedInKlAndReadFewerBytes) {
+  const std::string base = "/tmp/strata_ppl_knobs_" + std::to_string(::getpid()) + ".bin";
+  const std::string common = " -c 64 -t 2 --json";
+  ASSERT_EQ(run_cmd("perplexity -m " + kModel + " -f " + kText + common + " --kl-divergence-base " + base).code, 0);
+  const auto kl = [&](const std::string& knobs) {
+    const CmdResult r = run_cmd("perplexity -m " + kModel + " --kl-divergence " + base + common + " " + knobs);
+    EXPECT_EQ(r.code, 0) << knobs << ": " << r.err;
+    return nlohmann::json::parse(last_line(r.out))["kl_divergence"];
+  };
+  const auto self = kl("");  // the base's own logits again: what identical logits score
+  for (const char* same : {"--moe-k 4", "--moe-min-mass 1"}) {
+    const auto j = kl(same);
+    EXPECT_EQ(j["mean"].get<double>(), self["mean"].get<double>()) << same;
+    EXPECT_EQ(j["max"].get<double>(), self["max"].get<double>()) << same;
+    EXPECT_EQ(j["top1_agreement"].get<double>(), 1.0) << same;
+  }
+  for (const char* fewer : {"--moe-k 2", "--moe-min-mass 0.6"}) {
+    const auto j = kl(fewer);
+    EXPECT_GT(j["mean"].get<double>(), 0.0) << fewer;
+    EXPECT_LE(j["median"].get<double>(), j["p95"].get<double>()) << fewer;
+    EXPECT_LE(j["p95"].get<double>(), j["p99"].get<double>()) << fewer;
+    EXPECT_LE(j["p99"].get<double>(), j["max"].get<double>()) << fewer;
+    EXPECT_GE(j["delta_ppl_err"].get<double>(), 0.0) << fewer;
+  }
+  std::remove(base.c_str());
+  // Streaming: bytes of experts read per generated token fall with the experts computed.
+  const auto bytes = [&](const std::string& knobs) {
+    const CmdResult r = run_cmd("run -m " + kModel + " -f " + kText + " -n 24 --temp 0 -c 256 -t 2 --ram-budget 64M --no-warm-start --json " + knobs);
+    EXPECT_EQ(r.code, 0) << knobs << ": " << r.err;
+    return nlohmann::json::parse(last_line(r.out))["experts"]["bytes_read"].get<uint64_t>();
+  };
+  const uint64_t all = bytes(""), two = bytes("--moe-k 2");
+  EXPECT_GT(all, 0u);
+  EXPECT_LT(two, all);
+  const CmdResult bad = run_cmd("perplexity -m " + kModel + " -f " + kText + common + " --moe-k 5");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("chooses 4 experts"), std::string::npos) << bad.err;
+}

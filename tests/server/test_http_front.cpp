@@ -178,7 +178,7 @@ TEST(HttpFront, LoopbackNamesKeysAndTheGate) {
     parse_head(head, h);
     return check_head(p, h).value_or(Refusal{200, "", ""}).status;
   };
-  const AccessPolicy local{"", true, true}, exposed{"", false, true}, keyed{"k", true, true};
+  const AccessPolicy local{"", true, true, {}}, exposed{"", false, true, {}}, keyed{"k", true, true, {}};
   const std::string post = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n";
   EXPECT_EQ(gate(local, post + "Host: evil.com\r\n\r\n"), 403);
   EXPECT_EQ(gate(local, post + "Origin: http://evil.com\r\n\r\n"), 403);

@@ -3,6 +3,8 @@
 //   {"tool_call": {"name": "f", "arguments": {...}}}, {"tool_calls": [{...}, ...]} or {"response": "..."}.
 // A reply opening with `{` is held until the object closes, then parsed whole: calls, or the
 // response string as content; anything else (other JSON, text after the object) is content.
+// Cut off (finish_cut), the object is closed as far as it parses: the calls whose name is whole
+// (the last one cut, its arguments closed as far as they parse), or the response so far.
 #include "chat/toolcall/families.h"
 #include "chat/toolcall/stream_core.h"
 
@@ -18,11 +20,45 @@ std::optional<std::pair<std::string, std::string>> call_of(const nlohmann::json&
   return std::make_pair(name->get<std::string>(), args);
 }
 
+// The call objects of a reply object (none when it has neither key).
+nlohmann::json calls_of(const nlohmann::json& j) {
+  if (!j.is_object()) return nlohmann::json::array();
+  if (const auto one = j.find("tool_call"); one != j.end()) return nlohmann::json::array({*one});
+  if (const auto many = j.find("tool_calls"); many != j.end() && many->is_array()) return *many;
+  return nlohmann::json::array();
+}
+
 class Generic final : public StreamCore {
  public:
   using StreamCore::StreamCore;
 
  private:
+  void cut_rest() override {
+    if (mode_ != Mode::Call) return StreamCore::cut_rest();
+    // Closed without the strings cut off: which names are whole; with them: the arguments and response so far.
+    const nlohmann::json whole = close_partial_json(buf_, /*close_strings=*/false);
+    const nlohmann::json loose = close_partial_json(buf_, /*close_strings=*/true);
+    buf_.clear();
+    end_section();
+    content_seen_ = true;
+    if (!loose.is_object()) return;
+    if (const auto r = loose.find("response"); r != loose.end() && r->is_string()) {
+      held_ws_.clear();
+      emit_content(r->get<std::string>());
+      return;
+    }
+    const nlohmann::json names = calls_of(whole), calls = calls_of(loose);
+    for (size_t i = 0; i < names.size() && i < calls.size(); ++i) {
+      const auto c = call_of(calls[i]);
+      if (!names[i].is_object() || !names[i].contains("name") || !c) break;  // the name was cut off
+      cutting_ = i + 1 == calls.size();  // the calls before the last one are whole
+      start_call(c->first);
+      call_args(c->second);
+      end_call();
+    }
+    cutting_ = true;
+  }
+
   std::vector<std::string_view> call_starts() const override { return {"{"}; }
 
   R call_step(bool final, int) override {

@@ -22,6 +22,8 @@ class Harmony final : public StreamCore {
   enum class Body { Outside, Content, Reasoning, Args };
   std::vector<std::string_view> call_starts() const override { return {}; }
   R call_step(bool, int) override { return R::Fail; }
+  // Cut off: what the steps hold is a header not yet whole or the start of a marker.
+  void cut_rest() override { buf_.clear(); }
 
   bool step(bool final) override {
     if (buf_.empty()) return false;

@@ -97,6 +97,9 @@ class StreamCore : public StreamParser {
   explicit StreamCore(ParserOptions opts);
   void feed(std::string_view text, std::vector<Event>& out) override;
   void finish(std::vector<Event>& out) override;
+  // What a plain step leaves in buf_ at the cut (a call it waits on, a marker's start) is handed
+  // to cut_rest(); then finish(), with every call still open marked cut.
+  void finish_cut(std::vector<Event>& out) override;
 
  protected:
   enum class Mode { Content, Reasoning, Call };
@@ -108,6 +111,10 @@ class StreamCore : public StreamParser {
   // opener becomes content), Ok after progress. The family calls end_section() when done.
   virtual R call_step(bool final, int which) = 0;
   virtual void on_finish() {}  // flush a call cut off by the end of the output
+  // The output was cut off with buf_ holding what the plain steps could not decide: in a call
+  // section, the call as far as it parses (steps at final; a step that fails drops the rest), the
+  // rest dropped; in content or reasoning, a held start of a marker dropped.
+  virtual void cut_rest();
   virtual bool step(bool final);  // one step of the current mode; false: nothing more to do now
 
   bool content_step(bool final);
@@ -148,6 +155,7 @@ class StreamCore : public StreamParser {
   std::vector<std::string_view> content_markers_;  // what content_step scans for
   bool markers_ready_ = false;
   bool content_seen_ = false;        // content other than whitespace was emitted
+  bool cutting_ = false;             // inside finish_cut: a call that ends now is cut (Event::cut)
   std::string held_rws_;             // reasoning whitespace before </think>
 
   // Call state of the shared pieces.

@@ -44,6 +44,39 @@ void StreamCore::finish(std::vector<Event>& out) {
   out_ = nullptr;
 }
 
+void StreamCore::finish_cut(std::vector<Event>& out) {
+  out_ = &out;
+  try {
+    while (step(false)) {
+    }
+    cutting_ = true;
+    cut_rest();
+  } catch (const std::exception&) {  // allocation failures only: drop what was held
+    buf_.clear();
+  }
+  out_ = nullptr;
+  finish(out);
+}
+
+void StreamCore::cut_rest() {
+  if (mode_ == Mode::Call) {
+    while (mode_ == Mode::Call && step(true)) {
+    }
+    buf_.clear();
+    return;
+  }
+  // What is held is the start of a marker (reasoning's close, or in content a call opener or <think>).
+  std::vector<std::string_view> markers;
+  if (mode_ == Mode::Reasoning) markers.push_back(think_close_);
+  if (mode_ == Mode::Content) markers = content_markers_;
+  for (const std::string_view m : markers) {
+    if (!buf_.empty() && m.size() > buf_.size() && m.substr(0, buf_.size()) == buf_) {
+      buf_.clear();
+      return;
+    }
+  }
+}
+
 bool StreamCore::step(bool final) {
   if (skip_ws_) {
     size_t n = 0;
@@ -61,6 +94,11 @@ bool StreamCore::step(bool final) {
   const R r = call_step(final, section_marker_);
   if (r == R::Ok) return true;
   if (r == R::More) return false;
+  if (cutting_) {  // the call the output was cut in does not parse any further: drop the rest (finish ends the call)
+    buf_.clear();
+    end_section();
+    return false;
+  }
   if (section_emitted_) {  // a family gave up after its calls: the rest is content
     if (in_call_) end_call();
     end_section();
@@ -207,6 +245,7 @@ void StreamCore::end_call() {
   Event e;
   e.kind = Event::Kind::CallEnd;
   e.index = calls_;
+  e.cut = cutting_;
   if (out_ != nullptr) out_->push_back(std::move(e));
   in_call_ = false;
   ++calls_;
@@ -361,6 +400,10 @@ size_t end_outside_json_strings(std::string_view s, std::string_view end) {
 }  // namespace
 
 R StreamCore::kv_value_step(bool final, std::string_view end, bool strip_newlines) {
+  if (final && cutting_) {  // the start of `end` cut off is not part of the value
+    const Scan cut = scan_markers(buf_, {&end, 1});
+    if (cut.which < 0) buf_.resize(cut.hold);
+  }
   if (value_start_) {
     if (buf_.empty()) return final ? R::Ok : R::More;
     if (strip_newlines && buf_[0] == '\n') consume(1);

@@ -62,7 +62,9 @@ void fold_into(Parsed& p, const std::vector<Event>& events) {
       case Event::Kind::CallArgs:
         if (!p.calls.empty()) p.calls.back().arguments += e.text;
         break;
-      case Event::Kind::CallEnd: break;
+      case Event::Kind::CallEnd:
+        if (!p.calls.empty()) p.calls.back().cut = e.cut;
+        break;
     }
   }
 }
@@ -78,6 +80,14 @@ Parsed parse_all(Format f, ParserOptions o, std::string_view text) {
   std::vector<Event> events;
   parser->feed(text, events);
   parser->finish(events);
+  return fold(events);
+}
+
+Parsed parse_cut(Format f, ParserOptions o, std::string_view text) {
+  auto parser = StreamParser::make(f, std::move(o));
+  std::vector<Event> events;
+  parser->feed(text, events);
+  parser->finish_cut(events);
   return fold(events);
 }
 

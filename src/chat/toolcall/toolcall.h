@@ -16,7 +16,12 @@
 //  - a call marker followed by text that is not a call in the family's syntax (no name, no JSON
 //    object) is content, marker included.
 //  - ParserOptions::tools empty: no call is ever parsed, everything but reasoning is content.
-// feed and finish never throw.
+// Output cut off (max tokens, a full context) ends with finish_cut instead of finish: what there is
+// of the calls comes out as calls, never their raw syntax as content: complete calls, and the call
+// the cut interrupted as far as it parses (its name whole; arguments as written so far, the generic
+// format's closed as far as they parse), its CallEnd marked `cut`; a call whose name was cut off, a
+// marker cut off, and the rest of a call section are dropped.
+// feed, finish and finish_cut never throw.
 // Layer chat/: includes gguf/, core/ and nlohmann-json only.
 #include <cstdint>
 #include <functional>
@@ -41,6 +46,7 @@ struct ToolSpec {  // an OpenAI function tool
 };
 struct ToolCall {
   std::string id, name, arguments;  // arguments: JSON text (an object)
+  bool cut = false;                 // cut off by the end of the output (finish_cut): arguments may be incomplete
 };
 
 struct Event {
@@ -48,6 +54,7 @@ struct Event {
   int index = 0;         // tool call index (CallStart/CallArgs/CallEnd)
   std::string id, name;  // CallStart
   std::string text;      // Content / Reasoning / CallArgs fragment
+  bool cut = false;      // CallEnd: the output ended inside this call (finish_cut); its arguments may be incomplete
 };
 
 struct ParserOptions {
@@ -63,6 +70,7 @@ class StreamParser {
   virtual ~StreamParser();
   virtual void feed(std::string_view text, std::vector<Event>& out) = 0;  // model output as it comes, any split
   virtual void finish(std::vector<Event>& out) = 0;                        // end of generation: flush held-back text
+  virtual void finish_cut(std::vector<Event>& out) { finish(out); }        // end of an output that was cut off (see above)
 };
 
 struct Parsed {
@@ -71,9 +79,20 @@ struct Parsed {
 };
 // The non-streaming result (= folding the events of feed(text) + finish()).
 Parsed parse_all(Format, ParserOptions, std::string_view text);
+// The same, for an output that was cut off (feed(text) + finish_cut()).
+Parsed parse_cut(Format, ParserOptions, std::string_view text);
 // Folds events into a result: texts concatenated, one ToolCall per CallStart with its CallArgs joined.
 Parsed fold(const std::vector<Event>& events);
 void fold_into(Parsed& parsed, const std::vector<Event>& events);
+
+// A JSON text cut off anywhere, completed as far as it parses: the containers still open are
+// closed after their last whole member or element. `close_strings`: a string cut off is closed and
+// kept (a cut-off key still drops its member), else the member or element it is in is dropped.
+// A text that is whole gives its value; null when nothing parses (not even the opening bracket).
+nlohmann::json close_partial_json(std::string_view text, bool close_strings);
+// Call arguments as an object: the JSON text parsed, or when it was cut off closed as far as it
+// parses (close_partial_json); an empty object when neither gives an object.
+nlohmann::json arguments_object(std::string_view arguments);
 
 // For a template that does not mention tools: the system-message text describing the tools and the
 // JSON the Generic parser expects: {"tool_call": {"name": ..., "arguments": {...}}} (parallel:

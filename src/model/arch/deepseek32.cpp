@@ -112,6 +112,12 @@ struct Dsv32Cache : KvCacheExt {
     for (const auto& t : thread_ord) b += cap_bytes(t);
     return b;
   }
+  // Slot files: the indexer keys of positions [0, n), per layer, in the cache's type.
+  const char* slot_kind() const override { return "dsv32-indexer-keys"; }
+  void seq_regions(int seq, int n, std::vector<std::span<uint8_t>>& out) override {
+    for (int l = 0; l < keys.n_layer(); ++l)
+      if (const auto k = keys.k_bytes(l, seq, n); !k.empty()) out.push_back(k);
+  }
   // Room for passes of n tokens on n_threads threads (grows only what is not there yet).
   void reserve(const ModelConfig& cfg, int n, int n_threads) {
     int I = 0, D = 0, top = 0;

@@ -48,8 +48,22 @@ function checkCall(m) {
   assert.ok([1, 2, 3].includes(uses[0].input.days), JSON.stringify(uses[0].input));
   return uses[0];
 }
-const call = checkCall(await client.messages.create(forced));
+const whole = await client.messages.create(forced);
+const call = checkCall(whole);
 console.log(`tool_use: ${JSON.stringify(call.input)}`);
+
+// 2b. Cut off by max_tokens inside the call: stop_reason max_tokens, the call as a tool_use block
+// (input: as far as it parses), no text block with the call's syntax.
+const cut = await client.messages.create({ ...forced, max_tokens: whole.usage.output_tokens - 1 });
+assert.equal(cut.stop_reason, "max_tokens", JSON.stringify(cut));
+assert.ok(!cut.content.some((b) => b.type === "text" && b.text.length > 0), JSON.stringify(cut.content));
+const cutUse = cut.content.find((b) => b.type === "tool_use");
+assert.equal(cutUse.name, "get_weather");
+assert.equal(typeof cutUse.input, "object");
+const cutStreamed = await client.messages.stream({ ...forced, max_tokens: whole.usage.output_tokens - 1 }).finalMessage();
+assert.equal(cutStreamed.stop_reason, "max_tokens");
+assert.equal(cutStreamed.content.find((b) => b.type === "tool_use").name, "get_weather");
+console.log(`cut tool_use: ${JSON.stringify(cutUse.input)}`);
 
 // 3. Streaming: the SDK rebuilds the message (input from input_json_delta events).
 const stream = client.messages.stream(forced);

@@ -33,6 +33,7 @@ assert.equal(chat.choices[0].finish_reason, "length");
 assert.equal(chat.usage.completion_tokens, 12);
 assert.equal(chat.usage.total_tokens, chat.usage.prompt_tokens + chat.usage.completion_tokens);
 assert.equal(chat.usage.prompt_tokens_details.cached_tokens, 0, "first request: nothing to reuse");
+assert.equal(chat.choices[0].message.refusal, null, "message.refusal is required (null)");
 console.log(`chat: ${JSON.stringify(chat.choices[0].message.content)} usage ${JSON.stringify(chat.usage)}`);
 
 // 2. Streaming chat with usage: same greedy text.
@@ -40,9 +41,12 @@ const stream = await client.chat.completions.create({
   model, messages, max_tokens: 12, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true },
 });
 let text = "", finish = null, usage = null, chunks = 0;
+let usageNulls = 0;
 for await (const chunk of stream) {
   chunks++;
   if (chunk.usage) usage = chunk.usage;
+  else if (chunk.usage === null) usageNulls++;
+  else assert.fail(`chunk ${chunks} has no usage field (include_usage: null before the last)`);
   for (const ch of chunk.choices) {
     if (ch.delta?.content) text += ch.delta.content;
     if (ch.finish_reason) finish = ch.finish_reason;
@@ -55,6 +59,7 @@ const { prompt_tokens_details, ...counts } = usage;
 const { prompt_tokens_details: _, ...chatCounts } = chat.usage;
 assert.deepEqual(counts, chatCounts);
 assert.equal(prompt_tokens_details.cached_tokens, chat.usage.prompt_tokens - 2);
+assert.equal(usageNulls, chunks - 1, "every chunk but the last has usage: null");
 console.log(`stream: ${chunks} chunks, same text, usage ok`);
 
 // 3. Completions.
@@ -63,6 +68,18 @@ assert.equal(cmpl.object, "text_completion");
 assert.equal(cmpl.usage.completion_tokens, 16);
 const full = cmpl.choices[0].text;
 console.log(`completion: ${JSON.stringify(full)}`);
+
+// 3b. echo puts the prompt first, with logprobs its tokens' first (the first one null); several
+// prompts give one choice each, in order, each the text of its prompt alone.
+const echoed = await client.completions.create({ model, prompt: "The quick brown fox", max_tokens: 16, temperature: 0, ignore_eos: true, echo: true, logprobs: 1 });
+assert.equal(echoed.choices[0].text, "The quick brown fox" + full);
+assert.equal(echoed.choices[0].logprobs.token_logprobs[0], null);
+assert.equal(echoed.choices[0].logprobs.tokens.join(""), echoed.choices[0].text);
+const other = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 16, temperature: 0, ignore_eos: true });
+const both = await client.completions.create({ model, prompt: ["The quick brown fox", "Once upon a time"], max_tokens: 16, temperature: 0, ignore_eos: true });
+assert.deepEqual(both.choices.map((c) => [c.index, c.text]), [[0, full], [1, other.choices[0].text]]);
+assert.equal(both.usage.prompt_tokens, cmpl.usage.prompt_tokens + other.usage.prompt_tokens);
+console.log(`echo and two prompts ok`);
 
 // 4. A stop sequence taken from the greedy text: output ends right before it.
 const m = /[A-Za-z]{3}/.exec(full.slice(3));

@@ -37,6 +37,16 @@ assert.equal(last.done, true);
 assert.equal(text, whole.message.content);
 assert.equal(last.eval_count, whole.eval_count);
 console.log(`chat: ${JSON.stringify(text)} (${last.eval_count} tokens, ${last.done_reason})`);
+// Timings measured on the engine thread (ns).
+for (const r of [whole, last]) {
+  assert.ok(r.prompt_eval_count > 0 && r.prompt_eval_duration > 0, JSON.stringify(r));
+  assert.ok(r.eval_count > 0 && r.eval_duration > 0, JSON.stringify(r));
+  assert.ok(r.total_duration >= r.load_duration + r.prompt_eval_duration + r.eval_duration, JSON.stringify(r));
+}
+// No messages: Ollama's load request.
+const load = await ollama.chat({ model, messages: [], stream: false });
+assert.equal(load.done, true);
+assert.equal(load.done_reason, "load");
 
 // Tools, streamed: the call arrives whole, arguments as an object.
 const cities = ["Paris", "Oslo", "Lima"];

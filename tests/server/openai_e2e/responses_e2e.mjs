@@ -53,6 +53,18 @@ assert.equal(call.name, "get_weather");
 assert.equal(call.arguments, deltas);
 assert.ok(cities.includes(JSON.parse(call.arguments).city), call.arguments);
 console.log(`function_call: ${call.arguments}`);
+const argsDone = [];
+const s2 = client.responses.stream(forced);
+s2.on("response.function_call_arguments.done", (e) => argsDone.push(e));
+await s2.finalResponse();
+assert.equal(argsDone.length, 1);
+assert.equal(argsDone[0].name, "get_weather", "function_call_arguments.done names the function");
+
+// 3b. Cut off at max_output_tokens: the response and its message item are incomplete.
+const cutText = await client.responses.create({ model, input: "Tell me a long story", max_output_tokens: 3, temperature: 0 });
+assert.equal(cutText.status, "incomplete");
+assert.equal(cutText.incomplete_details.reason, "max_output_tokens");
+assert.equal(cutText.output.find((o) => o.type === "message").status, "incomplete");
 
 // 4. The call's output goes back as items; the reply is text.
 const back = await client.responses.create({ model, max_output_tokens: 8, tools: [weather], tool_choice: "none",

@@ -49,6 +49,19 @@ assert.equal(final.choices[0].finish_reason, "tool_calls");
 assert.deepEqual(final.choices[0].message.tool_calls.map((c) => c.function), msg.tool_calls.map((c) => c.function));
 console.log(`stream: ${deltas} tool-call deltas rebuilt into the same call`);
 
+// 2b. Cut off by max_tokens inside the call: finish_reason stays "length", the call so far comes as
+// a call (the generic format closes its arguments), never as content; streamed the same.
+const cut = { ...base, max_tokens: r.usage.completion_tokens - 1 };
+const c = await client.chat.completions.create(cut);
+assert.equal(c.choices[0].finish_reason, "length", JSON.stringify(c));
+assert.equal(c.choices[0].message.content, null, "no call syntax in content");
+assert.equal(c.choices[0].message.tool_calls[0].function.name, "get_weather");
+assert.equal(typeof JSON.parse(c.choices[0].message.tool_calls[0].function.arguments), "object");
+const cs = await client.chat.completions.stream(cut).finalChatCompletion();
+assert.equal(cs.choices[0].finish_reason, "length");
+assert.deepEqual(cs.choices[0].message.tool_calls.map((x) => x.function), c.choices[0].message.tool_calls.map((x) => x.function));
+console.log(`cut at ${cut.max_tokens} tokens: ${JSON.stringify(c.choices[0].message.tool_calls[0].function)}`);
+
 // 3. response_format json_schema: JSON that validates.
 const colours = ["red", "green", "blue"];
 const rf = await client.chat.completions.create({
