@@ -85,7 +85,9 @@ inline void vk_check_golden_set(const std::string& set, const VkGoldenRun& run =
   const uint64_t budget = run.gpu_layers >= 0 ? vk_budget_for_layers(*vk_engine(dir + "/model.gguf", false, 16, 0, 1, run.kv), run.gpu_layers) : 0;
   auto gpu_eng = vk_engine(dir + "/model.gguf", true, 16, 0, 1, run.kv, budget);
   ASSERT_NE(gpu_eng->model().executor(), nullptr);
-  if (run.gpu_layers >= 0) ASSERT_EQ(gpu_eng->model().executor()->n_layers(), run.gpu_layers) << "layers placed under " << budget << " bytes";
+  if (run.gpu_layers >= 0) {
+    ASSERT_EQ(gpu_eng->model().executor()->n_layers(), run.gpu_layers) << "layers placed under " << budget << " bytes";
+  }
   EXPECT_NE(gpu_eng->model().executor()->name().find(vk_device().info().name), std::string::npos);
   const int nv = gpu_eng->config().n_vocab;
   double worst_cos = 1, worst_cpu_cos = 1, worst_agree = 1;
@@ -127,7 +129,9 @@ inline void vk_check_golden_set(const std::string& set, const VkGoldenRun& run =
     EXPECT_GE(rate, 0.9) << set << "/" << p << " teacher-forced top-1 agreement";
   }
   ASSERT_GT(prompts, 0);
-  if (budget > 0) EXPECT_LE(gpu_eng->model().executor()->device_memory().peak, budget) << "device memory past --vram-budget";
+  if (budget > 0) {
+    EXPECT_LE(gpu_eng->model().executor()->device_memory().peak, budget) << "device memory past --vram-budget";
+  }
   EXPECT_GE(good, prompts - 1) << set << ": last-position cosine >= 0.999 needed for all but one prompt";
   std::printf("[%-18s] vulkan: worst cosine %.6f against llama.cpp, %.6f against the CPU path, teacher-forced agreement %.3f\n", set.c_str(),
               worst_cos, worst_cpu_cos, worst_agree);
