@@ -160,6 +160,27 @@ TEST(GpuCli, VramBudgetPlacesTheLeadingLayersAndRunReportsIt) {
   EXPECT_NE(bad.err.find("--vram-budget: invalid byte size 'lots'"), std::string::npos) << bad.err;
 }
 
+// --cache-type-k/-v choose the device's KV cache too: with f32 and with q8_0 (f16 is the default,
+// above) the demo model writes the CPU's greedy text with the same cache type, and run --json
+// reports the device's type.
+TEST(GpuCli, KvCacheTypesOnTheDevice) {
+  for (const std::string t : {"f32", "q8_0"}) {
+    SCOPED_TRACE(t);
+    const std::string run = "run -m " + gpu_tiny_model() + " -p 'And God said unto Moses,' -n 12 --temp 0 -c 128 --no-warm-start --json " +
+                            "--cache-type-k " + t + " --cache-type-v " + t;
+    auto cpu = run_cmd(run);
+    auto gpu = run_cmd(run + " --gpu vulkan");
+    ASSERT_EQ(cpu.code, 0) << cpu.err;
+    ASSERT_EQ(gpu.code, 0) << gpu.err;
+    const auto cj = nlohmann::json::parse(last_json_line(cpu.out));
+    const auto gj = nlohmann::json::parse(last_json_line(gpu.out));
+    EXPECT_EQ(gj["vram"]["kv_type_k"], t);
+    EXPECT_EQ(gj["vram"]["kv_type_v"], t);
+    EXPECT_EQ(gj["vram"]["gpu_layers"].get<int>(), 8);
+    EXPECT_EQ(gj["text"], cj["text"]);
+  }
+}
+
 // The server's /props: the device, the layers on it and the device memory the executor held under
 // --vram-budget; null without --gpu.
 TEST(GpuCli, ServerPropsShowTheDeviceAndVram) {
