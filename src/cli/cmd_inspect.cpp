@@ -1,4 +1,5 @@
-// strata inspect MODEL.gguf [--ram-budget BYTES] [--json] [--tensors] [--metadata]
+// strata inspect MODEL.gguf [--ram-budget BYTES] [--vram-budget BYTES [-c N] [-b N] [--parallel N]
+//                [--cache-type-k/v T]] [--json] [--tensors] [--metadata]
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -6,9 +7,12 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/common_options.h"
+#include "core/error.h"
 #include "core/units.h"
 #include "gguf/gguf_file.h"
 #include "model/model_summary.h"
+#include "model/vram_plan.h"
 
 namespace strata::cli {
 namespace {
@@ -16,6 +20,9 @@ namespace {
 struct InspectOptions {
   std::string model;
   std::string budget;
+  std::string vram_budget;  // a plan of the GPU side (no device needed)
+  int n_ctx = 4096, n_batch = 512, n_seq = 1;  // the run's shape the plan is for (run's defaults)
+  std::string cache_type_k = "f16", cache_type_v = "f16";
   bool json = false;
   bool tensors = false;
   bool metadata = false;
@@ -112,6 +119,60 @@ void print_text(const GgufModel& m, const ModelSummary& s, const std::optional<B
   }
 }
 
+// The GPU side under --vram-budget: the model's layers placed as the Vulkan executor would place
+// them (model/vram_plan.h). `why` is set instead when the executor does not run the model.
+struct VramInspect {
+  VramPlan plan;
+  std::string why;
+  int n_ctx = 0;
+};
+
+VramInspect plan_gpu_side(const InspectOptions& o) {
+  VramInspect v;
+  auto model = Model::load(o.model);
+  const ModelConfig& cfg = model->config();
+  VramShape s;
+  s.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::max(1, cfg.n_ctx_train);
+  s.n_seq = o.n_seq;
+  s.n_batch = o.n_batch;
+  s.type_k = cache_type(o.cache_type_k);
+  s.type_v = cache_type(o.cache_type_v);
+  s.budget = parse_vram_budget(o.vram_budget);
+  v.n_ctx = s.n_ctx;
+  v.why = vulkan_unsupported(cfg, model->weights(), s.type_k, s.type_v);
+  if (v.why.empty()) v.plan = plan_vram(cfg, model->weights(), s);
+  return v;
+}
+
+void print_vram(const VramInspect& v, const ModelSummary& s, const InspectOptions& o) {
+  fmt::print("vram budget    {}: ", o.vram_budget);
+  if (!v.why.empty()) {
+    fmt::print("--gpu vulkan would not run this model: {}\n", v.why);
+    return;
+  }
+  const VramPlan& p = v.plan;
+  fmt::print("{} of {} layers on the GPU", p.gpu_layers, p.n_layer);
+  if (p.gpu_layers > 0) fmt::print(" (layers 0..{})", p.gpu_layers - 1);
+  fmt::print(": layer weights {} + KV cache {} ({}/{}, {} positions x {} sequences) + scratch {} (batch {}) = {} of {}\n", format_bytes(p.weights),
+             format_bytes(p.kv), ggml_type_name(p.type_k), ggml_type_name(p.type_v), v.n_ctx, o.n_seq, format_bytes(p.scratch), o.n_batch,
+             format_bytes(p.total()), format_bytes(p.budget));
+  fmt::print("  on the CPU   ");
+  if (p.gpu_layers < p.n_layer) fmt::print("layers {}..{} (all their weights and KV cache); ", p.gpu_layers, p.n_layer - 1);
+  fmt::print("routed experts ({}, the expert tier: --ram-budget), token embeddings and the output head\n", format_bytes(s.routed_bytes));
+  if (!p.note.empty()) fmt::print("  why          {}\n", p.note);
+}
+
+nlohmann::json vram_inspect_json(const VramInspect& v, const InspectOptions& o) {
+  if (!v.why.empty()) return {{"budget", parse_vram_budget(o.vram_budget)}, {"unsupported", v.why}};
+  const VramPlan& p = v.plan;
+  nlohmann::json layers = nlohmann::json::array();
+  for (int l = 0; l < p.n_layer; ++l)
+    layers.push_back({{"layer", l}, {"weights", p.layer_weights[l]}, {"kv", p.layer_kv[l]}, {"on", l < p.gpu_layers ? "gpu" : "cpu"}});
+  return {{"budget", p.budget},       {"gpu_layers", p.gpu_layers}, {"n_layer", p.n_layer}, {"weights", p.weights}, {"kv", p.kv},
+          {"scratch", p.scratch},     {"planned", p.total()},       {"n_ctx", v.n_ctx},     {"n_seq", o.n_seq},   {"n_batch", o.n_batch},
+          {"kv_type_k", ggml_type_name(p.type_k)}, {"kv_type_v", ggml_type_name(p.type_v)}, {"note", p.note}, {"layers", layers}};
+}
+
 }  // namespace
 
 Command add_inspect(CLI::App& app) {
@@ -119,6 +180,14 @@ Command add_inspect(CLI::App& app) {
   auto* sub = app.add_subcommand("inspect", "Show architecture, hyperparameters, and dense vs routed-expert bytes of a GGUF model");
   sub->add_option("model", o->model, "GGUF file (first part of a split model)")->required();
   sub->add_option("--ram-budget", o->budget, "RAM budget (e.g. 64G, 512M) to plan the expert cache for");
+  sub->add_option("--vram-budget", o->vram_budget,
+                  "GPU memory (e.g. 24G) to plan the Vulkan executor's placement for: which layers on the GPU, their weights, KV cache "
+                  "and scratch (no device needed)");
+  sub->add_option("-c,--ctx-size", o->n_ctx, "With --vram-budget: context size the KV cache is planned for (0: the model's)")->check(CLI::Range(0, 1 << 24));
+  sub->add_option("-b,--batch-size", o->n_batch, "With --vram-budget: tokens per pass the scratch is planned for")->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--parallel", o->n_seq, "With --vram-budget: sequences (server slots) the KV cache is planned for")->check(CLI::Range(1, 4096));
+  sub->add_option("--cache-type-k", o->cache_type_k, "With --vram-budget: K cache type (f32, f16)");
+  sub->add_option("--cache-type-v", o->cache_type_v, "With --vram-budget: V cache type (f32, f16)");
   sub->add_flag("--json", o->json, "Print JSON");
   sub->add_flag("--tensors", o->tensors, "List every tensor");
   sub->add_flag("--metadata", o->metadata, "List every metadata key");
@@ -127,9 +196,12 @@ Command add_inspect(CLI::App& app) {
     auto s = ModelSummary::of(*m);
     std::optional<BudgetFit> fit;
     if (!o->budget.empty()) fit = BudgetFit::plan(s, parse_bytes(o->budget));
+    std::optional<VramInspect> vram;
+    if (!o->vram_budget.empty()) vram = plan_gpu_side(*o);
     if (o->json) {
       auto j = s.to_json();
       if (fit) j["ram_budget"] = fit->to_json();
+      if (vram) j["vram_budget"] = vram_inspect_json(*vram, *o);
       if (o->metadata) {
         nlohmann::json md = nlohmann::json::object();
         for (const auto& [k, v] : m->metadata()) md[std::string(k)] = v.to_string();
@@ -145,6 +217,7 @@ Command add_inspect(CLI::App& app) {
       fmt::print("{}\n", j.dump(2));
     } else {
       print_text(*m, s, fit, *o);
+      if (vram) print_vram(*vram, s, *o);
     }
     return 0;
   }};

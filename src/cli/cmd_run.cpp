@@ -18,6 +18,7 @@
 #include "kernels/kernel_table.h"
 #include "core/units.h"
 #include "grammar/grammar.h"
+#include "model/executor.h"
 #include "runtime/decode.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -317,6 +318,7 @@ int run(const RunOptions& o) {
   std::string figures = fmt::format("[prompt {} tokens, {:.1f} tok/s | generation {} tokens, {:.1f} tok/s | first token {:.0f} ms", prompt.size(),
                                     pp_tps, n_gen, tg_tps, (g.t_first - t0) * 1000.0);
   if (g.t_16 > 0) figures += fmt::format(" | first 16 tokens {:.2f} tok/s", 16.0 / (g.t_16 - t1));
+  if (const LayerExecutor* ex = eng.model().executor()) figures += fmt::format(" | {}, {} layers", ex->name(), ex->n_layers());
   figures += "]";
   if (rec) {
     eng.model().remove_routing_observer(rec.get());
@@ -335,6 +337,7 @@ int run(const RunOptions& o) {
     if (g.spec) j["speculative"] = spec_json(*g.spec);
     j["text"] = g.text;
     j["memory"] = memory_json(eng.tier().plan());
+    if (eng.model().executor()) j["vram"] = vram_json(eng);
     const ExpertCacheCounters k = eng.tier().counters();
     j["experts"] = {{"hits", k.hits}, {"misses", k.misses}, {"bytes_read", k.bytes_read}, {"wait_s", k.wait_s},
                     {"bytes_per_token", n_gen + static_cast<int>(prompt.size()) > 0 ? k.bytes_read / static_cast<uint64_t>(n_gen + prompt.size()) : 0}};

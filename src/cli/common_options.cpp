@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "gpu/device.h"
+#include "model/executor.h"
 #include "model/vulkan_executor.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
@@ -33,6 +34,9 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "GPU: none (default), auto (a discrete GPU when there is one, else the CPU with a note), vulkan, vulkan:N "
                   "(strata gpu lists them); GQA architectures (llama, qwen3, qwen3moe, glm4moe, minimax-m2, gpt-oss) run their layers there, "
                   "routed experts on the CPU");
+  sub->add_option("--vram-budget", o.vram_budget,
+                  "With --gpu: device memory for layer weights, KV cache and scratch (e.g. 24G, 512M; default: the device's memory less "
+                  "10%, at least 512M); the leading layers that fit run on the GPU, the rest on the CPU");
   sub->add_option("--ram-budget", o.ram_budget, "Hard memory budget (e.g. 64G, 6G, 512M): dense weights, KV and scratch first, the rest caches experts");
   sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
   sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
@@ -120,12 +124,35 @@ GpuChoice resolve_gpu(const std::string& spec) {
   return g;
 }
 
-void attach_gpu(GpuChoice g, Engine& eng, int n_seq) {
+uint64_t parse_vram_budget(const std::string& s) {
+  uint64_t b = 0;
+  try {
+    b = parse_bytes(s);
+  } catch (const Error& e) {
+    fail("--vram-budget: {}", e.what());
+  }
+  STRATA_CHECK(b > 0, "--vram-budget must be more than 0 (got '{}')", s);
+  return b;
+}
+
+void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_budget) {
   if (!g.device) return;
   const std::string dev = g.device->info().summary();
   try {
-    eng.model().set_executor(make_vulkan_executor(std::move(g.device), eng.model(), eng.kv().n_ctx(), n_seq));
-    std::fprintf(stderr, "gpu: %s runs the layers\n", dev.c_str());
+    VramShape shape;
+    shape.n_ctx = eng.kv().n_ctx();
+    shape.n_seq = n_seq;
+    shape.n_batch = eng.options().n_batch;
+    shape.type_k = eng.options().type_k;
+    shape.type_v = eng.options().type_v;
+    shape.budget = vram_budget.empty() ? 0 : parse_vram_budget(vram_budget);
+    VramPlan plan;
+    auto ex = make_vulkan_executor(std::move(g.device), eng.model(), shape, &plan);
+    plan.held = ex->device_memory().used;
+    eng.model().set_executor(std::move(ex));
+    eng.tier().set_vram(plan);
+    if (plan.gpu_layers == plan.n_layer) std::fprintf(stderr, "gpu: %s runs the layers\n", dev.c_str());
+    else std::fprintf(stderr, "gpu: %s runs layers 0..%d of %d (%s)\n", dev.c_str(), plan.gpu_layers - 1, plan.n_layer, plan.note.c_str());
   } catch (const Error& e) {
     if (!g.is_auto) throw;
     std::fprintf(stderr, "gpu auto: %s; running on the CPU\n", e.what());
@@ -168,7 +195,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   set_moe_knobs(o, l.engine->model());
-  attach_gpu(std::move(gpu), *l.engine, o.n_seq);
+  attach_gpu(std::move(gpu), *l.engine, o.n_seq, o.vram_budget);
   return l;
 }
 
@@ -176,6 +203,16 @@ nlohmann::json memory_json(const MemoryPlan& mp) {
   return {{"budget", mp.budget},   {"dense", mp.dense},       {"kv", mp.kv},           {"scratch", mp.scratch},
           {"draft", mp.draft},     {"logits", mp.logits},     {"vocab", mp.vocab},     {"requests", mp.requests},
           {"expert_cache", mp.expert_cache}, {"planned", mp.total()}, {"streaming", mp.streaming}, {"peak_rss", process_peak_rss()}};
+}
+
+nlohmann::json vram_json(Engine& eng) {
+  const LayerExecutor* ex = eng.model().executor();
+  const VramPlan& p = eng.tier().plan().vram;
+  if (!ex || !p.planned) return nullptr;
+  const DeviceMemory m = ex->device_memory();
+  return {{"device", p.device},   {"budget", p.budget},       {"weights", p.weights},   {"kv", p.kv},
+          {"scratch", p.scratch}, {"planned", p.total()},     {"used", m.used},         {"peak", m.peak},
+          {"gpu_layers", p.gpu_layers}, {"n_layer", p.n_layer}, {"kv_type_k", ggml_type_name(p.type_k)}, {"kv_type_v", ggml_type_name(p.type_v)}};
 }
 
 std::string read_file_bytes(const std::string& path) {
@@ -190,6 +227,11 @@ std::string tier_summary(Engine& eng, int n_tokens, double seconds) {
   ExpertCache* c = eng.tier().cache();
   const MemoryPlan& plan = eng.tier().plan();
   std::string s = plan.describe() + "\n";
+  if (plan.vram.planned) {
+    const LayerExecutor* ex = eng.model().executor();
+    s += plan.vram.describe() + fmt::format("; device memory held {} (peak {})\n", format_bytes(ex ? ex->device_memory().used : 0),
+                                            format_bytes(ex ? ex->device_memory().peak : 0));
+  }
   s += fmt::format("memory: peak RSS {} (budget {})\n", format_bytes(process_peak_rss()), plan.budget ? format_bytes(plan.budget) : "none");
   if (!c) return s;
   const auto& k = c->counters();

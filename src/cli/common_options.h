@@ -24,6 +24,7 @@ struct ModelOptions {
   std::string isa = "auto";
   std::string gemm = "int8";  // prompt-size products: int8 (llama.cpp's arithmetic) or blas
   std::string gpu = "none";   // --gpu auto|none|vulkan[:N] (gpu/device.h)
+  std::string vram_budget;    // --vram-budget: "" = the device's device-local heap less a reserve (model/vram_plan.h)
   // Expert tier
   std::string ram_budget;
   int64_t cache_experts = 0;
@@ -78,14 +79,21 @@ struct GpuChoice {
 };
 GpuChoice resolve_gpu(const std::string& spec);
 // Puts the device's executor under the engine's model (model/vulkan_executor.h), with KV rows for
-// n_seq sequences. What the executor does not run (the architecture, a weight type) throws for
-// `vulkan` and, for `auto`, prints one line and leaves the model on the CPU.
-void attach_gpu(GpuChoice g, Engine& eng, int n_seq);
+// n_seq sequences in the engine's cache types, scratch for its batch size, and the leading layers
+// that fit --vram-budget (the plan goes into the engine's memory plan: MemoryPlan::vram). What the
+// executor does not run (the architecture, a weight type, a KV type) or a budget that holds no
+// layer throws for `vulkan` and, for `auto`, prints one line and leaves the model on the CPU.
+void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_budget);
+// --vram-budget's value in bytes (throws naming the option).
+uint64_t parse_vram_budget(const std::string& s);
 // A KV cache type by name (f32, f16, q8_0).
 GgmlType cache_type(const std::string& s);
 
 // The memory plan's figures and the peak RSS, for --json.
 nlohmann::json memory_json(const MemoryPlan& mp);
+// The VRAM plan and the device's count of what it holds, for --json ("vram"); null without a
+// device executor.
+nlohmann::json vram_json(Engine& eng);
 
 std::string read_file_bytes(const std::string& path);
 

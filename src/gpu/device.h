@@ -82,6 +82,8 @@ class Buffer {
   uint64_t bytes_ = 0;
   void* map_ = nullptr;
   bool coherent_ = true;
+  bool counted_ = false;  // device-local: its memory_bytes_ count in the device's figures
+  uint64_t memory_bytes_ = 0;  // the allocation's size (vkGetBufferMemoryRequirements)
 };
 
 // A compute pipeline over `n_buffers` storage buffers (bindings 0..n-1 of set 0) and a push
@@ -117,7 +119,16 @@ class Device {
   uint64_t max_range() const { return max_range_; }
 
   // Device-local storage buffer of `bytes`; `what` names it in errors ("blk.3.attn_q.weight").
+  // Throws strata::Error when the allocation would take the device-local bytes past the budget.
   Buffer alloc(uint64_t bytes, std::string_view what);
+
+  // Device-local memory (what alloc() holds, as the driver sized each allocation; not the
+  // host-visible staging and readback buffers): now, at most since open, and the limit alloc()
+  // keeps to (0: none; --vram-budget). A budget below what is held applies to later allocations.
+  uint64_t device_bytes() const { return device_bytes_; }
+  uint64_t device_peak() const { return device_peak_; }
+  void set_budget(uint64_t bytes) { budget_ = bytes; }
+  uint64_t budget() const { return budget_; }
   // Host -> device (through the staging ring) and device -> host (through cached memory).
   // Both wait until the copy is done.
   void upload(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);
@@ -174,6 +185,7 @@ class Device {
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
   bool recording_ = false;
   int n_dispatch_ = 0;
+  uint64_t device_bytes_ = 0, device_peak_ = 0, budget_ = 0;
 };
 
 // --gpu resolved: the device to use (nullptr: the CPU) and, for `auto` on the CPU, one line

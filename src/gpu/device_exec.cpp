@@ -60,6 +60,10 @@ Buffer Device::make_buffer(uint64_t bytes, VkBufferUsageFlags usage, VkMemoryPro
     return make_buffer(bytes, usage, want & ~VK_MEMORY_PROPERTY_HOST_CACHED_BIT, avoid, what, host);
   }
   if (type < 0) fail("Vulkan ({}): no memory type for {} (flags {:#x})", info_.name, what, want);
+  const bool device_local = !host;
+  if (device_local && budget_ > 0 && device_bytes_ + req.size > budget_)  // b's destructor destroys the buffer
+    fail("Vulkan ({}): --vram-budget {}: allocating {} for {} would exceed it ({} held)", info_.name, format_bytes(budget_),
+         format_bytes(req.size), what, format_bytes(device_bytes_));
   VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   mai.allocationSize = req.size;
   mai.memoryTypeIndex = static_cast<uint32_t>(type);
@@ -67,6 +71,12 @@ Buffer Device::make_buffer(uint64_t bytes, VkBufferUsageFlags usage, VkMemoryPro
   if (r != VK_SUCCESS)
     fail("Vulkan ({}): allocating {} for {} failed: {}", info_.name, format_bytes(req.size), what, vk_result_name(r));
   check(vk_.vkBindBufferMemory(dev_, b.buf_, b.mem_, 0), "vkBindBufferMemory");
+  if (device_local) {
+    b.counted_ = true;
+    b.memory_bytes_ = req.size;
+    device_bytes_ += req.size;
+    device_peak_ = std::max(device_peak_, device_bytes_);
+  }
   if (host) {
     b.coherent_ = mem_props_.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     check(vk_.vkMapMemory(dev_, b.mem_, 0, VK_WHOLE_SIZE, 0, &b.map_), "vkMapMemory");
@@ -78,6 +88,9 @@ void Device::free(Buffer& b) {
   if (b.map_) vk_.vkUnmapMemory(dev_, b.mem_);
   if (b.buf_) vk_.vkDestroyBuffer(dev_, b.buf_, nullptr);
   if (b.mem_) vk_.vkFreeMemory(dev_, b.mem_, nullptr);
+  if (b.counted_) device_bytes_ -= b.memory_bytes_;
+  b.counted_ = false;
+  b.memory_bytes_ = 0;
   b.buf_ = VK_NULL_HANDLE;
   b.mem_ = VK_NULL_HANDLE;
   b.map_ = nullptr;

@@ -78,9 +78,47 @@ Ops::Ops(Device& dev) : dev_(dev) {
   wg_ = std::min<uint32_t>(64, dev.info().max_invocations);
 }
 
-const Pipeline& Ops::get(std::string_view name, uint32_t n_buffers, uint32_t push_bytes, bool wg_spec) {
-  const uint32_t spec[1] = {wg_};
-  return dev_.pipeline(name, shader_spirv(name), n_buffers, push_bytes, wg_spec ? std::span<const uint32_t>(spec) : std::span<const uint32_t>());
+const Pipeline& Ops::get(std::string_view name, uint32_t n_buffers, uint32_t push_bytes, bool wg_spec, std::span<const uint32_t> more_spec) {
+  // Specialization constants: [WG,] then more_spec (ids in that order).
+  std::vector<uint32_t> spec;
+  if (wg_spec) spec.push_back(wg_);
+  spec.insert(spec.end(), more_spec.begin(), more_spec.end());
+  return dev_.pipeline(name, shader_spirv(name), n_buffers, push_bytes, spec);
+}
+
+bool kv_cache_supported(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::Q8_0; }
+
+uint64_t kv_row_bytes(GgmlType t, int64_t width) {
+  STRATA_CHECK(kv_cache_supported(t), "GPU KV cache: type {} (the device holds f32, f16 or q8_0)", ggml_type_name(t));
+  const uint64_t w = static_cast<uint64_t>(width);
+  return t == GgmlType::Q8_0 ? w + w / 32 * 4 : w * (t == GgmlType::F16 ? 2 : 4);  // q8_0: quants and an f32 scale per 32
+}
+
+namespace {
+uint32_t kv_type_id(GgmlType t) { return t == GgmlType::Q8_0 ? 2u : t == GgmlType::F16 ? 1u : 0u; }
+// Whether a row of `width` values of type t is whole words (and whole blocks).
+bool kv_width_ok(GgmlType t, int64_t width) { return t == GgmlType::Q8_0 ? width % 32 == 0 : t == GgmlType::F16 ? width % 2 == 0 : true; }
+}  // namespace
+
+int64_t attention_tokens_per_dispatch(uint64_t scratch_floats, int n_head, int n_keys) {
+  const uint64_t per_tok = static_cast<uint64_t>(std::max(n_head, 1)) * static_cast<uint64_t>(std::max(n_keys, 1));
+  return static_cast<int64_t>(std::min<uint64_t>(scratch_floats / per_tok, kMaxGroups));
+}
+
+uint64_t attention_scratch_floats(int64_t n_tok, int n_head, int n_keys) {
+  const uint64_t per_tok = static_cast<uint64_t>(std::max(n_head, 1)) * static_cast<uint64_t>(std::max(n_keys, 1));
+  const uint64_t fit = std::max<uint64_t>(1, kAttnScratchBytes / 4 / per_tok);
+  return per_tok * std::min<uint64_t>({static_cast<uint64_t>(std::max<int64_t>(n_tok, 1)), fit, kMaxGroups});
+}
+
+uint64_t matrix_device_bytes(GgmlType t, int64_t rows, int64_t cols, uint64_t max_range, uint64_t align) {
+  const uint64_t row_bytes = ggml_row_size(t, static_cast<uint64_t>(cols));
+  const uint64_t range = std::min<uint64_t>(max_range, 0xFFFFFFF0ull);  // as upload_matrix
+  if (rows <= 0 || row_bytes == 0 || row_bytes > range) return 0;
+  const uint64_t per_part = std::min<uint64_t>(range / row_bytes, static_cast<uint64_t>(rows));
+  const uint64_t full = static_cast<uint64_t>(rows) / per_part, rest = static_cast<uint64_t>(rows) % per_part;
+  auto up = [&](uint64_t b) { return (std::max<uint64_t>(b, 4) + align - 1) / align * align; };
+  return full * up(per_part * row_bytes) + (rest ? up(rest * row_bytes) : 0);
 }
 
 void Ops::matvec(const DeviceMatrix& w, const Buffer& x, int64_t n_tok, const Buffer& y) {
@@ -165,39 +203,53 @@ void Ops::add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows
   dev_.dispatch(p, bufs, push, gr[0], gr[1]);
 }
 
-void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok) {
-  STRATA_CHECK(width >= 1 && n_tok >= 1 && n_tok <= kMaxGroups && src.bytes() >= static_cast<uint64_t>(width * n_tok) * 4 &&
-                   pos.bytes() >= static_cast<uint64_t>(n_tok) * 4,
-               "GPU kv_store: {} rows of {}", n_tok, width);
-  const Pipeline& p = get("kv_store", 3, 12, false);
-  const uint32_t push[3] = {static_cast<uint32_t>(width), static_cast<uint32_t>(n_tok), static_cast<uint32_t>(cache.bytes() / 4 / static_cast<uint64_t>(width))};
+void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok, GgmlType type) {
+  STRATA_CHECK(kv_cache_supported(type) && width >= 1 && kv_width_ok(type, width) && n_tok >= 1 && n_tok <= kMaxGroups &&
+                   src.bytes() >= static_cast<uint64_t>(width * n_tok) * 4 && pos.bytes() >= static_cast<uint64_t>(n_tok) * 4,
+               "GPU kv_store: {} rows of {} into a {} cache", n_tok, width, ggml_type_name(type));
+  const uint32_t spec[1] = {kv_type_id(type)};
+  const Pipeline& p = get("kv_store", 3, 12, false, spec);
+  const uint64_t w = static_cast<uint64_t>(width);
+  const uint64_t words = type == GgmlType::Q8_0 ? w / 32 : type == GgmlType::F16 ? w / 2 : w;  // invocations per row
+  const uint32_t push[3] = {static_cast<uint32_t>(width), static_cast<uint32_t>(n_tok), static_cast<uint32_t>(cache.bytes() / kv_row_bytes(type, width))};
   const BufRange b[3] = {{&src}, {&pos}, {&cache}};
-  dev_.dispatch(p, b, push, static_cast<uint32_t>((width + 63) / 64), static_cast<uint32_t>(n_tok));
+  dev_.dispatch(p, b, push, static_cast<uint32_t>((words + 63) / 64), static_cast<uint32_t>(n_tok));
 }
 
 void Ops::attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& pos, const Buffer* sinks, const Buffer& out,
                     const Buffer& scratch, const AttnShape& a, int64_t n_tok, const Buffer* base) {
   STRATA_CHECK(a.n_head >= 1 && a.n_head_kv >= 1 && a.n_head % a.n_head_kv == 0 && a.head_dim_k >= 1 && a.head_dim_v >= 1 &&
-                   a.n_keys >= 1 && a.window >= 0 && a.kv_rows >= 0,
-               "GPU attention: {} heads over {} KV heads, head sizes {}/{}, {} keys", a.n_head, a.n_head_kv, a.head_dim_k, a.head_dim_v,
-               a.n_keys);
+                   a.n_keys >= 1 && a.window >= 0 && a.kv_rows >= 0 && kv_cache_supported(a.type_k) && kv_cache_supported(a.type_v) &&
+                   kv_width_ok(a.type_k, int64_t{a.n_head_kv} * a.head_dim_k) && kv_width_ok(a.type_v, int64_t{a.n_head_kv} * a.head_dim_v),
+               "GPU attention: {} heads over {} KV heads, head sizes {}/{}, {} keys, K/V {}/{}", a.n_head, a.n_head_kv, a.head_dim_k,
+               a.head_dim_v, a.n_keys, ggml_type_name(a.type_k), ggml_type_name(a.type_v));
   STRATA_CHECK(n_tok >= 1 && n_tok <= kMaxGroups && a.n_head <= static_cast<int>(kMaxGroups), "GPU attention: {} tokens", n_tok);
   const uint64_t nh = static_cast<uint64_t>(a.n_head), nkv = static_cast<uint64_t>(a.n_head_kv), nk = static_cast<uint64_t>(a.n_keys);
   const uint64_t rows = a.kv_rows > 0 ? static_cast<uint64_t>(a.kv_rows) : nk;
-  STRATA_CHECK(q.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_k * 4 && k.bytes() >= rows * nkv * a.head_dim_k * 4 &&
-                   v.bytes() >= rows * nkv * a.head_dim_v * 4 && out.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_v * 4 &&
-                   scratch.bytes() >= static_cast<uint64_t>(n_tok) * nh * nk * 4 && pos.bytes() >= static_cast<uint64_t>(n_tok) * 4 &&
-                   (!sinks || sinks->bytes() >= nh * 4) && (!base || base->bytes() >= static_cast<uint64_t>(n_tok) * 4),
+  const int64_t chunk = attention_tokens_per_dispatch(scratch.bytes() / 4, a.n_head, a.n_keys);
+  STRATA_CHECK(q.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_k * 4 && k.bytes() >= rows * kv_row_bytes(a.type_k, nkv * a.head_dim_k) &&
+                   v.bytes() >= rows * kv_row_bytes(a.type_v, nkv * a.head_dim_v) &&
+                   out.bytes() >= static_cast<uint64_t>(n_tok) * nh * a.head_dim_v * 4 && chunk >= 1 &&
+                   pos.bytes() >= static_cast<uint64_t>(n_tok) * 4 && (!sinks || sinks->bytes() >= nh * 4) &&
+                   (!base || base->bytes() >= static_cast<uint64_t>(n_tok) * 4),
                "GPU attention: a buffer is smaller than {} tokens x {} heads over {} keys ({} K/V rows) need", n_tok, a.n_head, a.n_keys, rows);
-  const Pipeline& p = get("attention", 8, 40, true);
+  // q8_0: the scales follow the quants of all `rows` rows, so the buffer holds exactly those rows.
+  STRATA_CHECK((a.type_k != GgmlType::Q8_0 || k.bytes() == rows * kv_row_bytes(a.type_k, nkv * a.head_dim_k)) &&
+                   (a.type_v != GgmlType::Q8_0 || v.bytes() == rows * kv_row_bytes(a.type_v, nkv * a.head_dim_v)),
+               "GPU attention: a q8_0 K/V cache must hold exactly its {} rows", rows);
+  const uint32_t spec[2] = {kv_type_id(a.type_k), kv_type_id(a.type_v)};
+  const Pipeline& p = get("attention", 8, 44, true, spec);
   struct {
     uint32_t n_head, n_kv, dk, dv, n_keys, window, has_sink;
     float scale;
-    uint32_t has_base, kv_rows;
+    uint32_t has_base, kv_rows, t0;
   } push{static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(a.n_head_kv), static_cast<uint32_t>(a.head_dim_k), static_cast<uint32_t>(a.head_dim_v),
-         static_cast<uint32_t>(a.n_keys), static_cast<uint32_t>(a.window), sinks ? 1u : 0u, a.scale, base ? 1u : 0u, static_cast<uint32_t>(rows)};
+         static_cast<uint32_t>(a.n_keys), static_cast<uint32_t>(a.window), sinks ? 1u : 0u, a.scale, base ? 1u : 0u, static_cast<uint32_t>(rows), 0};
   const BufRange b[8] = {{&q}, {&k}, {&v}, {&pos}, {sinks ? sinks : &q}, {&out}, {&scratch}, {base ? base : &pos}};
-  dev_.dispatch(p, b, &push, static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(n_tok));
+  for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {  // each dispatch is followed by a barrier: the scratch is free again
+    push.t0 = static_cast<uint32_t>(t0);
+    dev_.dispatch(p, b, &push, static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(std::min(chunk, n_tok - t0)));
+  }
 }
 
 }  // namespace strata::gpu

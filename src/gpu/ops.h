@@ -44,7 +44,24 @@ struct AttnShape {
   int window = 0;                 // sliding window (keys pos - window < j <= pos); 0: none
   float scale = 1.0f;             // on q . k
   int kv_rows = 0;                // K/V rows bound (0: n_keys); with sequence bases, n_seq * n_ctx
+  GgmlType type_k = GgmlType::F32, type_v = GgmlType::F32;  // the cache's types (kv_cache_supported)
 };
+
+// KV cache types the device holds: F32, F16 (rounded to nearest even, as the CPU's cache) and
+// Q8_0 (the CPU's reference quantizer; on the device as int8 quants, then an f32 scale per block).
+bool kv_cache_supported(GgmlType t);
+// Bytes of one KV row of `width` values of type t.
+uint64_t kv_row_bytes(GgmlType t, int64_t width);
+// Attention scratch: the tokens one dispatch covers (every pass is split into dispatches of at
+// most this many tokens) for a scratch of `scratch_floats`, and the floats a scratch needs for
+// `n_tok` tokens at most, kAttnScratchBytes at most unless one token alone needs more.
+inline constexpr uint64_t kAttnScratchBytes = 64ull << 20;
+int64_t attention_tokens_per_dispatch(uint64_t scratch_floats, int n_head, int n_keys);
+uint64_t attention_scratch_floats(int64_t n_tok, int n_head, int n_keys);
+
+// Device bytes of a weight matrix as upload_matrix places it (each part rounded up to `align`,
+// the allocation granularity planned; parts of at most `max_range` bytes).
+uint64_t matrix_device_bytes(GgmlType t, int64_t rows, int64_t cols, uint64_t max_range, uint64_t align);
 
 class Ops {
  public:
@@ -64,18 +81,20 @@ class Ops {
   void add(const Buffer& x, const Buffer& y, int64_t n);
   // x [rows, width] += b [width] on every row.
   void add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows);
-  // KV rows by position: cache[pos[t] * width ..] = src [t, width]; pos: n_tok uint32.
-  void kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok);
+  // KV rows by position: cache row pos[t] = src [t, width] in the cache's type (F32; F16: width
+  // even; Q8_0: width a multiple of 32, the cache exactly its rows); pos: n_tok uint32.
+  void kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok, GgmlType type = GgmlType::F32);
   // out [n_tok, n_head, dv] = softmax(scale q K^T) V for token t over positions 0..pos[t] (within
   // the window); q [n_tok, n_head, dk]; k [kv_rows, n_kv, dk], v [kv_rows, n_kv, dv]; sinks: [n_head]
-  // logits that join each head's softmax, or null; scratch: at least n_tok * n_head * n_keys floats;
+  // logits that join each head's softmax, or null; scratch: at least n_head * n_keys floats (the
+  // tokens go in dispatches of as many as it holds: attention_tokens_per_dispatch);
   // base: n_tok uint32, the row of K/V where token t's sequence starts (position j is row base[t] + j;
   // rows past kv_rows are not read), or null: one sequence, position j is row j.
   void attention(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& pos, const Buffer* sinks, const Buffer& out,
                  const Buffer& scratch, const AttnShape& a, int64_t n_tok, const Buffer* base = nullptr);
 
  private:
-  const Pipeline& get(std::string_view name, uint32_t n_buffers, uint32_t push_bytes, bool wg_spec);
+  const Pipeline& get(std::string_view name, uint32_t n_buffers, uint32_t push_bytes, bool wg_spec, std::span<const uint32_t> more_spec = {});
   Device& dev_;
   uint32_t wg_ = 64;  // threads per workgroup of the reducing shaders
 };

@@ -216,11 +216,13 @@ void Model::set_executor(std::unique_ptr<LayerExecutor> e) { exec_ = std::move(e
 
 void Model::run_layers(FwdCtx& c) {
   if (layer_s_.size() != cfg_.layers.size()) layer_s_.assign(cfg_.layers.size(), 0.0);
-  if (exec_) {  // a device runs them (model/executor.h); below, the CPU
-    exec_->run_layers(c);
-    return;
-  }
-  if (arch_->run_layers) {
+  int first = 0;  // the first layer the CPU runs
+  if (exec_) {     // a device runs the leading layers (model/executor.h); below, the CPU the rest from st.x
+    first = exec_->run_layers(c);
+    if (first >= cfg_.n_layer) return;
+    STRATA_CHECK(!arch_->run_layers, "{}: a device executor ran {} of {} layers; this architecture's own layer loop cannot run the rest", cfg_.arch,
+                 first, cfg_.n_layer);
+  } else if (arch_->run_layers) {
     arch_->run_layers(c);
     return;
   }
@@ -228,10 +230,11 @@ void Model::run_layers(FwdCtx& c) {
   State& st = c.st;
   const int d = cfg_.n_embd;
   // Embeddings (dequantized rows).
-  for (int i = 0; i < b.n; ++i) dequantize_row(w_.tok_embd.type, w_.tok_embd.row(b.tokens[i]), st.x.data() + static_cast<size_t>(i) * d, d);
+  if (first == 0)
+    for (int i = 0; i < b.n; ++i) dequantize_row(w_.tok_embd.type, w_.tok_embd.row(b.tokens[i]), st.x.data() + static_cast<size_t>(i) * d, d);
 
   const int n = b.n;
-  for (int l = 0; l < cfg_.n_layer; ++l) {
+  for (int l = first; l < cfg_.n_layer; ++l) {
     const double t0 = clock_s();
     const LayerConfig& lc = cfg_.layers[l];
     const LayerWeights& lw = w_.layers[l];

@@ -2,95 +2,49 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <tuple>
 
 #include "core/error.h"
+#include "core/units.h"
 #include "gpu/ops.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/vulkan_layer.h"
 
 namespace strata {
 
 namespace {
 
-// The architectures whose forward pass is Model's pre-norm loop over layers this executor runs,
-// each checked on its golden sets through it (tests/gpu/test_vulkan_dense.cpp, test_vulkan_moe.cpp).
-constexpr const char* kArchs[] = {"llama", "qwen3", "qwen3moe", "glm4moe", "minimax-m2", "gpt-oss"};
-
-bool arch_runs(const std::string& a) {
-  return std::find_if(std::begin(kArchs), std::end(kArchs), [&](const char* n) { return a == n; }) != std::end(kArchs);
-}
-
-std::string arch_list() {
-  std::string s;
-  for (const char* a : kArchs) s += std::string(s.empty() ? "" : ", ") + a;
-  return s;
-}
-
-struct GpuLayer {
-  gpu::Buffer attn_norm, ffn_norm;                  // [n_embd]
-  gpu::Buffer q_norm, k_norm;  // [head_dim_k] (qk_norm), [n_head * head_dim_k] / [n_head_kv * head_dim_k] (qk_norm_full), or empty
-  gpu::Buffer bq, bk, bv, bo;  // [n_head * head_dim_k], [n_head_kv * head_dim_k], [n_head_kv * head_dim_v], [n_embd] (or empty)
-  gpu::Buffer sinks;           // [n_head] sink logits (or empty)
-  gpu::DeviceMatrix wq, wk, wv, wo;
-  gpu::DeviceMatrix gate, up, down;                 // the dense FFN, or an MoE layer's shared expert (empty: none)
-  gpu::DeviceMatrix router;                         // [n_expert, n_embd] (MoE layers)
-  gpu::Buffer k_cache, v_cache;  // [n_seq * n_ctx, n_head_kv * head_dim_k], [.., n_head_kv * head_dim_v]: row seq * n_ctx + pos
-};
-
-bool same_rope(const RopeConfig& a, const RopeConfig& b) {
-  return a.style == b.style && a.n_dims == b.n_dims && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
-         a.ext_factor == b.ext_factor && a.attn_factor == b.attn_factor && a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow &&
-         a.n_ctx_orig == b.n_ctx_orig;
-}
-
-// What the executor does not run in layer l's attention ("" when it runs it).
-std::string unsupported_attention(const ModelConfig& cfg, const ModelWeights& w, int l) {
-  const LayerConfig& lc = cfg.layers[l];
-  const LayerWeights& lw = w.layers[l];
-  if (lc.attn != AttnKind::Gqa) return "attention other than GQA";
-  if (lc.out_gate) return "a gated attention output";
-  if (lc.sinks && lw.sinks.empty()) return "attention sinks without their tensor";
-  if (lc.n_head_kv < 1 || lc.n_head % lc.n_head_kv) return "a head count that is not a multiple of the KV heads";
-  if (lc.rope.n_dims <= 0 || lc.rope.n_dims > lc.head_dim_k || lc.rope.n_dims % 2) return "a rotary width outside the head";
-  if (!same_rope(lc.rope, cfg.layers[0].rope)) return "a rotary configuration that differs from layer 0's";
-  return "";
-}
-
-// The same for its FFN. Routed experts run on the CPU (any gating, activation or bias there);
-// the device runs the router's product and the shared experts.
-std::string unsupported_ffn(const LayerConfig& lc, const LayerWeights& lw) {
-  if (lc.ffn == FfnKind::Dense) return lc.act != GluAct::Silu ? "a dense FFN with a GLU activation other than SiLU" : "";
-  if (lc.shexp_gate || !lw.shexp_gate_inp.empty()) return "a sigmoid-gated shared expert";
-  if (!lw.shexp_gate.empty() && lc.act != GluAct::Silu) return "a shared expert with a GLU activation other than SiLU";
-  return "";
-}
-
 class VulkanExecutor final : public LayerExecutor {
  public:
-  VulkanExecutor(std::unique_ptr<gpu::Device> dev, const Model& m, int n_ctx, int n_seq)
-      : dev_(std::move(dev)), ops_(*dev_), n_ctx_(n_ctx), n_seq_(n_seq) {
-    const ModelConfig& cfg = m.config();
-    const ModelWeights& w = m.weights();
-    STRATA_CHECK(arch_runs(cfg.arch), "--gpu vulkan: the Vulkan executor runs the GQA architectures {} so far, not {} (issue 35)", arch_list(),
-                 cfg.arch);
-    STRATA_CHECK(cfg.n_hc == 0, "--gpu vulkan: {} uses hyper-connections, which the Vulkan executor does not run", cfg.arch);
-    for (int l = 0; l < cfg.n_layer; ++l) {
-      std::string why = unsupported_attention(cfg, w, l);
-      if (why.empty()) why = unsupported_ffn(cfg.layers[l], w.layers[l]);
-      STRATA_CHECK(why.empty(), "--gpu vulkan: layer {} of this {} file uses {}, which the Vulkan executor does not run yet", l, cfg.arch, why);
-    }
-    for (int l = 0; l < cfg.n_layer; ++l) layers_.push_back(upload_layer(cfg, w, l));
+  VulkanExecutor(std::unique_ptr<gpu::Device> dev, const Model& m, const VramShape& shape, const VramPlan& plan)
+      : dev_(std::move(dev)), ops_(*dev_), n_ctx_(shape.n_ctx), n_seq_(shape.n_seq), n_batch_(shape.n_batch), type_k_(shape.type_k),
+        type_v_(shape.type_v), n_gpu_(plan.gpu_layers) {
+    dev_->set_budget(plan.budget);  // the device refuses any allocation past it
+    const VulkanScratch sc = vulkan_scratch(m.config(), n_batch_, n_ctx_);
+    using Alloc = std::tuple<gpu::Buffer*, int64_t, const char*>;
+    for (auto [buf, n, what] : std::initializer_list<Alloc>{{&x_, sc.x, "x"}, {&xn_, sc.xn, "xn"}, {&q_, sc.q, "q"}, {&k_, sc.k, "k"}, {&v_, sc.v, "v"},
+                                {&attn_, sc.attn, "attn"}, {&out_, sc.out, "out"}, {&sh_, sc.shared, "shared expert out"},
+                                {&g_, sc.gate, "ffn gate"}, {&u_, sc.up, "ffn up"}, {&logits_, sc.logits, "router logits"},
+                                {&pos_b_, sc.pos, "positions"}, {&cell_b_, sc.cells, "kv cells"}, {&base_b_, sc.bases, "sequence bases"},
+                                {&cs_b_, sc.rope, "rope cache"}, {&scores_, sc.scores, "attention scores"}})
+      *buf = dev_->alloc(static_cast<uint64_t>(std::max<int64_t>(n, 1)) * 4, std::string("vulkan executor ") + what);
+    for (int l = 0; l < n_gpu_; ++l) layers_.push_back(upload_layer(m.config(), m.weights(), l));
   }
 
   std::string name() const override { return "vulkan: " + dev_->info().name; }
 
-  void run_layers(FwdCtx& c) override {
+  int n_layers() const override { return n_gpu_; }
+  DeviceMemory device_memory() const override { return {dev_->device_bytes(), dev_->device_peak(), dev_->budget()}; }
+
+  int run_layers(FwdCtx& c) override {
     const ModelConfig& cfg = c.cfg;
     const int n = c.b.n, d = cfg.n_embd;
     begin_pass(c);
-    for (int l = 0; l < cfg.n_layer; ++l) {
+    for (int l = 0; l < n_gpu_; ++l) {
       attention(c, l);
       ops_.rmsnorm(x_, &layers_[l].ffn_norm, xn_, d, n, cfg.rms_eps);
       if (cfg.layers[l].ffn == FfnKind::Moe) moe(c, l);
@@ -98,48 +52,25 @@ class VulkanExecutor final : public LayerExecutor {
       ops_.add(x_, out_, int64_t{n} * d);
     }
     dev_->download(x_, 0, c.st.x.data(), static_cast<uint64_t>(n) * d * 4);
+    return n_gpu_;
   }
 
  private:
   GpuLayer upload_layer(const ModelConfig& cfg, const ModelWeights& w, int l) {
     const LayerConfig& lc = cfg.layers[l];
-    const LayerWeights& lw = w.layers[l];
-    const std::string b = "blk." + std::to_string(l) + ".";
-    auto vec = [&](const VecF32& v, const std::string& name) {
-      STRATA_CHECK(!v.empty(), "--gpu vulkan: {} is missing", name);
-      return gpu::upload_f32(*dev_, v.data, v.n, name);
-    };
     GpuLayer g;
-    g.attn_norm = vec(lw.attn_norm, b + "attn_norm.weight");
-    g.ffn_norm = vec(lw.ffn_norm, b + "ffn_norm.weight");
-    if (lc.qk_norm || lc.qk_norm_full) {
-      g.q_norm = vec(lw.q_norm, b + "attn_q_norm.weight");
-      g.k_norm = vec(lw.k_norm, b + "attn_k_norm.weight");
-    }
-    if (!lw.bq.empty()) g.bq = vec(lw.bq, b + "attn_q.bias");
-    if (!lw.bk.empty()) g.bk = vec(lw.bk, b + "attn_k.bias");
-    if (!lw.bv.empty()) g.bv = vec(lw.bv, b + "attn_v.bias");
-    if (!lw.bo.empty()) g.bo = vec(lw.bo, b + "attn_output.bias");
-    if (lc.sinks) g.sinks = vec(lw.sinks, b + "attn_sinks.weight");
-    g.wq = gpu::upload_matrix(*dev_, lw.wq, b + "attn_q.weight");
-    g.wk = gpu::upload_matrix(*dev_, lw.wk, b + "attn_k.weight");
-    g.wv = gpu::upload_matrix(*dev_, lw.wv, b + "attn_v.weight");
-    g.wo = gpu::upload_matrix(*dev_, lw.wo, b + "attn_output.weight");
-    if (lc.ffn == FfnKind::Dense) {
-      g.gate = gpu::upload_matrix(*dev_, lw.ffn_gate, b + "ffn_gate.weight");
-      g.up = gpu::upload_matrix(*dev_, lw.ffn_up, b + "ffn_up.weight");
-      g.down = gpu::upload_matrix(*dev_, lw.ffn_down, b + "ffn_down.weight");
-    } else {
-      g.router = gpu::upload_matrix(*dev_, lw.router, b + "ffn_gate_inp.weight");
-      if (!lw.shexp_gate.empty()) {
-        g.gate = gpu::upload_matrix(*dev_, lw.shexp_gate, b + "ffn_gate_shexp.weight");
-        g.up = gpu::upload_matrix(*dev_, lw.shexp_up, b + "ffn_up_shexp.weight");
-        g.down = gpu::upload_matrix(*dev_, lw.shexp_down, b + "ffn_down_shexp.weight");
+    for (const LayerTensor& t : layer_tensors(lc, w.layers[l], l)) {
+      if (t.mat) {
+        g.*t.dm = gpu::upload_matrix(*dev_, *t.mat, t.name);
+      } else {
+        STRATA_CHECK(!t.vec->empty(), "--gpu vulkan: {} is missing", t.name);
+        g.*t.buf = gpu::upload_f32(*dev_, t.vec->data, t.vec->n, t.name);
       }
     }
+    const std::string b = "blk." + std::to_string(l) + ".";
     const uint64_t rows = static_cast<uint64_t>(n_ctx_) * n_seq_;
-    g.k_cache = dev_->alloc(rows * lc.n_head_kv * lc.head_dim_k * 4, b + "k cache");
-    g.v_cache = dev_->alloc(rows * lc.n_head_kv * lc.head_dim_v * 4, b + "v cache");
+    g.k_cache = dev_->alloc(rows * gpu::kv_row_bytes(type_k_, int64_t{lc.n_head_kv} * lc.head_dim_k), b + "k cache");
+    g.v_cache = dev_->alloc(rows * gpu::kv_row_bytes(type_v_, int64_t{lc.n_head_kv} * lc.head_dim_v), b + "v cache");
     return g;
   }
 
@@ -149,6 +80,7 @@ class VulkanExecutor final : public LayerExecutor {
     const ModelConfig& cfg = c.cfg;
     const Batch& b = c.b;
     const int n = b.n, d = cfg.n_embd;
+    STRATA_CHECK(n <= n_batch_, "--gpu vulkan: a pass of {} tokens, the executor's scratch holds {} (the engine's batch size)", n, n_batch_);
     uint32_t max_pos = 0;
     pos_.resize(static_cast<size_t>(3 * n));  // [positions | cells | bases]
     for (int i = 0; i < n; ++i) {
@@ -165,33 +97,7 @@ class VulkanExecutor final : public LayerExecutor {
     n_keys_ = static_cast<int>(max_pos) + 1;
     // Embeddings on the host (rows of the token table), as the CPU path computes them.
     for (int i = 0; i < n; ++i) dequantize_row(c.w.tok_embd.type, c.w.tok_embd.row(b.tokens[i]), c.st.x.data() + static_cast<size_t>(i) * d, d);
-    int64_t dq = 0, dk = 0, dv = 0, da = 0, ff = 1, ne = 1, heads = 0;
-    for (const LayerConfig& lc : cfg.layers) {
-      dq = std::max<int64_t>(dq, int64_t{lc.n_head} * lc.head_dim_k);
-      dk = std::max<int64_t>(dk, int64_t{lc.n_head_kv} * lc.head_dim_k);
-      dv = std::max<int64_t>(dv, int64_t{lc.n_head_kv} * lc.head_dim_v);
-      da = std::max<int64_t>(da, int64_t{lc.n_head} * lc.head_dim_v);
-      ff = std::max<int64_t>(ff, lc.ffn == FfnKind::Dense ? lc.n_ff : lc.n_ff_shexp);
-      ne = std::max<int64_t>(ne, lc.n_expert);
-      heads = std::max<int64_t>(heads, lc.n_head);
-    }
     const int nd = cfg.layers[0].rope.n_dims;
-    ensure(x_, n * d, "x");
-    ensure(xn_, n * d, "xn");
-    ensure(q_, n * dq, "q");
-    ensure(k_, n * dk, "k");
-    ensure(v_, n * dv, "v");
-    ensure(attn_, n * da, "attn");
-    ensure(out_, n * d, "out");
-    ensure(sh_, n * d, "shared expert out");
-    ensure(g_, n * ff, "ffn gate");
-    ensure(u_, n * ff, "ffn up");
-    ensure(logits_, n * ne, "router logits");
-    ensure(pos_b_, n, "positions");
-    ensure(cell_b_, n, "kv cells");
-    ensure(base_b_, n, "sequence bases");
-    ensure(cs_b_, int64_t{n} * nd, "rope cache");
-    ensure(scores_, n * heads * n_keys_, "attention scores");
     // Rotation angles on the host (rope_cache: YaRN, rope_freqs), one table for every layer.
     RopeParams rp = rope_params(cfg.layers[0].rope);
     if (!c.w.rope_freqs.empty()) rp.freq_factors = c.w.rope_freqs.data;
@@ -228,9 +134,10 @@ class VulkanExecutor final : public LayerExecutor {
     const bool neox = lc.rope.style == RopeStyle::Neox;
     ops_.rope(q_, cs_b_, lc.head_dim_k, lc.n_head, lc.rope.n_dims, neox, n);
     ops_.rope(k_, cs_b_, lc.head_dim_k, lc.n_head_kv, lc.rope.n_dims, neox, n);
-    ops_.kv_store(k_, cell_b_, g.k_cache, dk, n);
-    ops_.kv_store(v_, cell_b_, g.v_cache, int64_t{lc.n_head_kv} * lc.head_dim_v, n);
-    const gpu::AttnShape a{lc.n_head, lc.n_head_kv, lc.head_dim_k, lc.head_dim_v, n_keys_, lc.sliding_window, lc.kq_scale, n_ctx_ * n_seq_};
+    ops_.kv_store(k_, cell_b_, g.k_cache, dk, n, type_k_);
+    ops_.kv_store(v_, cell_b_, g.v_cache, int64_t{lc.n_head_kv} * lc.head_dim_v, n, type_v_);
+    const gpu::AttnShape a{lc.n_head, lc.n_head_kv, lc.head_dim_k, lc.head_dim_v, n_keys_, lc.sliding_window, lc.kq_scale, n_ctx_ * n_seq_,
+                           type_k_, type_v_};
     ops_.attention(q_, g.k_cache, g.v_cache, pos_b_, g.sinks ? &g.sinks : nullptr, attn_, scores_, a, n, &base_b_);
     ops_.matvec(g.wo, attn_, n, out_);
     if (g.bo) ops_.add_bias(out_, g.bo, d, n);
@@ -263,18 +170,11 @@ class VulkanExecutor final : public LayerExecutor {
     if (shared) ops_.add(out_, sh_, int64_t{n} * d);
   }
 
-  // A device buffer of at least n floats (grown, never shrunk).
-  void ensure(gpu::Buffer& buf, int64_t n, const char* what) {
-    const uint64_t bytes = static_cast<uint64_t>(std::max<int64_t>(n, 1)) * 4;
-    if (!buf || buf.bytes() < bytes) {
-      dev_->submit();  // work recorded on the old buffer runs before it goes
-      buf = dev_->alloc(bytes, std::string("vulkan executor ") + what);
-    }
-  }
-
   std::unique_ptr<gpu::Device> dev_;
   gpu::Ops ops_;
-  int n_ctx_, n_seq_;
+  int n_ctx_, n_seq_, n_batch_;
+  GgmlType type_k_, type_v_;
+  int n_gpu_;       // layers 0..n_gpu_-1 run here
   int n_keys_ = 0;  // KV rows the pass's attention reads (its largest position + 1)
   std::vector<GpuLayer> layers_;
   gpu::Buffer x_, xn_, q_, k_, v_, attn_, out_, sh_, g_, u_, logits_, pos_b_, cell_b_, base_b_, cs_b_, scores_;
@@ -284,12 +184,25 @@ class VulkanExecutor final : public LayerExecutor {
 
 }  // namespace
 
-std::unique_ptr<LayerExecutor> make_vulkan_executor(std::unique_ptr<gpu::Device> dev, const Model& model, int n_ctx, int n_seq) {
+std::unique_ptr<LayerExecutor> make_vulkan_executor(std::unique_ptr<gpu::Device> dev, const Model& model, VramShape shape, VramPlan* plan_out) {
   STRATA_CHECK(dev, "--gpu vulkan: no device");
-  STRATA_CHECK(n_ctx >= 1 && n_seq >= 1, "--gpu vulkan: context of {} positions, {} sequences", n_ctx, n_seq);
-  STRATA_CHECK(static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(n_seq) <= 0x7FFFFFFFull, "--gpu vulkan: {} sequences of {} positions", n_seq,
-               n_ctx);
-  return std::make_unique<VulkanExecutor>(std::move(dev), model, n_ctx, n_seq);
+  STRATA_CHECK(shape.n_ctx >= 1 && shape.n_seq >= 1 && shape.n_batch >= 1, "--gpu vulkan: context of {} positions, {} sequences, batch {}",
+               shape.n_ctx, shape.n_seq, shape.n_batch);
+  STRATA_CHECK(static_cast<uint64_t>(shape.n_ctx) * static_cast<uint64_t>(shape.n_seq) <= 0x7FFFFFFFull, "--gpu vulkan: {} sequences of {} positions",
+               shape.n_seq, shape.n_ctx);
+  const std::string why = vulkan_unsupported(model.config(), model.weights(), shape.type_k, shape.type_v);
+  STRATA_CHECK(why.empty(), "--gpu vulkan: {}", why);
+  if (shape.budget == 0) {
+    shape.budget = default_vram_budget(dev->info().device_local_bytes);
+    STRATA_CHECK(shape.budget > 0, "--gpu vulkan: {} has {} of device-local memory, no more than the reserve kept for others ({}); give --vram-budget",
+                 dev->info().name, format_bytes(dev->info().device_local_bytes), format_bytes(kVramReserveMin));
+  }
+  shape.max_range = dev->max_range();
+  shape.device = dev->info().name;
+  const VramPlan plan = plan_vram(model.config(), model.weights(), shape);
+  if (plan_out) *plan_out = plan;
+  STRATA_CHECK(plan.gpu_layers > 0, "--gpu vulkan: {}", plan.note);
+  return std::make_unique<VulkanExecutor>(std::move(dev), model, shape, plan);
 }
 
 }  // namespace strata

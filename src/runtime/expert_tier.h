@@ -12,6 +12,7 @@
 #include "experts/expert_store.h"
 #include "runtime/background_load.h"
 #include "model/model.h"
+#include "model/vram_plan.h"
 
 namespace strata {
 
@@ -74,6 +75,7 @@ struct MemoryPlan {
   bool loaded_in_background = false;  // it was, and the tier switched to resident
   double load_s = 0;              // seconds the background load took
   std::string load_error;         // the background load failed: streaming stays on
+  VramPlan vram;                  // the device side (--gpu): which layers, weights / KV / scratch in VRAM (ExpertTier::set_vram)
   // Everything planned but the expert cache, and with it.
   uint64_t fixed() const { return dense + kv + scratch + draft + logits + vocab + requests; }
   uint64_t total() const { return fixed() + expert_cache; }
@@ -120,6 +122,11 @@ class ExpertTier {
   // Memory the plan had for drafting (MemoryPlan::draft) was freed: `bytes` of it go to the expert
   // cache while experts stream (ExpertCache::grow). Returns the bytes the cache gained.
   uint64_t give_to_cache(uint64_t bytes);
+  // The VRAM side of the plan, once a device executor holds the model's leading layers.
+  void set_vram(const VramPlan& v) {
+    std::lock_guard<std::mutex> lk(plan_mu_);
+    plan_.vram = v;
+  }
 
  private:
   void warm_resident(Model& model);

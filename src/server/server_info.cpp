@@ -70,7 +70,10 @@ json props_json(const ServedModel& m) {
                                {"experts_bytes", plan.experts_total},
                                {"expert_cache_bytes", plan.expert_cache},
                                {"cache_slots", plan.cache_slots},
-                               {"plan", plan.describe()}}}};
+                               {"plan", plan.describe()}}},
+              {"gpu", plan.vram.planned ? json{{"device", plan.vram.device}, {"gpu_layers", plan.vram.gpu_layers}, {"n_layer", plan.vram.n_layer},
+                                               {"vram_budget", plan.vram.budget}, {"vram_planned", plan.vram.total()}, {"vram_used", plan.vram.held}}
+                                        : json(nullptr)}};
 }
 
 json slots_json(const ServedModel& m) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "../fixture_sets.h"
+#include "../server/serve_process.h"
 #include "cli_util.h"
 
 namespace strata::test {
@@ -100,6 +101,112 @@ TEST(GpuCli, MoeDemoModelRunsOnTheDeviceWithTheCpusText) {
   EXPECT_GT(text(cpu.out).size(), 40u) << cpu.out;
   EXPECT_EQ(text(gpu.out), text(cpu.out));
   EXPECT_EQ(text(streamed.out), text(cpu.out));
+}
+
+std::string last_json_line(const std::string& out) {
+  const size_t e = out.find_last_not_of('\n');
+  const size_t b = out.rfind('\n', e);
+  return out.substr(b == std::string::npos ? 0 : b + 1, e == std::string::npos ? 0 : e - (b == std::string::npos ? 0 : b + 1) + 1);
+}
+
+// --vram-budget on the demo model (8 layers): `inspect` plans without a device; a budget that holds
+// the scratch, layers 0..3 and half of layer 4 puts layers 0..3 on the device (inspect says so,
+// and the run does), `run --json` reports the plan and the device's count of what it held, which
+// stays within the budget, and the greedy text is the CPU's. A budget below one layer fails at
+// start for --gpu vulkan, naming the budget; a malformed one names the option.
+TEST(GpuCli, VramBudgetPlacesTheLeadingLayersAndRunReportsIt) {
+  const std::string m = gpu_tiny_model();
+  auto plan = run_cmd("inspect " + m + " --vram-budget 1G -c 128 --json");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  const auto pj = nlohmann::json::parse(plan.out)["vram_budget"];
+  ASSERT_EQ(pj["n_layer"].get<int>(), 8) << pj.dump();
+  EXPECT_EQ(pj["gpu_layers"].get<int>(), 8);
+  uint64_t budget = pj["scratch"].get<uint64_t>();
+  for (int l = 0; l < 4; ++l) budget += pj["layers"][l]["weights"].get<uint64_t>() + pj["layers"][l]["kv"].get<uint64_t>();
+  budget += (pj["layers"][4]["weights"].get<uint64_t>() + pj["layers"][4]["kv"].get<uint64_t>()) / 2;
+  const std::string b = std::to_string(budget);
+
+  auto text = run_cmd("inspect " + m + " --vram-budget " + b + " -c 128");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("4 of 8 layers on the GPU (layers 0..3)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("on the CPU   layers 4..7"), std::string::npos) << text.out;
+
+  const std::string run = "run -m " + m + " -p 'And God said unto Moses,' -n 16 --temp 0 -c 128 --no-warm-start";
+  auto cpu = run_cmd(run + " --json");
+  auto gpu = run_cmd(run + " --json --gpu vulkan --vram-budget " + b);
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  ASSERT_EQ(gpu.code, 0) << gpu.err;
+  EXPECT_NE(gpu.err.find("runs layers 0..3 of 8"), std::string::npos) << gpu.err;
+  const auto cj = nlohmann::json::parse(last_json_line(cpu.out));
+  const auto gj = nlohmann::json::parse(last_json_line(gpu.out));
+  EXPECT_FALSE(cj.contains("vram"));
+  ASSERT_TRUE(gj.contains("vram")) << gj.dump();
+  const auto& v = gj["vram"];
+  EXPECT_EQ(v["budget"].get<uint64_t>(), budget);
+  EXPECT_EQ(v["gpu_layers"].get<int>(), 4);
+  EXPECT_FALSE(v["device"].get<std::string>().empty());
+  EXPECT_GT(v["used"].get<uint64_t>(), 0u);
+  EXPECT_LE(v["peak"].get<uint64_t>(), budget);
+  EXPECT_LE(v["used"].get<uint64_t>(), v["planned"].get<uint64_t>());
+  EXPECT_EQ(v["kv_type_k"], "f16");
+  EXPECT_EQ(gj["text"], cj["text"]);
+  EXPECT_NE(gpu.err.find(", 4 layers]"), std::string::npos) << "the figures line names the device and its layers: " << gpu.err;
+
+  auto none = run_cmd(run + " --gpu vulkan --vram-budget 64K");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("--vram-budget 64.00 KiB holds no layer"), std::string::npos) << none.err;
+  auto bad = run_cmd(run + " --gpu vulkan --vram-budget lots");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("--vram-budget: invalid byte size 'lots'"), std::string::npos) << bad.err;
+}
+
+// --cache-type-k/-v choose the device's KV cache too: with f32 and with q8_0 (f16 is the default,
+// above) the demo model writes the CPU's greedy text with the same cache type, and run --json
+// reports the device's type.
+TEST(GpuCli, KvCacheTypesOnTheDevice) {
+  for (const std::string t : {"f32", "q8_0"}) {
+    SCOPED_TRACE(t);
+    const std::string run = "run -m " + gpu_tiny_model() + " -p 'And God said unto Moses,' -n 12 --temp 0 -c 128 --no-warm-start --json " +
+                            "--cache-type-k " + t + " --cache-type-v " + t;
+    auto cpu = run_cmd(run);
+    auto gpu = run_cmd(run + " --gpu vulkan");
+    ASSERT_EQ(cpu.code, 0) << cpu.err;
+    ASSERT_EQ(gpu.code, 0) << gpu.err;
+    const auto cj = nlohmann::json::parse(last_json_line(cpu.out));
+    const auto gj = nlohmann::json::parse(last_json_line(gpu.out));
+    EXPECT_EQ(gj["vram"]["kv_type_k"], t);
+    EXPECT_EQ(gj["vram"]["kv_type_v"], t);
+    EXPECT_EQ(gj["vram"]["gpu_layers"].get<int>(), 8);
+    EXPECT_EQ(gj["text"], cj["text"]);
+  }
+}
+
+// The server's /props: the device, the layers on it and the device memory the executor held under
+// --vram-budget; null without --gpu.
+TEST(GpuCli, ServerPropsShowTheDeviceAndVram) {
+  const std::string m = gpu_tiny_model();
+  ServeProcess s("gpu_props", {"-m", m, "--port", "0", "--parallel", "2", "-c", "128", "-t", "1", "--gpu", "vulkan", "--vram-budget", "6M"});
+  ASSERT_TRUE(s.started() && s.ready()) << s.log();
+  httplib::Client c("127.0.0.1", s.port());
+  auto props = c.Get("/props");
+  ASSERT_TRUE(props);
+  const auto g = nlohmann::json::parse(props->body)["gpu"];
+  ASSERT_TRUE(g.is_object()) << props->body;
+  EXPECT_FALSE(g["device"].get<std::string>().empty());
+  EXPECT_EQ(g["n_layer"].get<int>(), 8);
+  EXPECT_GT(g["gpu_layers"].get<int>(), 0);
+  EXPECT_LT(g["gpu_layers"].get<int>(), 8) << "6 MiB should not hold every layer with two slots";
+  EXPECT_EQ(g["vram_budget"].get<uint64_t>(), 6u << 20);
+  EXPECT_GT(g["vram_used"].get<uint64_t>(), 0u);
+  EXPECT_LE(g["vram_used"].get<uint64_t>(), g["vram_planned"].get<uint64_t>());
+  EXPECT_LE(g["vram_planned"].get<uint64_t>(), 6u << 20);
+  s.stop();
+  ServeProcess cpu("gpu_props_cpu", {"-m", m, "--port", "0", "--parallel", "1", "-c", "128", "-t", "1"});
+  ASSERT_TRUE(cpu.started() && cpu.ready()) << cpu.log();
+  httplib::Client cc("127.0.0.1", cpu.port());
+  auto cp = cc.Get("/props");
+  ASSERT_TRUE(cp);
+  EXPECT_TRUE(nlohmann::json::parse(cp->body)["gpu"].is_null()) << cp->body;
 }
 
 TEST(GpuCli, CheckRunsEveryKernelWithinItsBound) {

@@ -100,7 +100,9 @@ std::string refusal(const std::string& set) {
   gpu::DeviceOptions opt;
   opt.pipeline_cache = "none";
   try {
-    make_vulkan_executor(gpu::Device::open(vk_device().info().index, opt), *model, 64);
+    VramShape shape;
+    shape.n_ctx = 64;
+    make_vulkan_executor(gpu::Device::open(vk_device().info().index, opt), *model, shape);
   } catch (const Error& e) {
     return e.what();
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "model/model.h"
+#include "model/vram_plan.h"
 #include "model/vulkan_executor.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
@@ -18,20 +19,34 @@
 
 namespace strata::testing {
 
-// cache_experts > 0: the expert tier streams through a cache of that many experts.
-inline std::unique_ptr<Engine> vk_engine(const std::string& path, bool gpu, int n_batch, int64_t cache_experts = 0, int n_seq = 1) {
+// The executor's shape for an engine: its context, slots, batch size and KV cache types.
+inline VramShape vk_shape(Engine& eng, uint64_t vram_budget = 0) {
+  VramShape s;
+  s.n_ctx = eng.kv().n_ctx();
+  s.n_seq = eng.options().n_seq;
+  s.n_batch = eng.options().n_batch;
+  s.type_k = eng.options().type_k;
+  s.type_v = eng.options().type_v;
+  s.budget = vram_budget;
+  return s;
+}
+
+// cache_experts > 0: the expert tier streams through a cache of that many experts. kv: the KV
+// cache's type on both paths (the CPU's and the device's). vram_budget > 0: --vram-budget.
+inline std::unique_ptr<Engine> vk_engine(const std::string& path, bool gpu, int n_batch, int64_t cache_experts = 0, int n_seq = 1,
+                                         GgmlType kv = GgmlType::F32, uint64_t vram_budget = 0) {
   EngineOptions eo;
   eo.n_ctx = 256;
   eo.n_threads = 2;
   eo.n_batch = n_batch;
-  eo.type_k = eo.type_v = GgmlType::F32;
+  eo.type_k = eo.type_v = kv;
   eo.tier.cache_experts = cache_experts;
   eo.n_seq = n_seq;
   auto eng = std::make_unique<Engine>(Model::load(path), eo);
   if (gpu) {
     gpu::DeviceOptions opt;
     opt.pipeline_cache = "none";
-    eng->model().set_executor(make_vulkan_executor(gpu::Device::open(vk_device().info().index, opt), eng->model(), eng->kv().n_ctx(), n_seq));
+    eng->model().set_executor(make_vulkan_executor(gpu::Device::open(vk_device().info().index, opt), eng->model(), vk_shape(*eng, vram_budget)));
   }
   return eng;
 }
@@ -44,12 +59,35 @@ inline std::string vk_set_name(const char* set) {
   return s;
 }
 
-inline void vk_check_golden_set(const std::string& set) {
+// A --vram-budget that holds the scratch and layers 0..layers-1 and half of layer `layers` (the
+// executor's plan for the engine's shape on the test device).
+inline uint64_t vk_budget_for_layers(Engine& eng, int layers) {
+  VramShape s = vk_shape(eng);
+  s.max_range = vk_device().max_range();
+  const VramPlan p = plan_vram(eng.config(), eng.model().weights(), s);
+  uint64_t b = p.scratch;
+  for (int l = 0; l < layers; ++l) b += p.layer_weights[l] + p.layer_kv[l];
+  if (layers < p.n_layer) b += (p.layer_weights[layers] + p.layer_kv[layers]) / 2;
+  return b;
+}
+
+// How a golden set goes through the device: the KV cache's type (both paths), and how many
+// leading layers a --vram-budget leaves on the device (-1: no budget, every layer).
+struct VkGoldenRun {
+  GgmlType kv = GgmlType::F32;
+  int gpu_layers = -1;
+};
+
+inline void vk_check_golden_set(const std::string& set, const VkGoldenRun& run = {}) {
   const std::string dir = test::fixtures_dir() + "/" + set;
   if (!std::filesystem::exists(dir + "/model.gguf")) STRATA_MISSING_FIXTURE(dir + "/model.gguf");
-  auto gpu_eng = vk_engine(dir + "/model.gguf", true, 16);
-  auto cpu_eng = vk_engine(dir + "/model.gguf", false, 256);
+  auto cpu_eng = vk_engine(dir + "/model.gguf", false, 256, 0, 1, run.kv);
+  const uint64_t budget = run.gpu_layers >= 0 ? vk_budget_for_layers(*vk_engine(dir + "/model.gguf", false, 16, 0, 1, run.kv), run.gpu_layers) : 0;
+  auto gpu_eng = vk_engine(dir + "/model.gguf", true, 16, 0, 1, run.kv, budget);
   ASSERT_NE(gpu_eng->model().executor(), nullptr);
+  if (run.gpu_layers >= 0) {
+    ASSERT_EQ(gpu_eng->model().executor()->n_layers(), run.gpu_layers) << "layers placed under " << budget << " bytes";
+  }
   EXPECT_NE(gpu_eng->model().executor()->name().find(vk_device().info().name), std::string::npos);
   const int nv = gpu_eng->config().n_vocab;
   double worst_cos = 1, worst_cpu_cos = 1, worst_agree = 1;
@@ -91,6 +129,9 @@ inline void vk_check_golden_set(const std::string& set) {
     EXPECT_GE(rate, 0.9) << set << "/" << p << " teacher-forced top-1 agreement";
   }
   ASSERT_GT(prompts, 0);
+  if (budget > 0) {
+    EXPECT_LE(gpu_eng->model().executor()->device_memory().peak, budget) << "device memory past --vram-budget";
+  }
   EXPECT_GE(good, prompts - 1) << set << ": last-position cosine >= 0.999 needed for all but one prompt";
   std::printf("[%-18s] vulkan: worst cosine %.6f against llama.cpp, %.6f against the CPU path, teacher-forced agreement %.3f\n", set.c_str(),
               worst_cos, worst_cpu_cos, worst_agree);

@@ -1,0 +1,175 @@
+#include "model/vram_plan.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "gpu/ops.h"
+#include "model/vulkan_layer.h"
+
+namespace strata {
+
+namespace {
+
+// The architectures whose forward pass is Model's pre-norm loop over layers the Vulkan executor
+// runs, each checked on its golden sets through it (tests/gpu/test_vulkan_dense.cpp, test_vulkan_moe.cpp).
+constexpr const char* kArchs[] = {"llama", "qwen3", "qwen3moe", "glm4moe", "minimax-m2", "gpt-oss"};
+
+bool arch_runs(const std::string& a) {
+  return std::find_if(std::begin(kArchs), std::end(kArchs), [&](const char* n) { return a == n; }) != std::end(kArchs);
+}
+
+std::string arch_list() {
+  std::string s;
+  for (const char* a : kArchs) s += std::string(s.empty() ? "" : ", ") + a;
+  return s;
+}
+
+bool same_rope(const RopeConfig& a, const RopeConfig& b) {
+  return a.style == b.style && a.n_dims == b.n_dims && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
+         a.ext_factor == b.ext_factor && a.attn_factor == b.attn_factor && a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow &&
+         a.n_ctx_orig == b.n_ctx_orig;
+}
+
+// What the executor does not run in layer l's attention ("" when it runs it).
+std::string unsupported_attention(const ModelConfig& cfg, const ModelWeights& w, int l) {
+  const LayerConfig& lc = cfg.layers[l];
+  const LayerWeights& lw = w.layers[l];
+  if (lc.attn != AttnKind::Gqa) return "attention other than GQA";
+  if (lc.out_gate) return "a gated attention output";
+  if (lc.sinks && lw.sinks.empty()) return "attention sinks without their tensor";
+  if (lc.n_head_kv < 1 || lc.n_head % lc.n_head_kv) return "a head count that is not a multiple of the KV heads";
+  if (lc.rope.n_dims <= 0 || lc.rope.n_dims > lc.head_dim_k || lc.rope.n_dims % 2) return "a rotary width outside the head";
+  if (!same_rope(lc.rope, cfg.layers[0].rope)) return "a rotary configuration that differs from layer 0's";
+  return "";
+}
+
+// The same for its FFN. Routed experts run on the CPU (any gating, activation or bias there);
+// the device runs the router's product and the shared experts.
+std::string unsupported_ffn(const LayerConfig& lc, const LayerWeights& lw) {
+  if (lc.ffn == FfnKind::Dense) return lc.act != GluAct::Silu ? "a dense FFN with a GLU activation other than SiLU" : "";
+  if (lc.shexp_gate || !lw.shexp_gate_inp.empty()) return "a sigmoid-gated shared expert";
+  if (!lw.shexp_gate.empty() && lc.act != GluAct::Silu) return "a shared expert with a GLU activation other than SiLU";
+  return "";
+}
+
+uint64_t up(uint64_t bytes, uint64_t align) { return (std::max<uint64_t>(bytes, 4) + align - 1) / align * align; }
+
+}  // namespace
+
+uint64_t default_vram_budget(uint64_t device_local_bytes) {
+  const uint64_t reserve = std::max(kVramReserveMin, device_local_bytes / 100 * kVramReservePercent);
+  return device_local_bytes > reserve ? device_local_bytes - reserve : 0;
+}
+
+uint64_t VulkanScratch::bytes(uint64_t align) const {
+  uint64_t b = 0;
+  for (int64_t n : {x, xn, q, k, v, attn, out, shared, gate, up, logits, pos, cells, bases, rope, scores})
+    b += strata::up(static_cast<uint64_t>(std::max<int64_t>(n, 1)) * 4, align);
+  return b;
+}
+
+VulkanScratch vulkan_scratch(const ModelConfig& cfg, int n_batch, int n_ctx) {
+  int64_t dq = 0, dk = 0, dv = 0, da = 0, ff = 1, ne = 1, heads = 1;
+  for (const LayerConfig& lc : cfg.layers) {
+    dq = std::max<int64_t>(dq, int64_t{lc.n_head} * lc.head_dim_k);
+    dk = std::max<int64_t>(dk, int64_t{lc.n_head_kv} * lc.head_dim_k);
+    dv = std::max<int64_t>(dv, int64_t{lc.n_head_kv} * lc.head_dim_v);
+    da = std::max<int64_t>(da, int64_t{lc.n_head} * lc.head_dim_v);
+    ff = std::max<int64_t>(ff, lc.ffn == FfnKind::Dense ? lc.n_ff : lc.n_ff_shexp);
+    ne = std::max<int64_t>(ne, lc.n_expert);
+    heads = std::max<int64_t>(heads, lc.n_head);
+  }
+  const int64_t n = std::max(n_batch, 1), d = cfg.n_embd;
+  VulkanScratch s;
+  s.x = s.xn = s.out = s.shared = n * d;
+  s.q = n * dq;
+  s.k = n * dk;
+  s.v = n * dv;
+  s.attn = n * da;
+  s.gate = s.up = n * ff;
+  s.logits = n * ne;
+  s.pos = s.cells = s.bases = n;
+  s.rope = n * (cfg.layers.empty() ? 2 : cfg.layers[0].rope.n_dims);
+  s.scores = static_cast<int64_t>(gpu::attention_scratch_floats(n, static_cast<int>(heads), std::max(n_ctx, 1)));
+  return s;
+}
+
+std::string vulkan_unsupported(const ModelConfig& cfg, const ModelWeights& w, GgmlType type_k, GgmlType type_v) {
+  if (!arch_runs(cfg.arch)) return fmt::format("the Vulkan executor runs the GQA architectures {} so far, not {} (issue 35)", arch_list(), cfg.arch);
+  if (cfg.n_hc != 0) return fmt::format("{} uses hyper-connections, which the Vulkan executor does not run", cfg.arch);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    std::string why = unsupported_attention(cfg, w, l);
+    if (why.empty()) why = unsupported_ffn(cfg.layers[l], w.layers[l]);
+    if (!why.empty()) return fmt::format("layer {} of this {} file uses {}, which the Vulkan executor does not run yet", l, cfg.arch, why);
+  }
+  for (const auto& [t, opt] : {std::pair{type_k, "--cache-type-k"}, std::pair{type_v, "--cache-type-v"}})
+    if (!gpu::kv_cache_supported(t)) return fmt::format("{} {}: the Vulkan executor keeps its KV cache in f32, f16 or q8_0", opt, ggml_type_name(t));
+  auto fits = [](GgmlType t, int width) { return t == GgmlType::Q8_0 ? width % 32 == 0 : t == GgmlType::F16 ? width % 2 == 0 : true; };
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    if (!fits(type_k, lc.n_head_kv * lc.head_dim_k) || !fits(type_v, lc.n_head_kv * lc.head_dim_v))
+      return fmt::format("layer {} has KV rows of {}/{} values, which a {}/{} KV cache on the device does not hold in whole blocks (use "
+                         "--cache-type-k/v f32)",
+                         l, lc.n_head_kv * lc.head_dim_k, lc.n_head_kv * lc.head_dim_v, ggml_type_name(type_k), ggml_type_name(type_v));
+  }
+  return "";
+}
+
+VramPlan plan_vram(const ModelConfig& cfg, const ModelWeights& w, const VramShape& s) {
+  STRATA_CHECK(gpu::kv_cache_supported(s.type_k) && gpu::kv_cache_supported(s.type_v),
+               "--gpu vulkan: KV cache {}/{}: the Vulkan executor keeps its KV cache in f32, f16 or q8_0", ggml_type_name(s.type_k),
+               ggml_type_name(s.type_v));
+  STRATA_CHECK(s.n_ctx >= 1 && s.n_seq >= 1 && s.n_batch >= 1, "--gpu vulkan: context of {} positions, {} sequences, batch {}", s.n_ctx, s.n_seq,
+               s.n_batch);
+  VramPlan p;
+  p.planned = true;
+  p.device = s.device;
+  p.budget = s.budget;
+  p.type_k = s.type_k;
+  p.type_v = s.type_v;
+  p.n_layer = cfg.n_layer;
+  const uint64_t a = kVramPlanAlign;
+  const uint64_t rows = static_cast<uint64_t>(s.n_ctx) * static_cast<uint64_t>(s.n_seq);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    uint64_t wb = 0;
+    for (const LayerTensor& t : layer_tensors(lc, w.layers[l], l))
+      wb += t.mat ? gpu::matrix_device_bytes(t.mat->type, t.mat->rows, t.mat->cols, s.max_range, a) : up(static_cast<uint64_t>(t.vec->n) * 4, a);
+    p.layer_weights.push_back(wb);
+    p.layer_kv.push_back(up(rows * gpu::kv_row_bytes(s.type_k, int64_t{lc.n_head_kv} * lc.head_dim_k), a) +
+                         up(rows * gpu::kv_row_bytes(s.type_v, int64_t{lc.n_head_kv} * lc.head_dim_v), a));
+  }
+  const uint64_t scratch = vulkan_scratch(cfg, s.n_batch, s.n_ctx).bytes(a);
+  uint64_t used = scratch;
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const uint64_t need = p.layer_weights[l] + p.layer_kv[l];
+    if (s.budget > 0 && used + need > s.budget) {
+      p.note = l == 0 ? fmt::format("--vram-budget {} holds no layer: the scratch {} and layer 0 ({} weights, {} KV cache) need {}", format_bytes(s.budget),
+                                    format_bytes(scratch), format_bytes(p.layer_weights[0]), format_bytes(p.layer_kv[0]),
+                                    format_bytes(scratch + need))
+                      : fmt::format("--vram-budget {} holds layers 0..{}; layer {} needs {} more ({} weights, {} KV cache): layers {}..{} run on the CPU",
+                                    format_bytes(s.budget), l - 1, l, format_bytes(used + need - s.budget), format_bytes(p.layer_weights[l]),
+                                    format_bytes(p.layer_kv[l]), l, cfg.n_layer - 1);
+      break;
+    }
+    used += need;
+    p.weights += p.layer_weights[l];
+    p.kv += p.layer_kv[l];
+    ++p.gpu_layers;
+  }
+  p.scratch = p.gpu_layers > 0 ? scratch : 0;
+  return p;
+}
+
+std::string VramPlan::describe() const {
+  if (!planned) return "";
+  std::string s = fmt::format("vram plan{}: {} of {} layers on the device (layer weights {} + KV cache {} ({}/{}) + scratch {} = {} of budget {})",
+                              device.empty() ? "" : " (" + device + ")", gpu_layers, n_layer, format_bytes(weights), format_bytes(kv),
+                              ggml_type_name(type_k), ggml_type_name(type_v), format_bytes(scratch), format_bytes(total()),
+                              budget ? format_bytes(budget) : "none");
+  if (!note.empty()) s += "; " + note;
+  return s;
+}
+
+}  // namespace strata

@@ -1,0 +1,65 @@
+#pragma once
+// The VRAM side of the memory plan (--vram-budget): which layers the Vulkan executor holds on the
+// device and what they take there. Scratch first (every pass needs it), then layer by layer from
+// layer 0 its weights (norms, attention, the dense FFN or the router and shared experts; routed
+// experts stay with the expert tier) and its KV cache, while they fit the budget: the leading
+// layers placed run on the device, the rest on the CPU (the hidden rows cross once per pass).
+// A plan needs no device (strata inspect): the device's figures are inputs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/ggml_type.h"
+#include "gpu/device.h"
+#include "model/model.h"
+
+namespace strata {
+
+// The default --vram-budget: the device-local heap less a reserve for the driver, the display and
+// other programs: kVramReservePercent of it, at least kVramReserveMin.
+inline constexpr uint64_t kVramReserveMin = 512ull << 20;
+inline constexpr uint64_t kVramReservePercent = 10;
+uint64_t default_vram_budget(uint64_t device_local_bytes);
+// Every buffer is planned rounded up to this (the drivers' allocation alignment is at most this).
+inline constexpr uint64_t kVramPlanAlign = 4096;
+
+struct VramShape {
+  int n_ctx = 0, n_seq = 1, n_batch = 512;  // the engine's: KV rows per sequence, sequences, tokens per pass
+  GgmlType type_k = GgmlType::F16, type_v = GgmlType::F16;  // the KV cache's types (f32, f16 or q8_0 on the device)
+  uint64_t budget = 0;                      // device-local bytes the executor may hold; 0: no limit
+  uint64_t max_range = 0xFFFFFFF0ull;       // the device's storage range (how matrices split into parts)
+  std::string device;                       // the device's name, for reports ("": planned without one)
+};
+
+// The executor's scratch buffers, in 4-byte elements, for passes of n_batch tokens over n_ctx
+// positions (the attention scores in dispatches that fit gpu::kAttnScratchBytes).
+struct VulkanScratch {
+  int64_t x = 0, xn = 0, q = 0, k = 0, v = 0, attn = 0, out = 0, shared = 0, gate = 0, up = 0, logits = 0;
+  int64_t pos = 0, cells = 0, bases = 0, rope = 0, scores = 0;
+  uint64_t bytes(uint64_t align) const;
+};
+VulkanScratch vulkan_scratch(const ModelConfig& cfg, int n_batch, int n_ctx);
+
+struct VramPlan {
+  bool planned = false;
+  std::string device;  // VramShape::device
+  uint64_t budget = 0;
+  GgmlType type_k = GgmlType::F16, type_v = GgmlType::F16;
+  uint64_t weights = 0, kv = 0, scratch = 0;  // of the layers placed (scratch: 0 when none is)
+  int n_layer = 0, gpu_layers = 0;            // layers 0..gpu_layers-1 on the device, the rest on the CPU
+  std::vector<uint64_t> layer_weights, layer_kv;  // [n_layer] what each layer takes on the device
+  std::string note;  // why some (or all) layers stay on the CPU; "" when all are placed
+  uint64_t held = 0;  // device-local bytes the executor held once built (the device's count; it allocates nothing later)
+  uint64_t total() const { return weights + kv + scratch; }
+  std::string describe() const;  // one line: "vram plan: 12 of 24 layers on the device ..."
+};
+
+// What the Vulkan executor does not run in this model ("" when it runs every layer): the
+// architecture, a layer's attention or FFN kind, a KV cache type or shape.
+std::string vulkan_unsupported(const ModelConfig& cfg, const ModelWeights& w, GgmlType type_k, GgmlType type_v);
+
+// The placement of `cfg`'s layers under s.budget. Throws strata::Error for a KV type the device
+// does not hold.
+VramPlan plan_vram(const ModelConfig& cfg, const ModelWeights& w, const VramShape& s);
+
+}  // namespace strata
