@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const SamplerParams defaults;
   api([&] { parse_common(j, defaults, true); });
   api([&] { parse_common(j, defaults, false); });
-  api([&] { parse_prompt(j); });
+  api([&] { parse_prompts(j); });
   api([&] { request_grammar(j, nullptr); });
   api([&] {
     const ChatRequest cr = parse_chat_request(j);

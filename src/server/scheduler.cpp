@@ -187,12 +187,21 @@ void Scheduler::run_actions() {
     run.swap(actions_);
   }
   for (Action& a : run) {
+    std::exception_ptr err;
     try {
       a.fn(eng_);
-      a.done.set_value();
     } catch (...) {
-      a.done.set_exception(std::current_exception());
+      err = std::current_exception();
     }
+    // What /slots shows includes the action before its caller hears it is done.
+    update_slot_info();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.slot_info = local_.slot_info;
+      stats_.busy = local_.busy;
+    }
+    if (err) a.done.set_exception(err);
+    else a.done.set_value();
   }
 }
 
