@@ -147,4 +147,27 @@ inline nlohmann::json user_chat(const std::string& user, int max_tokens) {
   return nlohmann::json{{"messages", nlohmann::json::array({nlohmann::json{{"role", "user"}, {"content", user}}})}, {"max_tokens", max_tokens}};
 }
 
+
+// A test suite sharing one in-process server (TestServer: NSeq slots x NCtx, queue 16), made
+// before its first test and dropped after its last; a missing fixture skips (or fails, in CI).
+template <int NSeq, int NCtx>
+class SharedServerSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!have_server_fixture()) return;
+    server::ServerOptions so;
+    so.max_queue = 16;
+    ts_ = new TestServer(so, NSeq, NCtx);
+  }
+  static void TearDownTestSuite() {
+    delete ts_;
+    ts_ = nullptr;
+  }
+  void SetUp() override { SKIP_WITHOUT_SERVER_FIXTURE(); }
+  static httplib::Result post(const std::string& path, const nlohmann::json& body, const httplib::Headers& h = {}) {
+    return ts_->client()->Post(path.c_str(), h, body.dump(), "application/json");
+  }
+  static inline TestServer* ts_ = nullptr;
+};
+
 }  // namespace strata::test

@@ -49,21 +49,8 @@ bool tools_valid(const json& v, const json& s) {
   return true;
 }
 
-class ServerTools : public ::testing::Test {
+class ServerTools : public SharedServerSuite<2, 2048> {
  protected:
-  static void SetUpTestSuite() {
-    if (!have_server_fixture()) return;
-    server::ServerOptions so;
-    so.max_queue = 16;
-    ts_ = new TestServer(so, /*n_seq=*/2, /*n_ctx=*/2048);
-  }
-  static void TearDownTestSuite() {
-    delete ts_;
-    ts_ = nullptr;
-  }
-  void SetUp() override { SKIP_WITHOUT_SERVER_FIXTURE(); }
-
-  static httplib::Result post(const std::string& path, const json& body) { return ts_->client()->Post(path.c_str(), body.dump(), "application/json"); }
   static json post_json(const std::string& path, const json& body) {
     auto r = post(path, body);
     EXPECT_TRUE(r) << "no response";
@@ -84,9 +71,7 @@ class ServerTools : public ::testing::Test {
     ASSERT_FALSE(args.is_discarded());
     EXPECT_TRUE(tools_valid(args, tool["function"]["parameters"])) << args.dump();
   }
-  static TestServer* ts_;
 };
-TestServer* ServerTools::ts_ = nullptr;
 
 TEST_F(ServerTools, RequiredAndNamedReturnSchemaValidCalls) {
   for (uint64_t seed : {1, 2, 3}) {

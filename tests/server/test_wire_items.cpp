@@ -40,22 +40,8 @@ std::vector<json> ndjson_lines(const std::string& body) {
   return lines;
 }
 
-class WireItems : public ::testing::Test {
+class WireItems : public SharedServerSuite<2, 2048> {
  protected:
-  static void SetUpTestSuite() {
-    if (!have_server_fixture()) return;
-    server::ServerOptions so;
-    so.max_queue = 16;
-    ts_ = new TestServer(so, /*n_seq=*/2, /*n_ctx=*/2048);
-  }
-  static void TearDownTestSuite() {
-    delete ts_;
-    ts_ = nullptr;
-  }
-  void SetUp() override { SKIP_WITHOUT_SERVER_FIXTURE(); }
-  static httplib::Result post(const std::string& path, const json& body, const httplib::Headers& h = {}) {
-    return ts_->client()->Post(path.c_str(), h, body.dump(), "application/json");
-  }
   static json post_json(const std::string& path, const json& body) {
     auto r = post(path, body);
     EXPECT_TRUE(r);
@@ -69,9 +55,7 @@ class WireItems : public ::testing::Test {
     return json{{"messages", messages()}, {"tools", json::array({kCity})}, {"tool_choice", "required"}, {"parallel_tool_calls", false},
                 {"max_tokens", max_tokens}, {"temperature", 0}};
   }
-  static TestServer* ts_;
 };
-TestServer* WireItems::ts_ = nullptr;
 
 // Item 1: at every cut of a forced call the reply has no content (the call's syntax never leaks),
 // finish_reason stays "length", and what there is of the call is a call to the tool; streamed

@@ -77,20 +77,8 @@ const json kTool = json::parse(R"({"type": "function", "function": {"name": "get
   "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]}}, "required": ["city"],
                  "additionalProperties": false}}})");
 
-class WireSchema : public ::testing::Test {
+class WireSchema : public SharedServerSuite<4, 1024> {
  protected:
-  static void SetUpTestSuite() {
-    if (!have_server_fixture()) return;
-    server::ServerOptions so;
-    so.max_queue = 16;
-    ts_ = new TestServer(so, /*n_seq=*/4, /*n_ctx=*/1024);
-  }
-  static void TearDownTestSuite() {
-    delete ts_;
-    ts_ = nullptr;
-  }
-  void SetUp() override { SKIP_WITHOUT_SERVER_FIXTURE(); }
-  static httplib::Result post(const std::string& path, const json& body) { return ts_->client()->Post(path.c_str(), body.dump(), "application/json"); }
   static json post_json(const std::string& path, const json& body) {
     auto r = post(path, body);
     EXPECT_TRUE(r);
@@ -109,9 +97,7 @@ class WireSchema : public ::testing::Test {
   static json chat(const std::string& text) {
     return json{{"messages", json::array({json{{"role", "user"}, {"content", text}}})}, {"max_tokens", 12}, {"temperature", 0}};
   }
-  static TestServer* ts_;
 };
-TestServer* WireSchema::ts_ = nullptr;
 
 TEST_F(WireSchema, ChatResponsesAndChunksFollowTheSchemas) {
   const json completion = load_schema("chat.completion"), chunk = load_schema("chat.completion.chunk");
