@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "kernels/kernel_table.h"
+#include "model/executor.h"
 #include "core/units.h"
 #include "experts/disk_probe.h"
 #include "model/model_summary.h"
@@ -46,6 +47,8 @@ struct Phase {
   int tokens;
   double seconds;
   ExpertCacheCounters delta;
+  nlohmann::json gpu;    // device_json of the phase (null without --gpu)
+  std::string gpu_line;  // device_line of the phase
 };
 
 ExpertCacheCounters diff(const ExpertCacheCounters& a, const ExpertCacheCounters& b) {
@@ -160,12 +163,15 @@ int bench(const BenchOptions& o) {
   std::vector<float> logits;
   std::vector<Phase> phases;
   ExpertCacheCounters c0 = eng.tier().counters();
+  LayerExecutor* ex = eng.model().executor();
+  if (ex) ex->reset_stats();
   if (o.n_prompt > 0) {
     const double t0 = clock_s();
     eng.eval(0, prompt.data(), o.n_prompt, 0, false, logits);
     const double dt = clock_s() - t0;
     ExpertCacheCounters c1 = eng.tier().counters();
-    phases.push_back({"pp", o.n_prompt, dt, diff(c1, c0)});
+    phases.push_back({"pp", o.n_prompt, dt, diff(c1, c0), device_json(eng, o.n_prompt, dt), device_line(eng, o.n_prompt, dt)});
+    if (ex) ex->reset_stats();
     c0 = c1;
   }
   if (o.n_gen > 0) {
@@ -179,7 +185,7 @@ int bench(const BenchOptions& o) {
     }
     const double dt = clock_s() - t0;
     ExpertCacheCounters c1 = eng.tier().counters();
-    phases.push_back({"tg", o.n_gen, dt, diff(c1, c0)});
+    phases.push_back({"tg", o.n_gen, dt, diff(c1, c0), device_json(eng, o.n_gen, dt), device_line(eng, o.n_gen, dt)});
   }
   // The cache as it is now (a background load that ended during the run dropped it).
   ExpertCache* cache = eng.tier().cache();
@@ -209,7 +215,10 @@ int bench(const BenchOptions& o) {
                100.0 * frac);
     j[name] = {{"tokens_per_s", tps}, {"hit_rate", acc > 0 ? p.delta.hits / acc : 1.0}, {"bytes_per_token", per_tok},
                {"read_bw", static_cast<double>(p.delta.bytes_read) / p.seconds}, {"io_wait_s", p.delta.wait_s}, {"limit_fraction", frac}};
+    if (ex) j[name]["gpu"] = p.gpu;
   }
+  for (const auto& p : phases)
+    if (ex) fmt::print("{}{} {}\n", p.name, p.tokens, p.gpu_line);
   if (disk > 0)
     fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), probe_depth(o.model),
                disk / 1e9, format_bytes(process_peak_rss()));

@@ -159,6 +159,7 @@ void print_vram(const VramInspect& v, const ModelSummary& s, const InspectOption
   fmt::print("  on the CPU   ");
   if (p.gpu_layers < p.n_layer) fmt::print("layers {}..{} (all their weights and KV cache); ", p.gpu_layers, p.n_layer - 1);
   fmt::print("routed experts ({}, the expert tier: --ram-budget), token embeddings and the output head\n", format_bytes(s.routed_bytes));
+  if (!p.cpu_blocks.empty()) fmt::print("  CPU blocks   {} (the hidden rows cross the bus around each)\n", p.cpu_blocks);
   if (!p.note.empty()) fmt::print("  why          {}\n", p.note);
 }
 
@@ -170,7 +171,7 @@ nlohmann::json vram_inspect_json(const VramInspect& v, const InspectOptions& o) 
     layers.push_back({{"layer", l}, {"weights", p.layer_weights[l]}, {"kv", p.layer_kv[l]}, {"on", l < p.gpu_layers ? "gpu" : "cpu"}});
   return {{"budget", p.budget},       {"gpu_layers", p.gpu_layers}, {"n_layer", p.n_layer}, {"weights", p.weights}, {"kv", p.kv},
           {"scratch", p.scratch},     {"planned", p.total()},       {"n_ctx", v.n_ctx},     {"n_seq", o.n_seq},   {"n_batch", o.n_batch},
-          {"kv_type_k", ggml_type_name(p.type_k)}, {"kv_type_v", ggml_type_name(p.type_v)}, {"note", p.note}, {"layers", layers}};
+          {"kv_type_k", ggml_type_name(p.type_k)}, {"kv_type_v", ggml_type_name(p.type_v)}, {"note", p.note}, {"cpu_blocks", p.cpu_blocks}, {"layers", layers}};
 }
 
 }  // namespace

@@ -256,6 +256,7 @@ std::unique_ptr<RoutingRecorder> start_recorder(const RunOptions& o, Engine& eng
 void reset_profile(Engine& eng) {
   if (ExpertCache* c = eng.tier().cache()) c->reset_layer_prof();
   eng.model().reset_layer_seconds();
+  if (LayerExecutor* ex = eng.model().executor()) ex->reset_stats();
 }
 
 int run(const RunOptions& o) {
@@ -279,6 +280,7 @@ int run(const RunOptions& o) {
     eng.model().set_tensor_observer(dump.get());
   }
   reset_profile(eng);
+  if (LayerExecutor* ex = eng.model().executor()) ex->set_layer_sync(o.prof);  // --prof: device time per layer
 
   // Before the prompt: MTP's NextN rows follow the prompt's passes.
   std::unique_ptr<DraftSource> draft = make_draft(o, eng, tk, std::move(loaded.draft));
@@ -299,10 +301,13 @@ int run(const RunOptions& o) {
     if (i == n_prompt - 1) logits.assign(row, row + nv);
   });
   const double t1 = now_s(), cpu1 = process_cpu_s();
+  nlohmann::json gpu_prompt = device_json(eng, static_cast<int>(prompt.size()), t1 - t0);
+  const std::string gpu_prompt_line = device_line(eng, static_cast<int>(prompt.size()), t1 - t0);
   if (o.prof) {
     std::fprintf(stderr, "[PROF] prompt (%zu tokens):\n%s", prompt.size(), layer_profile(eng, static_cast<int>(prompt.size())).c_str());
     reset_profile(eng);
   }
+  if (LayerExecutor* ex = eng.model().executor()) ex->reset_stats();  // the generation's figures apart from the prompt's
   const float* last = logits.data();
   nlohmann::json j;
   j["prompt_tokens"] = prompt;
@@ -332,12 +337,17 @@ int run(const RunOptions& o) {
   if (g.spec) std::fprintf(stderr, "%s\n", spec_report(*g.spec, draft->name()).c_str());
   if (o.prof) std::fprintf(stderr, "[PROF] generation, per token:\n%s", layer_profile(eng, std::max(1, n_gen - 1)).c_str());
   std::fprintf(stderr, "%s\n", tier_summary(eng, static_cast<int>(prompt.size()) + n_gen, t2 - t0).c_str());
+  if (eng.model().executor())
+    std::fprintf(stderr, "prompt %s\ngeneration %s\n", gpu_prompt_line.c_str(), device_line(eng, std::max(1, n_gen), gen_s).c_str());
   if (o.json) {
     j["tokens"] = g.tokens;
     if (g.spec) j["speculative"] = spec_json(*g.spec);
     j["text"] = g.text;
     j["memory"] = memory_json(eng.tier().plan());
-    if (eng.model().executor()) j["vram"] = vram_json(eng);
+    if (eng.model().executor()) {
+      j["vram"] = vram_json(eng);
+      j["gpu"] = {{"prompt", gpu_prompt}, {"generation", device_json(eng, std::max(1, n_gen), gen_s)}};
+    }
     const ExpertCacheCounters k = eng.tier().counters();
     j["experts"] = {{"hits", k.hits}, {"misses", k.misses}, {"bytes_read", k.bytes_read}, {"wait_s", k.wait_s},
                     {"bytes_per_token", n_gen + static_cast<int>(prompt.size()) > 0 ? k.bytes_read / static_cast<uint64_t>(n_gen + prompt.size()) : 0}};

@@ -151,8 +151,9 @@ void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_bud
     plan.held = ex->device_memory().used;
     eng.model().set_executor(std::move(ex));
     eng.tier().set_vram(plan);
-    if (plan.gpu_layers == plan.n_layer) std::fprintf(stderr, "gpu: %s runs the layers\n", dev.c_str());
-    else std::fprintf(stderr, "gpu: %s runs layers 0..%d of %d (%s)\n", dev.c_str(), plan.gpu_layers - 1, plan.n_layer, plan.note.c_str());
+    const std::string cpu = plan.cpu_blocks.empty() ? "" : "; on the CPU: " + plan.cpu_blocks;
+    if (plan.gpu_layers == plan.n_layer) std::fprintf(stderr, "gpu: %s runs the layers%s\n", dev.c_str(), cpu.c_str());
+    else std::fprintf(stderr, "gpu: %s runs layers 0..%d of %d (%s)%s\n", dev.c_str(), plan.gpu_layers - 1, plan.n_layer, plan.note.c_str(), cpu.c_str());
   } catch (const Error& e) {
     if (!g.is_auto) throw;
     std::fprintf(stderr, "gpu auto: %s; running on the CPU\n", e.what());
@@ -255,14 +256,54 @@ std::string layer_profile(Engine& eng, int n_tokens) {
   std::string s;
   const auto& ls = eng.model().layer_seconds();
   ExpertCache* c = eng.tier().cache();
-  const double nt = std::max(1, n_tokens);
+  const LayerExecutor* ex = eng.model().executor();
+  const DeviceStats ds = ex ? ex->stats() : DeviceStats{};
+  const double nt = std::max(1, n_tokens), ms = 1000.0 / nt;
   for (size_t l = 0; l < ls.size(); ++l) {
     const double wait = c ? c->layer_prof()[l].wait_s : 0.0;
-    s += fmt::format("[PROF] layer={} wait={:.2f}ms compute={:.2f}ms", l, 1000.0 * wait / nt, 1000.0 * (ls[l] - wait) / nt);
+    s += fmt::format("[PROF] layer={} wait={:.2f}ms compute={:.2f}ms", l, ms * wait, ms * (ls[l] - wait));
+    if (l < ds.layers.size()) {
+      const DeviceLayerTimes& t = ds.layers[l];
+      s += fmt::format(" gpu={:.2f}ms cpu={:.2f}ms bus={:.2f}ms gpu_idle={:.2f}ms", ms * t.gpu_s, ms * t.cpu_s, ms * t.bus_s,
+                       ms * std::max(0.0, t.wall_s - t.gpu_s));
+    }
     if (c) s += fmt::format(" hits={} misses={} read={}", c->layer_prof()[l].hits, c->layer_prof()[l].misses, format_bytes(c->layer_prof()[l].bytes_read));
     s += "\n";
   }
   return s;
+}
+
+nlohmann::json device_json(Engine& eng, int n_tokens, double wall_s) {
+  const LayerExecutor* ex = eng.model().executor();
+  if (!ex) return nullptr;
+  const DeviceStats d = ex->stats();
+  const DeviceMemory m = ex->device_memory();
+  const double nt = std::max(1, n_tokens);
+  return {{"device", ex->name()},
+          {"gpu_layers", ex->n_layers()},
+          {"vram_used", m.used},
+          {"vram_peak", m.peak},
+          {"passes", d.passes},
+          {"bus_up_per_token", static_cast<double>(d.bytes_up) / nt},
+          {"bus_down_per_token", static_cast<double>(d.bytes_down) / nt},
+          {"gpu_s", d.gpu_s},
+          {"gpu_timestamps", d.timestamps},
+          {"gpu_share", wall_s > 0 ? d.gpu_s / wall_s : 0.0},
+          {"cpu_s", d.cpu_s},
+          {"bus_s", d.bus_s},
+          {"executor_s", d.run_s}};
+}
+
+std::string device_line(Engine& eng, int n_tokens, double wall_s) {
+  const LayerExecutor* ex = eng.model().executor();
+  if (!ex) return "";
+  const DeviceStats d = ex->stats();
+  const double nt = std::max(1, n_tokens);
+  std::string busy = d.timestamps ? fmt::format("device busy {:.2f} s, {:.0f}% of {:.2f} s", d.gpu_s, wall_s > 0 ? 100.0 * d.gpu_s / wall_s : 0.0, wall_s)
+                                  : std::string("device time not measured (its queue has no timestamps)");
+  return fmt::format("gpu: {}, {} layers: bus {} up + {} down per token; {}; CPU blocks and routed experts {:.2f} s; copies {:.2f} s", ex->name(),
+                     ex->n_layers(), format_bytes(static_cast<uint64_t>(static_cast<double>(d.bytes_up) / nt)),
+                     format_bytes(static_cast<uint64_t>(static_cast<double>(d.bytes_down) / nt)), busy, d.cpu_s, d.bus_s);
 }
 
 namespace {

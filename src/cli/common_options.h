@@ -100,7 +100,13 @@ std::string read_file_bytes(const std::string& path);
 // End-of-run figures of the expert tier (hit rate, bytes per token, bandwidth, memory); empty
 // when experts are resident.
 std::string tier_summary(Engine& eng, int n_tokens, double seconds);
-// --prof: per-layer I/O wait vs compute per token since the last reset.
+// The device's figures since its last reset_stats() (null without --gpu): bytes over the bus per
+// token each way, the device's busy time and its share of `wall_s` (the passes' time as the caller
+// measured it), the CPU's expert time and the copies' time. One line for reports, or JSON.
+nlohmann::json device_json(Engine& eng, int n_tokens, double wall_s);
+std::string device_line(Engine& eng, int n_tokens, double wall_s);
+// --prof: per-layer I/O wait vs compute per token since the last reset; with --gpu, per layer the
+// device runs, its device, CPU, copy and device-idle times.
 std::string layer_profile(Engine& eng, int n_tokens);
 
 // Ctrl-C handling: the first SIGINT sets the flag (generation stops), a second one exits.

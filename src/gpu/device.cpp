@@ -278,6 +278,10 @@ std::unique_ptr<Device> Device::open(int index, const DeviceOptions& opt) {
 }
 
 void Device::check(VkResult r, std::string_view what) const {
+  if (!lost_.empty()) fail("{}", lost_);
+  if (r == VK_ERROR_DEVICE_LOST)
+    lost_ = fmt::format("Vulkan ({}): the device was lost ({} reported VK_ERROR_DEVICE_LOST); its memory and work are gone", info_.name, what);
+  if (r == VK_ERROR_DEVICE_LOST) fail("{}", lost_);
   if (r != VK_SUCCESS) fail("Vulkan ({}): {} failed: {}", info_.name, what, vk_result_name(r));
 }
 
@@ -285,6 +289,8 @@ void Device::init(const DeviceInfo& info, VkPhysicalDevice pd, const DeviceOptio
   info_ = info;
   pd_ = pd;
   max_range_ = info.max_storage_range;
+  lose_at_submit_ = opt.lose_at_submit;
+  if (const char* e = std::getenv("STRATA_VK_LOSE_AT_SUBMIT"); e && *e && !lose_at_submit_) lose_at_submit_ = std::strtoull(e, nullptr, 10);
   if (info.max_alloc) max_range_ = std::min(max_range_, info.max_alloc);
   if (opt.max_buffer_range) max_range_ = std::min(max_range_, opt.max_buffer_range);
   vk_.vkGetPhysicalDeviceMemoryProperties(pd, &mem_props_);
@@ -343,6 +349,19 @@ void Device::init(const DeviceInfo& info, VkPhysicalDevice pd, const DeviceOptio
   check(vk_.vkCreateFence(dev_, &fci, nullptr, &compute_fence_), "vkCreateFence");
   check(vk_.vkCreateFence(dev_, &fci, nullptr, &readback_fence_), "vkCreateFence");
   for (auto& f : upload_fence_) check(vk_.vkCreateFence(dev_, &fci, nullptr, &f), "vkCreateFence");
+
+  // Timestamps around each submission (the device's own time, for --prof and the reports).
+  VkPhysicalDeviceProperties props{};
+  vk_.vkGetPhysicalDeviceProperties(pd, &props);
+  const uint32_t ts_bits = qf[compute_family_].timestampValidBits;
+  if (ts_bits > 0 && props.limits.timestampPeriod > 0) {
+    VkQueryPoolCreateInfo qpi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qpi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qpi.queryCount = 2;
+    if (vk_.vkCreateQueryPool(dev_, &qpi, nullptr, &ts_pool_) != VK_SUCCESS) ts_pool_ = VK_NULL_HANDLE;
+    ts_period_ns_ = props.limits.timestampPeriod;
+    ts_mask_ = ts_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << ts_bits) - 1;
+  }
 
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxDispatchesPerSubmit * kMaxBindings};
   VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
@@ -425,6 +444,7 @@ Device::~Device() {
       vk_.vkDestroyDescriptorSetLayout(dev_, p->set_layout, nullptr);
     }
     if (cache_) vk_.vkDestroyPipelineCache(dev_, cache_, nullptr);
+    if (ts_pool_) vk_.vkDestroyQueryPool(dev_, ts_pool_, nullptr);
     if (desc_pool_) vk_.vkDestroyDescriptorPool(dev_, desc_pool_, nullptr);
     for (VkFence f : {compute_fence_, readback_fence_, upload_fence_[0], upload_fence_[1]})
       if (f) vk_.vkDestroyFence(dev_, f, nullptr);

@@ -52,12 +52,25 @@ struct DeviceOptions {
   uint64_t max_buffer_range = 0;  // 0 = the device's maxStorageBufferRange; tests force a smaller one
   uint64_t staging_bytes = 8ull << 20;
   uint32_t min_shared_memory = 16384;  // a required feature (tests ask for more to see the refusal)
+  // Fault injection: submission number N (1-based) of compute work reports VK_ERROR_DEVICE_LOST,
+  // as a device that stops mid-run does (0: never; $STRATA_VK_LOSE_AT_SUBMIT sets it for the CLI).
+  uint64_t lose_at_submit = 0;
 };
 
 inline constexpr uint32_t kMaxBindings = 8;       // storage buffers per shader
 inline constexpr uint32_t kMaxDispatchesPerSubmit = 1024; // dispatches per command buffer (then it is submitted)
 
 class Device;
+
+// What crossed the bus and how long the device worked, since the device was opened (callers take
+// differences). gpu_s: the compute queue's own time between the first and last command of each
+// submission (timestamp queries; 0 when the queue has none, see has_timestamps); transfer_s: host
+// time in upload/download copies once the work before them was done.
+struct DeviceCounters {
+  uint64_t bytes_up = 0, bytes_down = 0;
+  uint64_t submits = 0;
+  double gpu_s = 0, transfer_s = 0;
+};
 
 // A device buffer (move-only) of whole 32-bit words: bytes() is the size asked for rounded up to 4.
 class Buffer {
@@ -139,11 +152,24 @@ class Device {
   const Pipeline& pipeline(std::string_view name, std::span<const uint32_t> spirv, uint32_t n_buffers,
                            uint32_t push_bytes, std::span<const uint32_t> spec = {});
   // Recording: dispatches go into the current command buffer; each is followed by a barrier
-  // (the next one reads what this one wrote). submit() runs them and waits.
+  // (the next one reads what this one wrote). submit() runs them and waits; submit(false) returns
+  // once they are queued, so the host works beside the device, and wait() waits for them (the next
+  // recording, download or submit waits first; an upload does not, so it may fill a buffer the
+  // queued work does not touch while that work runs).
   void dispatch(const Pipeline& p, std::span<const BufRange> bufs, const void* push, uint32_t gx, uint32_t gy = 1,
                 uint32_t gz = 1);
-  void submit();
+  void submit(bool wait = true);
+  void wait();
+  bool in_flight() const { return in_flight_; }
   int pending_dispatches() const { return n_dispatch_; }
+  // Counts every recorded dispatch, fill and upload: a buffer's contents read at one serial are
+  // unchanged while the serial is (callers reuse a derived buffer, e.g. quantized activations).
+  uint64_t serial() const { return serial_; }
+  const DeviceCounters& counters() const { return counters_; }
+  bool has_timestamps() const { return ts_pool_ != VK_NULL_HANDLE; }
+  // "" while the device works; once a call reported VK_ERROR_DEVICE_LOST, why (every later call
+  // throws at once with it: a lost device does not come back).
+  const std::string& lost() const { return lost_; }
 
   // Pipeline cache: the file used ("" none), bytes read from it at start, saved at close.
   const std::string& pipeline_cache_path() const { return cache_path_; }
@@ -183,8 +209,15 @@ class Device {
   std::string cache_path_;
   uint64_t cache_loaded_ = 0;
   std::vector<std::unique_ptr<Pipeline>> pipelines_;
-  bool recording_ = false;
+  bool recording_ = false, in_flight_ = false;
   int n_dispatch_ = 0;
+  VkQueryPool ts_pool_ = VK_NULL_HANDLE;  // two timestamps per submission (none: the queue has no timestamps)
+  double ts_period_ns_ = 0;
+  uint64_t ts_mask_ = 0;
+  DeviceCounters counters_;
+  uint64_t serial_ = 0;
+  uint64_t lose_at_submit_ = 0;
+  mutable std::string lost_;
   uint64_t device_bytes_ = 0, device_peak_ = 0, budget_ = 0;
 };
 

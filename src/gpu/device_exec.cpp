@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "gpu/device.h"
@@ -124,6 +125,8 @@ void Device::copy_and_wait(VkQueue q, VkCommandBuffer cb, VkFence f, const Buffe
 void Device::upload(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
   if (recording_) submit();  // recorded work that precedes the upload runs first
   STRATA_CHECK(offset + bytes <= dst.bytes_, "Vulkan upload: {} bytes at {} past the end of a {}-byte buffer", bytes, offset, dst.bytes_);
+  const double t0 = clock_s();
+  ++serial_;
   const uint64_t half = staging_.bytes_ / 2;
   const auto* s = static_cast<const uint8_t*>(src);
   int slot = 0;
@@ -143,11 +146,15 @@ void Device::upload(const Buffer& dst, uint64_t offset, const void* src, uint64_
       check(vk_.vkResetFences(dev_, 1, &upload_fence_[i]), "vkResetFences");
       upload_busy_[i] = false;
     }
+  counters_.bytes_up += bytes;
+  counters_.transfer_s += clock_s() - t0;
 }
 
 void Device::download(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
   STRATA_CHECK(offset + bytes <= src.bytes_, "Vulkan download: {} bytes at {} past the end of a {}-byte buffer", bytes, offset, src.bytes_);
   if (recording_) submit();
+  wait();
+  const double t0 = clock_s();
   auto* d = static_cast<uint8_t*>(dst);
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t n = std::min(readback_.bytes_, bytes - done);
@@ -161,10 +168,13 @@ void Device::download(const Buffer& src, uint64_t offset, void* dst, uint64_t by
     std::memcpy(d + done, readback_.map_, n);
     done += n;
   }
+  counters_.bytes_down += bytes;
+  counters_.transfer_s += clock_s() - t0;
 }
 
 void Device::fill_zero(const Buffer& dst) {
   begin_compute();
+  ++serial_;
   vk_.vkCmdFillBuffer(compute_cb_, dst.buf_, 0, VK_WHOLE_SIZE, 0);
   full_barrier(vk_, compute_cb_);
   ++n_dispatch_;
@@ -227,10 +237,15 @@ const Pipeline& Device::pipeline(std::string_view name, std::span<const uint32_t
 
 void Device::begin_compute() {
   if (recording_) return;
+  wait();  // the command buffer and the descriptor pool of queued work are still in use
   check(vk_.vkResetDescriptorPool(dev_, desc_pool_, 0), "vkResetDescriptorPool");
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(vk_.vkBeginCommandBuffer(compute_cb_, &bi), "vkBeginCommandBuffer");
+  if (ts_pool_) {
+    vk_.vkCmdResetQueryPool(compute_cb_, ts_pool_, 0, 2);
+    vk_.vkCmdWriteTimestamp(compute_cb_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, ts_pool_, 0);
+  }
   full_barrier(vk_, compute_cb_);  // uploads of the transfer queue are complete (their fence was waited on)
   recording_ = true;
   n_dispatch_ = 0;
@@ -269,22 +284,36 @@ void Device::dispatch(const Pipeline& p, std::span<const BufRange> bufs, const v
   vk_.vkCmdBindPipeline(compute_cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipe);
   vk_.vkCmdBindDescriptorSets(compute_cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (p.push_bytes) vk_.vkCmdPushConstants(compute_cb_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  ++serial_;
   vk_.vkCmdDispatch(compute_cb_, gx, gy, gz);
   full_barrier(vk_, compute_cb_);
   ++n_dispatch_;
 }
 
-void Device::submit() {
+void Device::submit(bool wait_done) {
   if (!recording_) return;
   recording_ = false;
+  if (ts_pool_) vk_.vkCmdWriteTimestamp(compute_cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, ts_pool_, 1);
   check(vk_.vkEndCommandBuffer(compute_cb_), "vkEndCommandBuffer");
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &compute_cb_;
-  check(vk_.vkQueueSubmit(compute_q_, 1, &si, compute_fence_), "vkQueueSubmit (compute)");
+  ++counters_.submits;
+  n_dispatch_ = 0;
+  const bool lose = lose_at_submit_ != 0 && counters_.submits == lose_at_submit_;  // fault injection
+  check(lose ? VK_ERROR_DEVICE_LOST : vk_.vkQueueSubmit(compute_q_, 1, &si, compute_fence_), "vkQueueSubmit (compute)");
+  in_flight_ = true;
+  if (wait_done) wait();
+}
+
+void Device::wait() {
+  if (!in_flight_) return;
+  in_flight_ = false;
   check(vk_.vkWaitForFences(dev_, 1, &compute_fence_, VK_TRUE, kFenceTimeoutNs), "vkWaitForFences (compute)");
   check(vk_.vkResetFences(dev_, 1, &compute_fence_), "vkResetFences");
-  n_dispatch_ = 0;
+  uint64_t ts[2] = {0, 0};
+  if (ts_pool_ && vk_.vkGetQueryPoolResults(dev_, ts_pool_, 0, 2, sizeof ts, ts, sizeof ts[0], VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
+    counters_.gpu_s += static_cast<double>((ts[1] - ts[0]) & ts_mask_) * ts_period_ns_ * 1e-9;
 }
 
 }  // namespace strata::gpu

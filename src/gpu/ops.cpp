@@ -10,7 +10,8 @@
 namespace strata::gpu {
 
 namespace {
-constexpr GgmlType kMatvecTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,   GgmlType::Q8_0, GgmlType::Q4_K,
+constexpr GgmlType kMatvecTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                     GgmlType::Q8_0, GgmlType::Q4_K,
                                      GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
 constexpr uint32_t kMaxGroups = 65535;  // per grid dimension (the minimum every device offers)
 
@@ -21,6 +22,8 @@ std::array<uint32_t, 2> grid(uint64_t n) {
   return {gx, gy};
 }
 }  // namespace
+
+std::span<const GgmlType> matvec_types() { return kMatvecTypes; }
 
 bool matvec_supported(GgmlType t) { return std::find(std::begin(kMatvecTypes), std::end(kMatvecTypes), t) != std::end(kMatvecTypes); }
 
@@ -201,6 +204,53 @@ void Ops::add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows
   const BufRange bufs[2] = {{&x}, {&b}};
   const auto gr = grid(static_cast<uint64_t>((n + 63) / 64));
   dev_.dispatch(p, bufs, push, gr[0], gr[1]);
+}
+
+void Ops::act_quant(const Buffer& x, const Buffer& y, int64_t cols, int64_t rows, GgmlType act) {
+  uint32_t mode = 0, block = 1;
+  switch (act) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q8_1: mode = 0, block = 32; break;
+    case GgmlType::Q8_K: mode = 1, block = 256; break;
+    case GgmlType::F16: mode = 2; break;
+    case GgmlType::BF16: mode = 3; break;
+    default: fail("GPU act_quant: activations of type {}", ggml_type_name(act));
+  }
+  const int64_t n = cols * rows;
+  STRATA_CHECK(cols >= 1 && rows >= 1 && cols % block == 0 && n <= 0xFFFFFFFFll && x.bytes() >= static_cast<uint64_t>(n) * 4 &&
+                   y.bytes() >= static_cast<uint64_t>(n) * 4,
+               "GPU act_quant: {} rows of {} as {}", rows, cols, ggml_type_name(act));
+  const uint32_t spec[1] = {mode};
+  const Pipeline& p = get("act_quant", 2, 4, false, spec);
+  const uint32_t push[1] = {static_cast<uint32_t>(n)};
+  const BufRange b[2] = {{&x}, {&y}};
+  const auto gr = grid(static_cast<uint64_t>((n / block + 63) / 64));
+  dev_.dispatch(p, b, push, gr[0], gr[1]);
+}
+
+void Ops::strided_copy(const Buffer& x, const Buffer& y, int64_t width, int64_t stride, int64_t off, int64_t rows) {
+  const int64_t n = width * rows;
+  STRATA_CHECK(width >= 1 && rows >= 1 && off >= 0 && off + width <= stride && rows * stride <= 0xFFFFFFFFll &&
+                   x.bytes() >= static_cast<uint64_t>(rows * stride) * 4 && y.bytes() >= static_cast<uint64_t>(n) * 4,
+               "GPU strided_copy: {} rows of {} at {} in rows of {}", rows, width, off, stride);
+  const Pipeline& p = get("strided_copy", 2, 16, false);
+  const uint32_t push[4] = {static_cast<uint32_t>(n), static_cast<uint32_t>(width), static_cast<uint32_t>(stride), static_cast<uint32_t>(off)};
+  const BufRange b[2] = {{&x}, {&y}};
+  const auto gr = grid(static_cast<uint64_t>((n + 63) / 64));
+  dev_.dispatch(p, b, push, gr[0], gr[1]);
+}
+
+void Ops::mul_sigmoid(const Buffer& x, const Buffer& g, int64_t width, int64_t rows, int64_t stride, int64_t off, bool per_value) {
+  const int64_t n = width * rows;
+  STRATA_CHECK(width >= 1 && rows >= 1 && off >= 0 && off + (per_value ? width : 1) <= stride && rows * stride <= 0xFFFFFFFFll &&
+                   x.bytes() >= static_cast<uint64_t>(n) * 4 && g.bytes() >= static_cast<uint64_t>(rows * stride) * 4,
+               "GPU mul_sigmoid: {} rows of {}, gates at {} in rows of {}", rows, width, off, stride);
+  const Pipeline& p = get("mul_sigmoid", 2, 20, false);
+  const uint32_t push[5] = {static_cast<uint32_t>(n), static_cast<uint32_t>(width), static_cast<uint32_t>(stride), static_cast<uint32_t>(off),
+                            per_value ? 1u : 0u};
+  const BufRange b[2] = {{&x}, {&g}};
+  const auto gr = grid(static_cast<uint64_t>((n + 63) / 64));
+  dev_.dispatch(p, b, push, gr[0], gr[1]);
 }
 
 void Ops::kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok, GgmlType type) {

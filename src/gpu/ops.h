@@ -4,6 +4,7 @@
 // records dispatches into the device's command stream; Device::submit() (or a download) runs them.
 // Checked against the CPU kernels on lavapipe (tests/gpu): normalized error per type.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,7 @@ namespace strata::gpu {
 
 // Weight types matvec runs: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4.
 bool matvec_supported(GgmlType t);
+std::span<const GgmlType> matvec_types();  // every type matvec runs
 std::string matvec_supported_list();  // "f32, f16, ..." for errors
 
 // A weight matrix in device memory, its rows split into parts of at most Device::max_range()
@@ -69,6 +71,10 @@ class Ops {
   Device& device() { return dev_; }
   // y [n_tok, w.rows] = x [n_tok, w.cols] * W^T.
   void matvec(const DeviceMatrix& w, const Buffer& x, int64_t n_tok, const Buffer& y);
+  // y [rows, cols] = x rounded as the CPU quantizes activations of type `act` (the weight type's
+  // vec_dot_type: Q8_0, Q8_1, Q8_K, F16 or BF16; cols a multiple of its block), back in f32, so
+  // that a product over y is the CPU path's within rounding. F32: y = x.
+  void act_quant(const Buffer& x, const Buffer& y, int64_t cols, int64_t rows, GgmlType act);
   // y [rows, n] = rmsnorm(x [rows, n]) * w [n] (w may be null: no weight). y may be x.
   void rmsnorm(const Buffer& x, const Buffer* w, const Buffer& y, int64_t n, int64_t rows, float eps);
   // In place on x [n_tok, n_heads, head_dim]; cs [n_tok, n_dims]: rope_cache of each token's position.
@@ -81,6 +87,11 @@ class Ops {
   void add(const Buffer& x, const Buffer& y, int64_t n);
   // x [rows, width] += b [width] on every row.
   void add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows);
+  // y [rows, width] = columns off..off+width-1 of x [rows, stride].
+  void strided_copy(const Buffer& x, const Buffer& y, int64_t width, int64_t stride, int64_t off, int64_t rows);
+  // x [rows, width] *= sigmoid(g): per_value: g [rows, stride], value j of a row gated by g[row, off + j];
+  // else g [rows, stride], every value of a row gated by g[row, off].
+  void mul_sigmoid(const Buffer& x, const Buffer& g, int64_t width, int64_t rows, int64_t stride, int64_t off, bool per_value);
   // KV rows by position: cache row pos[t] = src [t, width] in the cache's type (F32; F16: width
   // even; Q8_0: width a multiple of 32, the cache exactly its rows); pos: n_tok uint32.
   void kv_store(const Buffer& src, const Buffer& pos, const Buffer& cache, int64_t width, int64_t n_tok, GgmlType type = GgmlType::F32);

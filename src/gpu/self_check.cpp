@@ -25,8 +25,6 @@ std::vector<float> randf(int64_t n, uint32_t seed) {
   return v;
 }
 
-constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q4_0,   GgmlType::Q8_0, GgmlType::Q4_K,
-                               GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
 }  // namespace
 
 double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
@@ -42,7 +40,7 @@ double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
 std::vector<CheckResult> self_check(Device& dev, int64_t rows, int64_t cols, int n_tok) {
   Ops ops(dev);
   std::vector<CheckResult> out;
-  for (GgmlType t : kTypes) {
+  for (GgmlType t : matvec_types()) {
     const int64_t blk = ggml_info(t).block_size;
     const int64_t c = std::max<int64_t>(blk, cols / 256 * 256);
     const uint64_t rb = ggml_row_size(t, static_cast<uint64_t>(c));

@@ -77,7 +77,12 @@ namespace strata::gpu {
   X(vkDestroyFence)                   \
   X(vkResetFences)                    \
   X(vkWaitForFences)                  \
-  X(vkQueueSubmit)
+  X(vkQueueSubmit)                    \
+  X(vkCreateQueryPool)                \
+  X(vkDestroyQueryPool)               \
+  X(vkCmdResetQueryPool)              \
+  X(vkCmdWriteTimestamp)              \
+  X(vkGetQueryPoolResults)
 
 struct VkApi {
 #define STRATA_VK_MEMBER(name) PFN_##name name = nullptr;

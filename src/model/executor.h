@@ -9,6 +9,7 @@
 // of the pre-norm loop from the hidden rows it leaves in State::x.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -17,6 +18,22 @@ struct FwdCtx;
 // The device-local memory an executor holds (its device's count of every allocation).
 struct DeviceMemory {
   uint64_t used = 0, peak = 0, budget = 0;  // budget 0: none
+};
+
+// Where the time of a device's passes went, per layer it runs (seconds, accumulated).
+struct DeviceLayerTimes {
+  double wall_s = 0;  // the layer on the host, start to end
+  double gpu_s = 0;   // the device's own time on the layer's work (its timestamps)
+  double cpu_s = 0;   // host compute inside the layer: routed experts, blocks the device does not run
+  double bus_s = 0;   // host time in copies between host and device
+};
+// What the executor's passes cost since the last reset_stats().
+struct DeviceStats {
+  uint64_t passes = 0, tokens = 0;
+  uint64_t bytes_up = 0, bytes_down = 0;  // over the bus during passes (weights at load not counted)
+  double run_s = 0, gpu_s = 0, cpu_s = 0, bus_s = 0;  // sums over the layers (run_s: the executor's wall time)
+  bool timestamps = false;                // gpu_s measured (the device's queue has timestamps)
+  std::vector<DeviceLayerTimes> layers;   // [n_layers()]
 };
 
 class LayerExecutor {
@@ -32,6 +49,11 @@ class LayerExecutor {
   // layer). Returns n_layers(): the CPU runs the layers after it. Throws strata::Error on failure;
   // the engine then resets the slots of the pass, as after any failed pass.
   virtual int run_layers(FwdCtx& c) = 0;
+  virtual DeviceStats stats() const { return {}; }
+  virtual void reset_stats() {}
+  // --prof: each layer's device work finishes before the next layer starts, so the device's time is
+  // attributed to its own layer (otherwise work is timed where the host next waits for it).
+  virtual void set_layer_sync(bool) {}
 };
 
 }  // namespace strata

@@ -125,6 +125,8 @@ void attention_mla(FwdCtx& c, int layer);  // check_batch_positions, mla_project
 void attention_mla_sparse(FwdCtx& c, int layer);  // DeepSeek-V3.2 (model/arch/deepseek32_attn.cpp)
 void attention_mla_kvb(FwdCtx& c, int layer);
 void delta_net(FwdCtx& c, int layer);  // Gated DeltaNet linear attention (model/delta_net.cpp)
+// st.out = layer's attention of st.xn (its kind's function above; model.cpp).
+void attention_block(FwdCtx& c, int layer);
 void ffn_dense(FwdCtx& c, int layer);
 void ffn_moe(FwdCtx& c, int layer);
 // The routed half of ffn_moe, for a device executor that computes the router's product and the

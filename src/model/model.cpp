@@ -212,6 +212,17 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   hidden_rows_ = b.n;  // st.x: the final hidden rows, before the output norm
 }
 
+void attention_block(FwdCtx& c, int l) {
+  switch (c.cfg.layers[l].attn) {
+    case AttnKind::Mla: attention_mla(c, l); break;
+    case AttnKind::MlaSparse: attention_mla_sparse(c, l); break;
+    case AttnKind::MlaKvB: attention_mla_kvb(c, l); break;
+    case AttnKind::Gqa: attention_gqa(c, l); break;
+    case AttnKind::DeltaNet: delta_net(c, l); break;
+    case AttnKind::SharedKv: fail("layer {}: shared-KV attention needs its architecture's own layer loop", l);
+  }
+}
+
 void Model::set_executor(std::unique_ptr<LayerExecutor> e) { exec_ = std::move(e); }
 
 void Model::run_layers(FwdCtx& c) {
@@ -240,14 +251,7 @@ void Model::run_layers(FwdCtx& c) {
     const LayerWeights& lw = w_.layers[l];
     for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, lw.attn_norm.data, st.xn.data() + static_cast<size_t>(i) * d, d, cfg_.rms_eps);
     c.trace("attn_norm", l, st.xn.data(), n, d);
-    switch (lc.attn) {
-      case AttnKind::Mla: attention_mla(c, l); break;
-      case AttnKind::MlaSparse: attention_mla_sparse(c, l); break;
-      case AttnKind::MlaKvB: attention_mla_kvb(c, l); break;
-      case AttnKind::Gqa: attention_gqa(c, l); break;
-      case AttnKind::DeltaNet: delta_net(c, l); break;
-      case AttnKind::SharedKv: fail("layer {}: shared-KV attention needs its architecture's own layer loop", l);
-    }
+    attention_block(c, l);
     c.trace("attn_out", l, st.out.data(), n, d);
     for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.x[x] += st.out[x];
     c.trace("ffn_inp", l, st.x.data(), n, d);

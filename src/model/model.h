@@ -188,6 +188,7 @@ class Model {
   // The device that runs the layers (model/executor.h); null: the CPU (the default).
   void set_executor(std::unique_ptr<LayerExecutor> e);
   const LayerExecutor* executor() const { return exec_.get(); }
+  LayerExecutor* executor() { return exec_.get(); }
 
  private:
   void run_layers(struct FwdCtx& c);

@@ -1,6 +1,7 @@
 #include "model/vram_plan.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -11,18 +12,11 @@ namespace strata {
 
 namespace {
 
-// The architectures whose forward pass is Model's pre-norm loop over layers the Vulkan executor
-// runs, each checked on its golden sets through it (tests/gpu/test_vulkan_dense.cpp, test_vulkan_moe.cpp).
-constexpr const char* kArchs[] = {"llama", "qwen3", "qwen3moe", "glm4moe", "minimax-m2", "gpt-oss"};
-
+// An architecture with its own layer loop (ArchDef::run_layers: DeepSeek-V4's hyper-connections)
+// cannot hand its layers to the executor.
 bool arch_runs(const std::string& a) {
-  return std::find_if(std::begin(kArchs), std::end(kArchs), [&](const char* n) { return a == n; }) != std::end(kArchs);
-}
-
-std::string arch_list() {
-  std::string s;
-  for (const char* a : kArchs) s += std::string(s.empty() ? "" : ", ") + a;
-  return s;
+  const ArchDef* def = find_arch(a);
+  return def && !def->run_layers;
 }
 
 bool same_rope(const RopeConfig& a, const RopeConfig& b) {
@@ -31,24 +25,37 @@ bool same_rope(const RopeConfig& a, const RopeConfig& b) {
          a.n_ctx_orig == b.n_ctx_orig;
 }
 
-// What the executor does not run in layer l's attention ("" when it runs it).
-std::string unsupported_attention(const ModelConfig& cfg, const ModelWeights& w, int l) {
+// "iq1_s weights" for the first present matrix whose type the device's products do not run ("" none).
+std::string unsupported_type(std::initializer_list<const QMatrix*> ms) {
+  for (const QMatrix* m : ms)
+    if (m->data && !gpu::matvec_supported(m->type)) return fmt::format("{} weights", ggml_type_name(m->type));
+  return "";
+}
+
+// What the executor does not run in layer l's attention ("" when it runs it). rope0: the first
+// layer whose attention the device runs (one rotation table serves every such layer).
+std::string unsupported_attention(const ModelConfig& cfg, const ModelWeights& w, int l, int rope0) {
   const LayerConfig& lc = cfg.layers[l];
   const LayerWeights& lw = w.layers[l];
-  if (lc.attn != AttnKind::Gqa) return "attention other than GQA";
-  if (lc.out_gate) return "a gated attention output";
+  if (lc.attn != AttnKind::Gqa) return lc.attn == AttnKind::DeltaNet ? "Gated DeltaNet attention" : "MLA attention";
+  if (std::string t = unsupported_type({&lw.wq, &lw.wk, &lw.wv, &lw.wo}); !t.empty()) return t;
+  if (lc.out_gate && lc.head_dim_k != lc.head_dim_v) return "a gated attention output with value heads unlike the query heads";
   if (lc.sinks && lw.sinks.empty()) return "attention sinks without their tensor";
   if (lc.n_head_kv < 1 || lc.n_head % lc.n_head_kv) return "a head count that is not a multiple of the KV heads";
   if (lc.rope.n_dims <= 0 || lc.rope.n_dims > lc.head_dim_k || lc.rope.n_dims % 2) return "a rotary width outside the head";
-  if (!same_rope(lc.rope, cfg.layers[0].rope)) return "a rotary configuration that differs from layer 0's";
+  if (rope0 >= 0 && !same_rope(lc.rope, cfg.layers[rope0].rope)) return fmt::format("a rotary configuration that differs from layer {}'s", rope0);
   return "";
 }
 
 // The same for its FFN. Routed experts run on the CPU (any gating, activation or bias there);
 // the device runs the router's product and the shared experts.
 std::string unsupported_ffn(const LayerConfig& lc, const LayerWeights& lw) {
-  if (lc.ffn == FfnKind::Dense) return lc.act != GluAct::Silu ? "a dense FFN with a GLU activation other than SiLU" : "";
-  if (lc.shexp_gate || !lw.shexp_gate_inp.empty()) return "a sigmoid-gated shared expert";
+  if (lc.ffn == FfnKind::Dense) {
+    if (lc.act != GluAct::Silu) return "a dense FFN with a GLU activation other than SiLU";
+    return unsupported_type({&lw.ffn_gate, &lw.ffn_up, &lw.ffn_down});
+  }
+  if (std::string t = unsupported_type({&lw.router, &lw.shexp_gate, &lw.shexp_up, &lw.shexp_down, &lw.shexp_gate_inp}); !t.empty()) return t;
+  if (lc.shexp_gate && (lw.shexp_gate_inp.rows != 1 || lw.shexp_gate.empty())) return "a sigmoid-gated shared expert without one gate per token";
   if (!lw.shexp_gate.empty() && lc.act != GluAct::Silu) return "a shared expert with a GLU activation other than SiLU";
   return "";
 }
@@ -64,50 +71,96 @@ uint64_t default_vram_budget(uint64_t device_local_bytes) {
 
 uint64_t VulkanScratch::bytes(uint64_t align) const {
   uint64_t b = 0;
-  for (int64_t n : {x, xn, q, k, v, attn, out, shared, gate, up, logits, pos, cells, bases, rope, scores})
+  for (int64_t n : {x, xn, xq, q, qg, k, v, attn, out, shared, gate, up, logits, pos, cells, bases, rope, scores})
     b += strata::up(static_cast<uint64_t>(std::max<int64_t>(n, 1)) * 4, align);
   return b;
 }
 
-VulkanScratch vulkan_scratch(const ModelConfig& cfg, int n_batch, int n_ctx) {
-  int64_t dq = 0, dk = 0, dv = 0, da = 0, ff = 1, ne = 1, heads = 1;
-  for (const LayerConfig& lc : cfg.layers) {
+VulkanScratch vulkan_scratch(const ModelConfig& cfg, const ModelWeights& w, int n_batch, int n_ctx) {
+  int64_t dq = 0, qg = 1, dk = 0, dv = 0, da = 0, ff = 1, ne = 1, heads = 1;
+  const std::vector<VulkanBlocks> blocks = vulkan_blocks(cfg, w);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    ne = std::max<int64_t>(ne, lc.n_expert);
+    if (blocks[l].ffn) ff = std::max<int64_t>(ff, lc.ffn == FfnKind::Dense ? lc.n_ff : lc.n_ff_shexp);
+    if (!blocks[l].attn) continue;
     dq = std::max<int64_t>(dq, int64_t{lc.n_head} * lc.head_dim_k);
+    if (lc.out_gate) qg = std::max<int64_t>(qg, 2 * int64_t{lc.n_head} * lc.head_dim_k);
     dk = std::max<int64_t>(dk, int64_t{lc.n_head_kv} * lc.head_dim_k);
     dv = std::max<int64_t>(dv, int64_t{lc.n_head_kv} * lc.head_dim_v);
     da = std::max<int64_t>(da, int64_t{lc.n_head} * lc.head_dim_v);
-    ff = std::max<int64_t>(ff, lc.ffn == FfnKind::Dense ? lc.n_ff : lc.n_ff_shexp);
-    ne = std::max<int64_t>(ne, lc.n_expert);
     heads = std::max<int64_t>(heads, lc.n_head);
   }
   const int64_t n = std::max(n_batch, 1), d = cfg.n_embd;
   VulkanScratch s;
   s.x = s.xn = s.out = s.shared = n * d;
   s.q = n * dq;
+  s.qg = n * qg;
   s.k = n * dk;
   s.v = n * dv;
   s.attn = n * da;
   s.gate = s.up = n * ff;
+  s.xq = std::max({s.x, s.attn, s.gate});  // any product's input, rounded as the CPU's activations
   s.logits = n * ne;
   s.pos = s.cells = s.bases = n;
-  s.rope = n * (cfg.layers.empty() ? 2 : cfg.layers[0].rope.n_dims);
+  const int rope0 = vulkan_rope_layer(blocks);
+  s.rope = n * (rope0 < 0 ? 2 : cfg.layers[rope0].rope.n_dims);
   s.scores = static_cast<int64_t>(gpu::attention_scratch_floats(n, static_cast<int>(heads), std::max(n_ctx, 1)));
   return s;
 }
 
-std::string vulkan_unsupported(const ModelConfig& cfg, const ModelWeights& w, GgmlType type_k, GgmlType type_v) {
-  if (!arch_runs(cfg.arch)) return fmt::format("the Vulkan executor runs the GQA architectures {} so far, not {} (issue 35)", arch_list(), cfg.arch);
-  if (cfg.n_hc != 0) return fmt::format("{} uses hyper-connections, which the Vulkan executor does not run", cfg.arch);
+std::vector<VulkanBlocks> vulkan_blocks(const ModelConfig& cfg, const ModelWeights& w) {
+  std::vector<VulkanBlocks> v(static_cast<size_t>(cfg.n_layer));
+  int rope0 = -1;
   for (int l = 0; l < cfg.n_layer; ++l) {
-    std::string why = unsupported_attention(cfg, w, l);
-    if (why.empty()) why = unsupported_ffn(cfg.layers[l], w.layers[l]);
-    if (!why.empty()) return fmt::format("layer {} of this {} file uses {}, which the Vulkan executor does not run yet", l, cfg.arch, why);
+    v[l].attn_why = unsupported_attention(cfg, w, l, rope0);
+    v[l].attn = v[l].attn_why.empty();
+    if (v[l].attn && rope0 < 0) rope0 = l;
+    v[l].ffn_why = unsupported_ffn(cfg.layers[l], w.layers[l]);
+    v[l].ffn = v[l].ffn_why.empty();
   }
+  return v;
+}
+
+int vulkan_rope_layer(const std::vector<VulkanBlocks>& blocks) {
+  for (size_t l = 0; l < blocks.size(); ++l)
+    if (blocks[l].attn) return static_cast<int>(l);
+  return -1;
+}
+
+std::string vulkan_cpu_blocks(const std::vector<VulkanBlocks>& blocks, int n_layers) {
+  // Runs of consecutive layers with the same reason: "attention of layers 0-23 (MLA attention)".
+  std::string s;
+  auto list = [&](const char* what, auto on_dev, auto why) {
+    for (int l = 0; l < n_layers;) {
+      if (on_dev(l)) {
+        ++l;
+        continue;
+      }
+      int e = l;
+      while (e + 1 < n_layers && !on_dev(e + 1) && why(e + 1) == why(l)) ++e;
+      s += fmt::format("{}{} of layer{} {} ({})", s.empty() ? "" : ", ", what, e > l ? "s" : "", e > l ? fmt::format("{}-{}", l, e) : std::to_string(l),
+                       why(l));
+      l = e + 1;
+    }
+  };
+  list("attention", [&](int l) { return blocks[l].attn; }, [&](int l) { return blocks[l].attn_why; });
+  list("FFN", [&](int l) { return blocks[l].ffn; }, [&](int l) { return blocks[l].ffn_why; });
+  return s;
+}
+
+std::string vulkan_unsupported(const ModelConfig& cfg, const ModelWeights& w, GgmlType type_k, GgmlType type_v) {
+  if (cfg.n_hc != 0) return fmt::format("{} uses hyper-connections, which the Vulkan executor does not run", cfg.arch);
+  if (!arch_runs(cfg.arch)) return fmt::format("{} has its own layer loop, which the Vulkan executor does not run", cfg.arch);
+  const std::vector<VulkanBlocks> blocks = vulkan_blocks(cfg, w);
+  if (std::none_of(blocks.begin(), blocks.end(), [](const VulkanBlocks& b) { return b.attn || b.ffn; }))
+    return fmt::format("the Vulkan executor runs no block of this {} file: {}", cfg.arch, vulkan_cpu_blocks(blocks, cfg.n_layer));
   for (const auto& [t, opt] : {std::pair{type_k, "--cache-type-k"}, std::pair{type_v, "--cache-type-v"}})
     if (!gpu::kv_cache_supported(t)) return fmt::format("{} {}: the Vulkan executor keeps its KV cache in f32, f16 or q8_0", opt, ggml_type_name(t));
   auto fits = [](GgmlType t, int width) { return t == GgmlType::Q8_0 ? width % 32 == 0 : t == GgmlType::F16 ? width % 2 == 0 : true; };
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerConfig& lc = cfg.layers[l];
+    if (!blocks[l].attn) continue;
     if (!fits(type_k, lc.n_head_kv * lc.head_dim_k) || !fits(type_v, lc.n_head_kv * lc.head_dim_v))
       return fmt::format("layer {} has KV rows of {}/{} values, which a {}/{} KV cache on the device does not hold in whole blocks (use "
                          "--cache-type-k/v f32)",
@@ -131,16 +184,19 @@ VramPlan plan_vram(const ModelConfig& cfg, const ModelWeights& w, const VramShap
   p.n_layer = cfg.n_layer;
   const uint64_t a = kVramPlanAlign;
   const uint64_t rows = static_cast<uint64_t>(s.n_ctx) * static_cast<uint64_t>(s.n_seq);
+  const std::vector<VulkanBlocks> blocks = vulkan_blocks(cfg, w);
+  p.cpu_blocks = vulkan_cpu_blocks(blocks, cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; ++l) {
     const LayerConfig& lc = cfg.layers[l];
     uint64_t wb = 0;
-    for (const LayerTensor& t : layer_tensors(lc, w.layers[l], l))
+    for (const LayerTensor& t : layer_tensors(lc, w.layers[l], l, blocks[l]))
       wb += t.mat ? gpu::matrix_device_bytes(t.mat->type, t.mat->rows, t.mat->cols, s.max_range, a) : up(static_cast<uint64_t>(t.vec->n) * 4, a);
     p.layer_weights.push_back(wb);
-    p.layer_kv.push_back(up(rows * gpu::kv_row_bytes(s.type_k, int64_t{lc.n_head_kv} * lc.head_dim_k), a) +
-                         up(rows * gpu::kv_row_bytes(s.type_v, int64_t{lc.n_head_kv} * lc.head_dim_v), a));
+    p.layer_kv.push_back(blocks[l].attn ? up(rows * gpu::kv_row_bytes(s.type_k, int64_t{lc.n_head_kv} * lc.head_dim_k), a) +
+                                              up(rows * gpu::kv_row_bytes(s.type_v, int64_t{lc.n_head_kv} * lc.head_dim_v), a)
+                                        : 0);
   }
-  const uint64_t scratch = vulkan_scratch(cfg, s.n_batch, s.n_ctx).bytes(a);
+  const uint64_t scratch = vulkan_scratch(cfg, w, s.n_batch, s.n_ctx).bytes(a);
   uint64_t used = scratch;
   for (int l = 0; l < cfg.n_layer; ++l) {
     const uint64_t need = p.layer_weights[l] + p.layer_kv[l];
@@ -169,6 +225,7 @@ std::string VramPlan::describe() const {
                               ggml_type_name(type_k), ggml_type_name(type_v), format_bytes(scratch), format_bytes(total()),
                               budget ? format_bytes(budget) : "none");
   if (!note.empty()) s += "; " + note;
+  if (!cpu_blocks.empty()) s += "; on the CPU: " + cpu_blocks;
   return s;
 }
 

@@ -34,11 +34,25 @@ struct VramShape {
 // The executor's scratch buffers, in 4-byte elements, for passes of n_batch tokens over n_ctx
 // positions (the attention scores in dispatches that fit gpu::kAttnScratchBytes).
 struct VulkanScratch {
-  int64_t x = 0, xn = 0, q = 0, k = 0, v = 0, attn = 0, out = 0, shared = 0, gate = 0, up = 0, logits = 0;
+  int64_t x = 0, xn = 0, xq = 0, q = 0, qg = 0, k = 0, v = 0, attn = 0, out = 0, shared = 0, gate = 0, up = 0, logits = 0;
   int64_t pos = 0, cells = 0, bases = 0, rope = 0, scores = 0;
   uint64_t bytes(uint64_t align) const;
 };
-VulkanScratch vulkan_scratch(const ModelConfig& cfg, int n_batch, int n_ctx);
+VulkanScratch vulkan_scratch(const ModelConfig& cfg, const ModelWeights& w, int n_batch, int n_ctx);
+
+// Which blocks of a layer the device runs. The others run on the CPU with the CPU path's code
+// (the hidden rows come down to the host and go back up): attention kinds the device has no
+// kernels for (MLA, Gated DeltaNet, a gated output), FFNs it does not run (a sigmoid-gated
+// shared expert, a GLU activation other than SiLU). Their reasons name what is missing.
+struct VulkanBlocks {
+  bool attn = false, ffn = false;
+  std::string attn_why, ffn_why;
+};
+std::vector<VulkanBlocks> vulkan_blocks(const ModelConfig& cfg, const ModelWeights& w);
+// The first layer whose attention the device runs (its rotation table serves all of them); -1: none.
+int vulkan_rope_layer(const std::vector<VulkanBlocks>& blocks);
+// "attention of layers 0-23 (MLA attention), FFN of layer 3 (...)" ("" when the device runs every block).
+std::string vulkan_cpu_blocks(const std::vector<VulkanBlocks>& blocks, int n_layers);
 
 struct VramPlan {
   bool planned = false;
@@ -49,13 +63,14 @@ struct VramPlan {
   int n_layer = 0, gpu_layers = 0;            // layers 0..gpu_layers-1 on the device, the rest on the CPU
   std::vector<uint64_t> layer_weights, layer_kv;  // [n_layer] what each layer takes on the device
   std::string note;  // why some (or all) layers stay on the CPU; "" when all are placed
+  std::string cpu_blocks;  // vulkan_cpu_blocks: blocks of the placed layers the CPU runs ("" none)
   uint64_t held = 0;  // device-local bytes the executor held once built (the device's count; it allocates nothing later)
   uint64_t total() const { return weights + kv + scratch; }
   std::string describe() const;  // one line: "vram plan: 12 of 24 layers on the device ..."
 };
 
-// What the Vulkan executor does not run in this model ("" when it runs every layer): the
-// architecture, a layer's attention or FFN kind, a KV cache type or shape.
+// Why the Vulkan executor cannot run this model ("" when it can): an architecture with its own
+// layer loop, no block the device runs, a KV cache type or shape.
 std::string vulkan_unsupported(const ModelConfig& cfg, const ModelWeights& w, GgmlType type_k, GgmlType type_v);
 
 // The placement of `cfg`'s layers under s.budget. Throws strata::Error for a KV type the device

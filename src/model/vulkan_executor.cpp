@@ -5,9 +5,11 @@
 #include <initializer_list>
 #include <tuple>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "gpu/ops.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 #include "model/forward.h"
@@ -22,44 +24,85 @@ class VulkanExecutor final : public LayerExecutor {
  public:
   VulkanExecutor(std::unique_ptr<gpu::Device> dev, const Model& m, const VramShape& shape, const VramPlan& plan)
       : dev_(std::move(dev)), ops_(*dev_), n_ctx_(shape.n_ctx), n_seq_(shape.n_seq), n_batch_(shape.n_batch), type_k_(shape.type_k),
-        type_v_(shape.type_v), n_gpu_(plan.gpu_layers) {
+        type_v_(shape.type_v), n_gpu_(plan.gpu_layers), blocks_(vulkan_blocks(m.config(), m.weights())), rope0_(vulkan_rope_layer(blocks_)) {
     dev_->set_budget(plan.budget);  // the device refuses any allocation past it
-    const VulkanScratch sc = vulkan_scratch(m.config(), n_batch_, n_ctx_);
+    const VulkanScratch sc = vulkan_scratch(m.config(), m.weights(), n_batch_, n_ctx_);
     using Alloc = std::tuple<gpu::Buffer*, int64_t, const char*>;
-    for (auto [buf, n, what] : std::initializer_list<Alloc>{{&x_, sc.x, "x"}, {&xn_, sc.xn, "xn"}, {&q_, sc.q, "q"}, {&k_, sc.k, "k"}, {&v_, sc.v, "v"},
+    for (auto [buf, n, what] : std::initializer_list<Alloc>{{&x_, sc.x, "x"}, {&xn_, sc.xn, "xn"}, {&xq_, sc.xq, "quantized activations"}, {&q_, sc.q, "q"}, {&qg_, sc.qg, "gated q"}, {&k_, sc.k, "k"}, {&v_, sc.v, "v"},
                                 {&attn_, sc.attn, "attn"}, {&out_, sc.out, "out"}, {&sh_, sc.shared, "shared expert out"},
                                 {&g_, sc.gate, "ffn gate"}, {&u_, sc.up, "ffn up"}, {&logits_, sc.logits, "router logits"},
                                 {&pos_b_, sc.pos, "positions"}, {&cell_b_, sc.cells, "kv cells"}, {&base_b_, sc.bases, "sequence bases"},
                                 {&cs_b_, sc.rope, "rope cache"}, {&scores_, sc.scores, "attention scores"}})
       *buf = dev_->alloc(static_cast<uint64_t>(std::max<int64_t>(n, 1)) * 4, std::string("vulkan executor ") + what);
     for (int l = 0; l < n_gpu_; ++l) layers_.push_back(upload_layer(m.config(), m.weights(), l));
+    reset_stats();
   }
 
   std::string name() const override { return "vulkan: " + dev_->info().name; }
 
   int n_layers() const override { return n_gpu_; }
   DeviceMemory device_memory() const override { return {dev_->device_bytes(), dev_->device_peak(), dev_->budget()}; }
+  DeviceStats stats() const override { return stats_; }
+  void reset_stats() override {
+    stats_ = {};
+    stats_.timestamps = dev_->has_timestamps();
+    stats_.layers.assign(static_cast<size_t>(n_gpu_), {});
+  }
+  void set_layer_sync(bool on) override { layer_sync_ = on; }
 
   int run_layers(FwdCtx& c) override {
     const ModelConfig& cfg = c.cfg;
     const int n = c.b.n, d = cfg.n_embd;
+    const double t_run = clock_s();
+    const gpu::DeviceCounters k0 = dev_->counters();
     begin_pass(c);
     for (int l = 0; l < n_gpu_; ++l) {
-      attention(c, l);
-      ops_.rmsnorm(x_, &layers_[l].ffn_norm, xn_, d, n, cfg.rms_eps);
-      if (cfg.layers[l].ffn == FfnKind::Moe) moe(c, l);
-      else glu(layers_[l], xn_, n, out_);
-      ops_.add(x_, out_, int64_t{n} * d);
+      const Mark m = mark();
+      if (blocks_[l].attn) attention(c, l);
+      else cpu_block(c, l, true);
+      if (blocks_[l].ffn) {
+        to_device(c);
+        ops_.rmsnorm(x_, &layers_[l].ffn_norm, xn_, d, n, cfg.rms_eps);
+        if (cfg.layers[l].ffn == FfnKind::Moe) moe(c, l);
+        else glu(layers_[l], xn_, n, out_);
+        ops_.add(x_, out_, int64_t{n} * d);
+      } else {
+        cpu_block(c, l, false);
+      }
+      if (layer_sync_) dev_->submit();
+      end_layer(c, l, m);
     }
-    dev_->download(x_, 0, c.st.x.data(), static_cast<uint64_t>(n) * d * 4);
+    to_host(c);  // the rows the CPU continues from (the output head, or the layers after n_gpu_)
+    const gpu::DeviceCounters& k1 = dev_->counters();
+    stats_.passes++;
+    stats_.tokens += static_cast<uint64_t>(n);
+    stats_.bytes_up += k1.bytes_up - k0.bytes_up;
+    stats_.bytes_down += k1.bytes_down - k0.bytes_down;
+    stats_.gpu_s += k1.gpu_s - k0.gpu_s;
+    stats_.bus_s += k1.transfer_s - k0.transfer_s;
+    stats_.run_s += clock_s() - t_run;
     return n_gpu_;
   }
 
  private:
+  // Per-layer accounting: what the clocks and the device's counters said when the layer began.
+  struct Mark {
+    double t = 0, gpu = 0, bus = 0;
+  };
+  Mark mark() const { return {clock_s(), dev_->counters().gpu_s, dev_->counters().transfer_s}; }
+  void end_layer(FwdCtx& c, int l, const Mark& m) {
+    DeviceLayerTimes& t = stats_.layers[l];
+    const double wall = clock_s() - m.t;
+    t.wall_s += wall;
+    t.gpu_s += dev_->counters().gpu_s - m.gpu;
+    t.bus_s += dev_->counters().transfer_s - m.bus;
+    if (c.layer_s) (*c.layer_s)[l] += wall;
+  }
+
   GpuLayer upload_layer(const ModelConfig& cfg, const ModelWeights& w, int l) {
     const LayerConfig& lc = cfg.layers[l];
     GpuLayer g;
-    for (const LayerTensor& t : layer_tensors(lc, w.layers[l], l)) {
+    for (const LayerTensor& t : layer_tensors(lc, w.layers[l], l, blocks_[l])) {
       if (t.mat) {
         g.*t.dm = gpu::upload_matrix(*dev_, *t.mat, t.name);
       } else {
@@ -67,6 +110,7 @@ class VulkanExecutor final : public LayerExecutor {
         g.*t.buf = gpu::upload_f32(*dev_, t.vec->data, t.vec->n, t.name);
       }
     }
+    if (!blocks_[l].attn) return g;  // the CPU's KV cache holds this layer's rows
     const std::string b = "blk." + std::to_string(l) + ".";
     const uint64_t rows = static_cast<uint64_t>(n_ctx_) * n_seq_;
     g.k_cache = dev_->alloc(rows * gpu::kv_row_bytes(type_k_, int64_t{lc.n_head_kv} * lc.head_dim_k), b + "k cache");
@@ -74,8 +118,59 @@ class VulkanExecutor final : public LayerExecutor {
     return g;
   }
 
+  // y = W x for n rows of x, x first rounded as the CPU path quantizes activations for W's type
+  // (kernels: its vec_dot_type), so the device's products are the CPU's within rounding: routers'
+  // near-ties then fall the same way. A rounded copy is reused while nothing was written since
+  // (the q, k and v products of one input).
+  void mv(const gpu::DeviceMatrix& w, const gpu::Buffer& x, int n, const gpu::Buffer& y) {
+    const GgmlType act = matmul_act_type(w.type);
+    if (act == GgmlType::F32) {
+      ops_.matvec(w, x, n, y);
+      return;
+    }
+    if (xq_src_ != &x || xq_act_ != act || xq_cols_ != w.cols || xq_serial_ != dev_->serial()) {
+      ops_.act_quant(x, xq_, w.cols, n, act);
+      xq_src_ = &x, xq_act_ = act, xq_cols_ = w.cols;
+    }
+    ops_.matvec(w, xq_, n, y);
+    xq_serial_ = dev_->serial();
+  }
+
+  // The hidden rows live on one side at a time: the host's st.x (after the embeddings and a CPU
+  // block) or the device's x_ (after a device block); they cross the bus only when the other side
+  // needs them.
+  void to_device(FwdCtx& c) {
+    if (!x_on_host_) return;
+    dev_->upload(x_, 0, c.st.x.data(), static_cast<uint64_t>(c.b.n) * c.cfg.n_embd * 4);
+    x_on_host_ = false;
+  }
+  void to_host(FwdCtx& c) {
+    if (x_on_host_) return;
+    dev_->download(x_, 0, c.st.x.data(), static_cast<uint64_t>(c.b.n) * c.cfg.n_embd * 4);
+    x_on_host_ = true;
+  }
+
+  // A block the device does not run, on the CPU with the CPU path's code: x += attention or FFN
+  // of rmsnorm(x), on the host's rows.
+  void cpu_block(FwdCtx& c, int l, bool attn) {
+    to_host(c);
+    const double t0 = clock_s();
+    Model::State& st = c.st;
+    const int n = c.b.n, d = c.cfg.n_embd;
+    const LayerWeights& lw = c.w.layers[l];
+    const float* norm = attn ? lw.attn_norm.data : lw.ffn_norm.data;
+    for (int i = 0; i < n; ++i) rmsnorm(st.x.data() + static_cast<size_t>(i) * d, norm, st.xn.data() + static_cast<size_t>(i) * d, d, c.cfg.rms_eps);
+    if (attn) attention_block(c, l);
+    else if (c.cfg.layers[l].ffn == FfnKind::Moe) ffn_moe(c, l);
+    else ffn_dense(c, l);
+    for (size_t x = 0; x < static_cast<size_t>(n) * d; ++x) st.x[x] += st.out[x];
+    const double cpu = clock_s() - t0;
+    stats_.layers[l].cpu_s += cpu;
+    stats_.cpu_s += cpu;
+  }
+
   // Positions, KV cells (row seq * n_ctx + pos) and sequence bases, scratch for n tokens, the
-  // rotation table; the embeddings go up to x_.
+  // rotation table; the embeddings in st.x (they go up with the first device block).
   void begin_pass(FwdCtx& c) {
     const ModelConfig& cfg = c.cfg;
     const Batch& b = c.b;
@@ -97,29 +192,36 @@ class VulkanExecutor final : public LayerExecutor {
     n_keys_ = static_cast<int>(max_pos) + 1;
     // Embeddings on the host (rows of the token table), as the CPU path computes them.
     for (int i = 0; i < n; ++i) dequantize_row(c.w.tok_embd.type, c.w.tok_embd.row(b.tokens[i]), c.st.x.data() + static_cast<size_t>(i) * d, d);
-    const int nd = cfg.layers[0].rope.n_dims;
-    // Rotation angles on the host (rope_cache: YaRN, rope_freqs), one table for every layer.
-    RopeParams rp = rope_params(cfg.layers[0].rope);
-    if (!c.w.rope_freqs.empty()) rp.freq_factors = c.w.rope_freqs.data;
-    cs_.resize(static_cast<size_t>(n) * nd);
-    for (int i = 0; i < n; ++i) rope_cache(rp, static_cast<float>(b.pos[i]), cs_.data() + static_cast<size_t>(i) * nd);
-    dev_->upload(x_, 0, c.st.x.data(), static_cast<uint64_t>(n) * d * 4);
+    x_on_host_ = true;
     dev_->upload(pos_b_, 0, pos_.data(), static_cast<uint64_t>(n) * 4);
     dev_->upload(cell_b_, 0, pos_.data() + n, static_cast<uint64_t>(n) * 4);
     dev_->upload(base_b_, 0, pos_.data() + 2 * n, static_cast<uint64_t>(n) * 4);
+    if (rope0_ < 0) return;
+    // Rotation angles on the host (rope_cache: YaRN, rope_freqs), one table for every layer.
+    const int nd = cfg.layers[rope0_].rope.n_dims;
+    RopeParams rp = rope_params(cfg.layers[rope0_].rope);
+    if (!c.w.rope_freqs.empty()) rp.freq_factors = c.w.rope_freqs.data;
+    cs_.resize(static_cast<size_t>(n) * nd);
+    for (int i = 0; i < n; ++i) rope_cache(rp, static_cast<float>(b.pos[i]), cs_.data() + static_cast<size_t>(i) * nd);
     dev_->upload(cs_b_, 0, cs_.data(), cs_.size() * 4);
   }
 
   // x_ += attention(rmsnorm(x_)) of layer l.
   void attention(FwdCtx& c, int l) {
+    to_device(c);
     const LayerConfig& lc = c.cfg.layers[l];
     const GpuLayer& g = layers_[l];
     const int n = c.b.n, d = c.cfg.n_embd;
     const float eps = c.cfg.rms_eps;
     ops_.rmsnorm(x_, &g.attn_norm, xn_, d, n, eps);
-    ops_.matvec(g.wq, xn_, n, q_);
-    ops_.matvec(g.wk, xn_, n, k_);
-    ops_.matvec(g.wv, xn_, n, v_);
+    if (lc.out_gate) {  // [n, n_head, (query | gate)]: the queries out, the gates stay in qg_
+      mv(g.wq, xn_, n, qg_);
+      ops_.strided_copy(qg_, q_, lc.head_dim_k, 2 * int64_t{lc.head_dim_k}, 0, int64_t{n} * lc.n_head);
+    } else {
+      mv(g.wq, xn_, n, q_);
+    }
+    mv(g.wk, xn_, n, k_);
+    mv(g.wv, xn_, n, v_);
     const int64_t dq = int64_t{lc.n_head} * lc.head_dim_k, dk = int64_t{lc.n_head_kv} * lc.head_dim_k;
     if (g.bq) ops_.add_bias(q_, g.bq, dq, n);
     if (g.bk) ops_.add_bias(k_, g.bk, dk, n);
@@ -139,34 +241,47 @@ class VulkanExecutor final : public LayerExecutor {
     const gpu::AttnShape a{lc.n_head, lc.n_head_kv, lc.head_dim_k, lc.head_dim_v, n_keys_, lc.sliding_window, lc.kq_scale, n_ctx_ * n_seq_,
                            type_k_, type_v_};
     ops_.attention(q_, g.k_cache, g.v_cache, pos_b_, g.sinks ? &g.sinks : nullptr, attn_, scores_, a, n, &base_b_);
-    ops_.matvec(g.wo, attn_, n, out_);
+    if (lc.out_gate) ops_.mul_sigmoid(attn_, qg_, lc.head_dim_v, int64_t{n} * lc.n_head, 2 * int64_t{lc.head_dim_k}, lc.head_dim_k, true);
+    mv(g.wo, attn_, n, out_);
     if (g.bo) ops_.add_bias(out_, g.bo, d, n);
     ops_.add(x_, out_, int64_t{n} * d);
   }
 
   // y [n, n_embd] = down(silu(gate(x)) * up(x)): the dense FFN or a shared expert.
   void glu(const GpuLayer& g, const gpu::Buffer& x, int n, const gpu::Buffer& y) {
-    ops_.matvec(g.gate, x, n, g_);
-    ops_.matvec(g.up, x, n, u_);
+    mv(g.gate, x, n, g_);
+    mv(g.up, x, n, u_);
     ops_.swiglu(g_, u_, g_, n * g.gate.rows);
-    ops_.matvec(g.down, g_, n, y);
+    mv(g.down, g_, n, y);
   }
 
-  // out_ = routed experts + shared experts of MoE layer l on xn_. The router's product and the
-  // shared experts run here; the normalized rows and the router's product cross to the host, where
-  // the expert tier computes the routed experts (streaming them under --ram-budget); their sum
-  // comes back. The CPU path's order: routed sum, plus shared, then the residual add.
+  // out_ = routed experts + shared experts of MoE layer l on xn_. The router's product runs here;
+  // the normalized rows and the router's product cross to the host, where the expert tier computes
+  // the routed experts (streaming them under --ram-budget) while the device computes the shared
+  // experts (submitted without waiting); the routed sum comes back. The CPU path's order: routed
+  // sum, plus shared, then the residual add.
   void moe(FwdCtx& c, int l) {
     const GpuLayer& g = layers_[l];
     const int n = c.b.n, d = c.cfg.n_embd;
     const int64_t ne = c.cfg.layers[l].n_expert;
-    ops_.matvec(g.router, xn_, n, logits_);
-    const bool shared = !g.gate.parts.empty();
-    if (shared) glu(g, xn_, n, sh_);
+    mv(g.router, xn_, n, logits_);
     dev_->download(xn_, 0, c.st.xn.data(), static_cast<uint64_t>(n) * d * 4);
     dev_->download(logits_, 0, c.st.router.data(), static_cast<uint64_t>(n * ne) * 4);
+    const bool shared = !g.gate.parts.empty();
+    if (shared) {
+      glu(g, xn_, n, sh_);
+      if (g.shexp_gate_inp.rows) {  // Qwen3.5: sh *= sigmoid(x . w), one gate per token
+        mv(g.shexp_gate_inp, xn_, n, logits_);  // the router's product is on the host by now
+        ops_.mul_sigmoid(sh_, logits_, d, n, 1, 0, false);
+      }
+      dev_->submit(false);  // overlap: the device's shared experts beside the host's routed ones
+    }
+    const double t0 = clock_s();
     moe_routed_experts(c, l);
-    dev_->upload(out_, 0, c.st.out.data(), static_cast<uint64_t>(n) * d * 4);
+    const double cpu = clock_s() - t0;
+    stats_.layers[l].cpu_s += cpu;
+    stats_.cpu_s += cpu;
+    dev_->upload(out_, 0, c.st.out.data(), static_cast<uint64_t>(n) * d * 4);  // out_ is not the shared experts' (sh_, g_, u_)
     if (shared) ops_.add(out_, sh_, int64_t{n} * d);
   }
 
@@ -175,9 +290,18 @@ class VulkanExecutor final : public LayerExecutor {
   int n_ctx_, n_seq_, n_batch_;
   GgmlType type_k_, type_v_;
   int n_gpu_;       // layers 0..n_gpu_-1 run here
+  std::vector<VulkanBlocks> blocks_;  // [n_layer] which blocks the device runs
+  int rope0_;       // the layer whose rotation table the device's attention uses (-1: none on the device)
   int n_keys_ = 0;  // KV rows the pass's attention reads (its largest position + 1)
+  bool x_on_host_ = true;  // the pass's hidden rows: in c.st.x (true) or in x_
+  bool layer_sync_ = false;
+  const gpu::Buffer* xq_src_ = nullptr;  // what xq_ holds: this buffer rounded as act over rows of cols, as of serial
+  GgmlType xq_act_ = GgmlType::F32;
+  int64_t xq_cols_ = 0;
+  uint64_t xq_serial_ = 0;
+  DeviceStats stats_;
   std::vector<GpuLayer> layers_;
-  gpu::Buffer x_, xn_, q_, k_, v_, attn_, out_, sh_, g_, u_, logits_, pos_b_, cell_b_, base_b_, cs_b_, scores_;
+  gpu::Buffer x_, xn_, xq_, q_, qg_, k_, v_, attn_, out_, sh_, g_, u_, logits_, pos_b_, cell_b_, base_b_, cs_b_, scores_;
   std::vector<uint32_t> pos_;  // [positions | cells | bases] of the pass's tokens
   std::vector<float> cs_;
 };

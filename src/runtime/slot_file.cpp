@@ -37,7 +37,7 @@ class Hash64 {
       std::memcpy(&w, p, 8);
       mix(w);
     }
-    while (n > 0) buf_[nbuf_++] = *p++, --n;
+    while (n > 0 && nbuf_ < 8) buf_[nbuf_++] = *p++, --n;  // n < 8 and nbuf_ == 0 here
   }
   uint64_t value() const {
     Hash64 h = *this;

@@ -5,7 +5,8 @@
 // the disk's measured ceiling and the fraction of that physical limit, prefetch precision and
 // recall, tokens/s, over the whole run and over a recent window; and the layer x expert heat map
 // (routing choices, decayed with a half-life in tokens). Resident experts: routing heat and
-// tokens/s only.
+// tokens/s only. With --gpu: the device, its memory, bytes over the bus per token each way and the
+// device's busy share of the passes.
 #include <nlohmann/json.hpp>
 
 #include <condition_variable>
@@ -71,6 +72,7 @@ class TierMonitor final : public RoutingObserver {
   ExpertCacheCounters total_;
   std::deque<Sample> recent_;  // passes of the last window_s (plus the one before, the base)
   std::vector<float> heat_;    // [layer * n_expert]
+  nlohmann::json gpu_;         // the device's figures after the last pass (null without --gpu)
 };
 
 }  // namespace strata::server

@@ -45,7 +45,8 @@ TEST(GpuCli, NoDeviceAutoRunsOnTheCpuVulkanFailsClearly) {
 
 // On this machine's device (lavapipe where there is no GPU): auto runs on the CPU with one line
 // and the tokens of a run without --gpu; vulkan opens the device and stops at load for an
-// architecture the Vulkan executor does not run (deepseek2: MLA), naming it.
+// architecture the Vulkan executor does not run (deepseek4: hyper-connections), naming it, and runs
+// deepseek2 with its MLA attention on the CPU, saying so.
 TEST(GpuCli, ModelCommandsWithGpuOptions) {
   const std::string run = "run -m " + gpu_tiny_model() + " -p 'In the beginning' -n 6 --temp 0 -c 64";
   auto base = run_cmd(run);
@@ -56,12 +57,25 @@ TEST(GpuCli, ModelCommandsWithGpuOptions) {
   EXPECT_FALSE(text(base.out).empty());
   EXPECT_EQ(text(a.out), text(base.out));
   EXPECT_NE(a.err.find("gpu auto: "), std::string::npos) << a.err;
+  const std::string hc = std::string(STRATA_FIXTURES_DIR) + "/deepseek4-q8_0/model.gguf";
+  if (!std::filesystem::exists(hc)) STRATA_MISSING_FIXTURE(hc);
+  auto v = run_cmd("run -m " + hc + " -p 'In the beginning' -n 3 --temp 0 -c 64 --gpu vulkan");
+  EXPECT_EQ(v.code, 1);
+  EXPECT_NE(v.err.find("deepseek4 uses hyper-connections"), std::string::npos) << v.err;
   const std::string mla = std::string(STRATA_FIXTURES_DIR) + "/deepseek2-q8_0/model.gguf";
-  if (std::filesystem::exists(mla)) {
-    auto v = run_cmd("run -m " + mla + " -p 'In the beginning' -n 3 --temp 0 -c 64 --gpu vulkan");
-    EXPECT_EQ(v.code, 1);
-    EXPECT_NE(v.err.find("not deepseek2"), std::string::npos) << v.err;
-  }
+  if (!std::filesystem::exists(mla)) STRATA_MISSING_FIXTURE(mla);
+  auto m = run_cmd("run -m " + mla + " -p 'In the beginning' -n 3 --temp 0 -c 64 --gpu vulkan --json");
+  EXPECT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.err.find("on the CPU: attention of layers 0-"), std::string::npos) << m.err;
+  EXPECT_NE(m.err.find("(MLA attention)"), std::string::npos) << m.err;
+  EXPECT_NE(m.err.find("generation gpu: vulkan: "), std::string::npos) << m.err;
+  const size_t brace = m.out.rfind("{\"");
+  ASSERT_NE(brace, std::string::npos) << m.out;
+  const auto j = nlohmann::json::parse(m.out.substr(m.out.rfind('\n', brace) == std::string::npos ? 0 : m.out.rfind('\n', brace) + 1));
+  ASSERT_TRUE(j.contains("gpu")) << m.out;
+  EXPECT_GT(j["gpu"]["prompt"]["bus_up_per_token"].get<double>(), 0.0);
+  EXPECT_GT(j["gpu"]["generation"]["bus_down_per_token"].get<double>(), 0.0);
+  EXPECT_EQ(j["gpu"]["generation"]["gpu_layers"].get<int>(), j["vram"]["n_layer"].get<int>());
   auto bad = run_cmd(run + " --gpu cuda");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--gpu: 'cuda'"), std::string::npos) << bad.err;

@@ -4,7 +4,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kernel_table.h"
 #include "kernels/ops.h"
+#include "kernels/blocks.h"
+#include "kernels/quants.h"
+#include "core/fp16.h"
 #include "gpu_test_util.h"
 
 namespace strata::testing {
@@ -233,6 +237,101 @@ TEST(VulkanOps, AttentionMatchesAReferenceInDouble) {
     ops.attention(qb, kb, vb, pb, cs.sinks ? &sb : nullptr, ob, scratch, a, nt, cs.base.empty() ? nullptr : &bb);
     gpu::download_f32(dev, ob, got.data(), static_cast<int64_t>(got.size()));
     EXPECT_LT(vk_nmse(got, want), 1e-10);
+  }
+}
+
+// The values a quantized activation row stands for (what the CPU's dot products multiply).
+void act_values(GgmlType act, const uint8_t* q, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    switch (act) {
+      case GgmlType::Q8_0: {
+        const auto* b = reinterpret_cast<const block_q8_0*>(q) + i / 32;
+        y[i] = f16_to_f32(b->d) * b->qs[i % 32];
+        break;
+      }
+      case GgmlType::Q8_1: {
+        const auto* b = reinterpret_cast<const block_q8_1*>(q) + i / 32;
+        y[i] = f16_to_f32(b->d) * b->qs[i % 32];
+        break;
+      }
+      case GgmlType::Q8_K: {
+        const auto* b = reinterpret_cast<const block_q8_K*>(q) + i / 256;
+        y[i] = b->d * b->qs[i % 256];
+        break;
+      }
+      case GgmlType::F16: y[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(q)[i]); break;
+      default: y[i] = bf16_to_f32(reinterpret_cast<const uint16_t*>(q)[i]); break;
+    }
+  }
+}
+
+// Activations rounded as the CPU quantizes them (act_quant): the CPU's quantizer of each type,
+// dequantized, against the device's copy. Blocks with a zero, a tie at the largest magnitude and
+// one tiny block. A device's division may round otherwise than the CPU's (Vulkan allows 2.5 ulp):
+// a block's scale may be a last bit apart, and a q one step apart at a tie (a few per thousand at most).
+TEST(VulkanOps, ActQuantRoundsAsTheCpuQuantizes) {
+  gpu::Device& dev = vk_device();
+  gpu::Ops ops(dev);
+  for (const GgmlType act : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::F16, GgmlType::BF16}) {
+    SCOPED_TRACE(ggml_type_name(act));
+    const int64_t cols = 512, rows = 3;
+    auto x = vk_random_floats(rows * cols, 21, -4, 4);
+    for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;           // an all-zero block
+    x[64] = 3.5f, x[70] = -3.5f;                               // the largest magnitude twice, both signs
+    for (int j = 0; j < 32; ++j) x[96 + j] = 1e-30f * (j - 16);  // a tiny block
+    std::vector<float> want(x.size()), got(x.size());
+    std::vector<uint8_t> q(ggml_row_size(act, cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      kernels().quantize_act[static_cast<uint32_t>(act)](x.data() + r * cols, q.data(), cols);
+      act_values(act, q.data(), want.data() + r * cols, cols);
+    }
+    gpu::Buffer xb = gpu::upload_f32(dev, x.data(), rows * cols, "x");
+    gpu::Buffer yb = gpu::upload_f32(dev, nullptr, rows * cols, "y");
+    ops.act_quant(xb, yb, cols, rows, act);
+    gpu::download_f32(dev, yb, got.data(), rows * cols);
+    int steps = 0;  // values whose q differs (by one step at most)
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] == want[i]) continue;
+      const int64_t b = act == GgmlType::Q8_K ? 256 : act == GgmlType::Q8_0 || act == GgmlType::Q8_1 ? 32 : 1, o = static_cast<int64_t>(i) / b * b;
+      float amax = 0;
+      for (int64_t j = o; j < o + b; ++j) amax = std::max(amax, std::fabs(x[j]));
+      const float step = amax / 127.0f, diff = std::fabs(got[i] - want[i]);
+      if (diff <= 4e-7f * std::fabs(want[i])) continue;  // the block's scale a last bit apart (a division on the device)
+      ++steps;
+      EXPECT_LE(diff, step * 1.01f) << "value " << i << ": more than one step apart";
+    }
+    EXPECT_LE(steps, static_cast<int>(got.size() / 200)) << "values rounded otherwise than the CPU";
+    const int differ = steps;
+    if (act == GgmlType::F16 || act == GgmlType::BF16) {
+      EXPECT_EQ(differ, 0) << "a conversion has no division: bit for bit";
+    }
+  }
+}
+
+// The gated output's pieces: the query heads taken out of [query | gate] rows, and values
+// multiplied by the sigmoid of their gate (per value) or of their row's one gate.
+TEST(VulkanOps, StridedCopyAndSigmoidGatesMatchTheCpu) {
+  gpu::Device& dev = vk_device();
+  gpu::Ops ops(dev);
+  const int64_t width = 24, rows = 5, stride = 48;
+  const auto qg = vk_random_floats(rows * stride, 3, -6, 6);
+  std::vector<float> q(static_cast<size_t>(rows * width));
+  gpu::Buffer qgb = gpu::upload_f32(dev, qg.data(), rows * stride, "qg");
+  gpu::Buffer qb = gpu::upload_f32(dev, nullptr, rows * width, "q");
+  ops.strided_copy(qgb, qb, width, stride, 0, rows);
+  gpu::download_f32(dev, qb, q.data(), rows * width);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j) EXPECT_EQ(q[r * width + j], qg[r * stride + j]) << r << "," << j;
+  for (const bool per_value : {true, false}) {
+    const auto x = vk_random_floats(rows * width, 8, -2, 2);
+    std::vector<float> got(x.size()), want(x.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < width; ++j)
+        want[r * width + j] = x[r * width + j] * sigmoid_f32(qg[r * stride + width + (per_value ? j : 0)]);
+    gpu::Buffer xb = gpu::upload_f32(dev, x.data(), rows * width, "x");
+    ops.mul_sigmoid(xb, qgb, width, rows, stride, width, per_value);
+    gpu::download_f32(dev, xb, got.data(), rows * width);
+    EXPECT_LT(vk_nmse(got, want), 1e-12) << "per value " << per_value;
   }
 }
 

@@ -234,11 +234,12 @@ TEST(VulkanVram, PlanBoundsWhatTheExecutorAllocates) {
   auto ex = make_vulkan_executor(fresh_device(), eng->model(), vk_shape(*eng), &plan);
   ASSERT_EQ(plan.gpu_layers, plan.n_layer);
   EXPECT_TRUE(plan.note.empty()) << plan.note;
-  uint64_t raw = vulkan_scratch(eng->config(), 16, eng->kv().n_ctx()).bytes(4);
+  uint64_t raw = vulkan_scratch(eng->config(), eng->model().weights(), 16, eng->kv().n_ctx()).bytes(4);
+  const std::vector<VulkanBlocks> blocks = vulkan_blocks(eng->config(), eng->model().weights());
   const uint64_t rows = static_cast<uint64_t>(eng->kv().n_ctx());
   for (int l = 0; l < plan.n_layer; ++l) {
     const LayerConfig& lc = eng->config().layers[l];
-    for (const LayerTensor& t : layer_tensors(lc, eng->model().weights().layers[l], l))
+    for (const LayerTensor& t : layer_tensors(lc, eng->model().weights().layers[l], l, blocks[l]))
       raw += t.mat ? ggml_row_size(t.mat->type, t.mat->cols) * t.mat->rows : t.vec->n * 4;
     raw += rows * 2 * (lc.n_head_kv * lc.head_dim_k + lc.n_head_kv * lc.head_dim_v);
   }

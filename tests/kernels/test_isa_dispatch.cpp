@@ -129,7 +129,7 @@ TEST(IsaDispatch, AutoPicksTheBestTableThisCpuHas) {
   EXPECT_EQ(k.isa, best) << cpu_features().describe();
   const std::string choice = kernel_choice();
   EXPECT_EQ(choice.rfind(std::string(k.name) + " (auto: ", 0), 0u) << choice;
-  if (best != top) EXPECT_NE(choice.find("no "), std::string::npos) << choice << ": the reason names what is missing";
+  if (best != top) { EXPECT_NE(choice.find("no "), std::string::npos) << choice << ": the reason names what is missing"; }
   if (const char* want = std::getenv("STRATA_EXPECT_ISA")) {
     EXPECT_STREQ(k.name, want) << "auto-detection on this (emulated) CPU: " << choice << "; cpu: " << cpu_features().describe();
   }

@@ -131,7 +131,7 @@ TEST_P(TensorTrace, EveryNamedPointFiresWithItsShape) {
       ASSERT_EQ(cap.count(name, l), 1) << set << ": " << name << "-" << l;
       const Captured* t = cap.find(name, l);
       EXPECT_EQ(t->rows, n) << set << ": " << name << "-" << l;
-      if (cols >= 0) EXPECT_EQ(t->cols, cols) << set << ": " << name << "-" << l;
+      if (cols >= 0) { EXPECT_EQ(t->cols, cols) << set << ": " << name << "-" << l; }
     }
     int per_layer = 0;
     for (const auto& t : cap.got) per_layer += t.layer == l;

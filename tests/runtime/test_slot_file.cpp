@@ -126,7 +126,7 @@ TEST_P(SlotFileRoundTrip, FreshEngineContinuesBitIdentical) {
   std::vector<int32_t> longer = prompt;
   longer.insert(longer.end(), {5, 6, 7, 8});
   EXPECT_EQ(fresh->reusable_prefix(0, longer), saved->reusable_prefix(1, longer));
-  if (fresh->model().rewindable()) EXPECT_EQ(fresh->reusable_prefix(0, longer), 37);
+  if (fresh->model().rewindable()) { EXPECT_EQ(fresh->reusable_prefix(0, longer), 37); }
 
   const std::vector<int32_t> more = slot_tokens(5, 3);
   const std::vector<float> la = continue_slot(*saved, 1, more);

@@ -210,7 +210,7 @@ TEST(Speculative, CostModelTurnsNeverAcceptedDraftsOff) {
   // The drafts' rows routed to experts no kept row needed. How many draft rows are verified
   // follows the measured pass times (real clock): on a loaded machine so few were that none
   // qualified (seen once in a ctest -j2 run), so this holds where enough rows were verified.
-  if (st.proposed >= 8) EXPECT_GT(st.demoted, 0) << st.proposed << " draft rows verified";
+  if (st.proposed >= 8) { EXPECT_GT(st.demoted, 0) << st.proposed << " draft rows verified"; }
 }
 
 // Every row of a decode-order pass gives the logits lone-token decoding gives, bit for bit.

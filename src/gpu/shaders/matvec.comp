@@ -3,7 +3,7 @@
 // is at most the device's storage range; gpu/ops.cpp dispatches one per part). One workgroup
 // per (row, token); threads stride over 32-value units of the row (or single values, for the
 // float types), then a tree reduction in shared memory. Weight type: one -D per compiled
-// variant (WT_F32, WT_F16, WT_BF16, WT_Q4_0, WT_Q8_0, WT_Q4_K, WT_Q5_K, WT_Q6_K, WT_IQ4_NL,
+// variant (WT_F32, WT_F16, WT_BF16, WT_Q4_0, WT_Q4_1, WT_Q5_0, WT_Q5_1, WT_Q8_0, WT_Q4_K, WT_Q5_K, WT_Q6_K, WT_IQ4_NL,
 // WT_IQ4_XS, WT_MXFP4). Arithmetic is f32 on dequantized weights and f32 activations.
 #extension GL_GOOGLE_include_directive : require
 
@@ -51,6 +51,29 @@ float nibbles_dot(uint q, uint xo) {
 }
 #endif
 
+#if defined(WT_Q4_1) || defined(WT_Q5_0) || defined(WT_Q5_1)
+// sum_j q_j x[xo + j] over the 32 quants of a block at `qs` (value j < 16 the low nibble of byte
+// j, value j + 16 the high one; Q5: bit j of qh is value j's fifth bit), and sum_j x[xo + j] in sx.
+float quant_dot(uint qs, uint qh, uint xo, out float sx) {
+  float s = 0.0;
+  sx = 0.0;
+  for (uint k = 0u; k < 4u; ++k) {
+    const uint v = rd32(qs + 4u * k);
+    for (uint j = 0u; j < 4u; ++j) {
+      const uint i = 4u * k + j, b = (v >> (8u * j)) & 0xFFu;
+      uint lo = b & 15u, hi = b >> 4;
+#if !defined(WT_Q4_1)
+      lo |= ((qh >> i) & 1u) << 4;
+      hi |= ((qh >> (i + 16u)) & 1u) << 4;
+#endif
+      s += float(lo) * x[xo + i] + float(hi) * x[xo + 16u + i];
+      sx += x[xo + i] + x[xo + 16u + i];
+    }
+  }
+  return s;
+}
+#endif
+
 #if defined(WT_Q4_K) || defined(WT_Q5_K)
 // 6-bit scale and min of sub-block s (0..7) from the 12 scale bytes at `sc`.
 void scale_min_k4(uint sc, uint s, out float scale, out float mn) {
@@ -75,6 +98,21 @@ float unit_dot(uint rb, uint u, uint xo) {
   const uint e = rd8(b);
   const float d = uintBitsToFloat(e == 0u ? 0x00400000u : e << 23);  // 2^(e-127); e = 0: the denormal 2^-127
   return (0.5 * d) * nibbles_dot(b + 1u, xo);
+#elif defined(WT_Q4_1)  // d, m, 16 bytes of nibbles: d * q + m
+  const uint b = rb + u * 20u;
+  float sx;
+  const float s = quant_dot(b + 4u, 0u, xo, sx);
+  return f16at(b) * s + f16at(b + 2u) * sx;
+#elif defined(WT_Q5_0)  // d, 4 bytes of fifth bits, 16 bytes of nibbles: d * (q - 16)
+  const uint b = rb + u * 22u;
+  float sx;
+  const float s = quant_dot(b + 6u, rd32(b + 2u), xo, sx);
+  return f16at(b) * (s - 16.0 * sx);
+#elif defined(WT_Q5_1)  // d, m, 4 bytes of fifth bits, 16 bytes of nibbles: d * q + m
+  const uint b = rb + u * 24u;
+  float sx;
+  const float s = quant_dot(b + 8u, rd32(b + 4u), xo, sx);
+  return f16at(b) * s + f16at(b + 2u) * sx;
 #elif defined(WT_Q8_0)
   const uint b = rb + u * 34u;
   float s = 0.0;

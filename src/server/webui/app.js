@@ -251,6 +251,13 @@ function renderStats(s) {
       $(id).textContent = id === 'stat-hit-rate' ? '100% (resident)' : 'n/a (resident)';
     $('tier-note').textContent = 'All ' + fmtBytes(s.plan.experts_total) + ' of experts are resident: nothing is read per token.';
   }
+  const g = s.gpu;
+  if (g) {
+    $('stat-gpu').textContent = g.device + ', ' + g.gpu_layers + ' layers, ' + fmtBytes(g.vram_used) + ' VRAM' +
+      (g.vram_budget ? ' of ' + fmtBytes(g.vram_budget) : '');
+    $('stat-bus').textContent = fmtBytes(g.bus_up_per_token) + ' up, ' + fmtBytes(g.bus_down_per_token) + ' down';
+    $('stat-gpu-share').textContent = g.gpu_timestamps ? fmtPct(g.gpu_share) : 'not measured';
+  }
   $('server-state').textContent = s.slots.busy + '/' + s.slots.total + ' slots busy' + (s.slots.queued ? ', ' + s.slots.queued + ' queued' : '');
   drawHeat(s.heat);
 }
