@@ -13,7 +13,7 @@ PKGS=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   qemu-user-static nlohmann-json3-dev libcli11-dev libfmt-dev liburing-dev libpcre2-dev
   libcpp-httplib-dev libopenblas-dev libutf8proc-dev nodejs
-  chromium
+  chromium haproxy curl
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 )
 # tools/train/train_moe.py: Debian's CPU PyTorch, the regex module (the qwen2 pre-tokenizer's \p{L}),

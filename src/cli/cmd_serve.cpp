@@ -29,6 +29,7 @@ struct ServeOptions {
   std::string disk_probe = "256M";
   std::string draft_model;  // -md FILE
   std::string api_key_file;  // --api-key-file FILE
+  double drain_timeout = 30;  // --drain-timeout seconds
 };
 
 // The API key: --api-key, else --api-key-file (first line, surrounding whitespace dropped), else
@@ -56,12 +57,30 @@ std::shared_ptr<SlotDrafter> serve_draft(const ServeOptions& o, Loaded& l) {
   return std::make_shared<ModelSlotDrafter>(std::move(l.draft));
 }
 
-std::atomic<bool> g_term{false};
-void on_term(int) { g_term.store(true); }
+std::atomic<int> g_term{0};  // SIGTERMs received
+void on_term(int) { g_term.fetch_add(1); }
+
+// SIGTERM: drain (the balancer sees /health 503 and stops sending; what is in flight finishes) until
+// no request is in flight, --drain-timeout has passed, or a second SIGTERM or Ctrl-C comes.
+void drain(server::HttpServer& srv, double timeout_s) {
+  srv.begin_drain();
+  std::fprintf(stderr, "strata serve: draining: %d requests in flight, new ones get 503 (at most %gs; SIGTERM again to stop now)\n",
+               srv.requests_in_flight(), timeout_s);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (srv.requests_in_flight() > 0 && !interrupted() && g_term.load() < 2) {
+    if (std::chrono::steady_clock::now() >= end) {
+      std::fprintf(stderr, "strata serve: drain timeout: %d requests still in flight are cut\n", srv.requests_in_flight());
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 int serve(ServeOptions& o) {
   STRATA_CHECK(o.parallel >= 1 && o.parallel <= 256, "--parallel must be 1..256 (got {})", o.parallel);
   STRATA_CHECK(o.server.max_queue >= 0, "--queue must be >= 0 (got {})", o.server.max_queue);
+  STRATA_CHECK(o.drain_timeout >= 0 && o.drain_timeout <= 86400, "--drain-timeout must be 0..86400 seconds (got {})", o.drain_timeout);
+  if (!o.server.replica.empty()) server::check_replica_name(o.server.replica);
   if (!o.template_file.empty()) {
     o.server.chat_template = read_file_bytes(o.template_file);
     STRATA_CHECK(!o.server.chat_template.empty(), "--chat-template-file {}: the file is empty", o.template_file);
@@ -116,6 +135,7 @@ int serve(ServeOptions& o) {
     std::fprintf(stderr, "strata serve: speculation off: architecture %s cannot cut rejected drafts back\n", loaded.engine->config().arch.c_str());
   if (o.server.webui) std::fprintf(stderr, "strata serve: web page at http://%s:%d/\n", o.server.host.c_str(), port);
   while (!interrupted() && !g_term.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!interrupted()) drain(srv, o.drain_timeout);
   std::fprintf(stderr, "strata serve: shutting down\n");
   srv.stop();
   return 0;
@@ -157,6 +177,13 @@ Command add_serve(CLI::App& app) {
       "Origins whose web pages may call the server (CORS): a comma list of scheme://host[:port], or * for any; answers OPTIONS "
       "preflights and sends Access-Control-Allow-Origin to them. Default: none (no CORS headers; without an API key on a loopback "
       "address, requests from other sites' pages stay refused). '*' without a key lets every web page you visit use the server");
+ sub->add_option("--replica", o->server.replica,
+                  "Name of this server in a fleet of replicas (deploy/haproxy): a replica=\"NAME\" label on every /metrics sample and an "
+                  "X-Strata-Replica header on every answer; 1..64 of A-Z a-z 0-9 _ . : -");
+  sub->add_option("--drain-timeout", o->drain_timeout,
+                  "SIGTERM drains: /health answers 503 {\"status\":\"draining\"}, new requests get 503 with Retry-After, requests in flight "
+                  "(streams included) finish; the server exits when none is left or after this many seconds (a second SIGTERM: at once)")
+      ->capture_default_str();
   sub->add_option("--alias", o->server.alias, "Model id to report (and accept) instead of the GGUF general.name");
   sub->add_flag("--strict-model", o->server.strict_model, "Answer 404 to a request whose model is not the served one (default: any name is accepted)");
   sub->add_option("--reasoning-format", o->server.reasoning_format, "deepseek: <think>...</think> goes to reasoning_content; none: left in content")

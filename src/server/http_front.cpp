@@ -620,6 +620,11 @@ int FrontServer::bind_error() const { return loop_ ? loop_->bind_errno_ : 0; }
 size_t FrontServer::request_memory_in_use() const { return loop_ ? loop_->in_use_.load(std::memory_order_relaxed) : 0; }
 
 bool FrontServer::handle(httplib::Stream& strm, bool& connection_closed) {
+  in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  struct Done {
+    std::atomic<int>& n;
+    ~Done() { n.fetch_sub(1, std::memory_order_acq_rel); }
+  } done{in_flight_};
   return process_request(strm, /*close_connection=*/false, connection_closed, nullptr);
 }
 

@@ -19,6 +19,7 @@
 //   front.shutdown(); t.join();
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -143,8 +144,11 @@ class FrontServer : public httplib::Server {
  public:
   // Request memory held now (FrontOptions::request_memory), for /stats and tests.
   size_t request_memory_in_use() const;
+  // Requests whose handler runs or whose response is being written (streams until their end).
+  int requests_in_flight() const { return in_flight_.load(std::memory_order_acquire); }
  private:
   std::unique_ptr<class FrontLoop> loop_;
+  std::atomic<int> in_flight_{0};
 };
 
 }  // namespace strata::server

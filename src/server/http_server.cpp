@@ -4,6 +4,8 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -44,6 +46,7 @@ struct HttpServer::Impl final : ApiHost {
   std::thread thread;
   int port = -1;
   std::atomic<bool> ready{false};
+  std::atomic<bool> draining{false};
   Engine* eng = nullptr;
   const tok::Tokenizer* tok = nullptr;
   std::unique_ptr<TierMonitor> monitor;  // outlives the scheduler that feeds it
@@ -124,16 +127,19 @@ struct HttpServer::Impl final : ApiHost {
   void routes() {
     server.Get("/health", guard(
                             [this](const httplib::Request&, httplib::Response& res) {
-                              const bool ok = ready.load(std::memory_order_acquire);
-                              res.status = ok ? 200 : 503;
-                              res.set_content(ok ? R"({"status":"ok"})" : R"({"status":"loading"})", "application/json");
+                              const bool ok = ready.load(std::memory_order_acquire), drain = draining.load(std::memory_order_acquire);
+                              res.status = ok && !drain ? 200 : 503;
+                              if (res.status == 503) res.set_header("Retry-After", "1");
+                              res.set_content(drain ? R"({"status":"draining"})" : ok ? R"({"status":"ok"})" : R"({"status":"loading"})",
+                                              "application/json");
                             },
                             ErrorShape::OpenAI, /*auth=*/false));
     server.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
       const bool ok = ready.load(std::memory_order_acquire);
       SchedulerStats s;
       if (ok) s = sched->stats();
-      res.set_content(render_metrics(ok ? &s : nullptr, counters, ok), "text/plain; version=0.0.4; charset=utf-8");
+      const ServerState state{ok, draining.load(std::memory_order_acquire), opt.replica};
+      res.set_content(render_metrics(ok ? &s : nullptr, counters, state), "text/plain; version=0.0.4; charset=utf-8");
     }));
     server.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
       require_ready();
@@ -174,6 +180,7 @@ struct HttpServer::Impl final : ApiHost {
     server.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       counters.add(endpoint_label(req.path), res.status);
       add_cors_headers(req, res);
+      if (!opt.replica.empty()) res.set_header("X-Strata-Replica", opt.replica);
     });
     // CORS preflight (--cors): 204 with the allow headers for an allowed Origin, else 403.
     server.Options(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) {
@@ -201,7 +208,10 @@ struct HttpServer::Impl final : ApiHost {
     fo.memory_wait = std::chrono::milliseconds(opt.memory_wait_ms);
     front = fo;
     AccessPolicy policy{opt.api_key, is_loopback_bind(opt.host), opt.webui, opt.cors};
-    server.configure(fo, FrontHooks{[policy](const RequestHead& h) { return check_head(policy, h); },
+    server.configure(fo, FrontHooks{[this, policy](const RequestHead& h) {
+                                      if (auto r = drain_refusal(h.path)) return r;
+                                      return check_head(policy, h);
+                                    },
                                     [this](const RequestHead& h, const Refusal& r) { return refusal_body(h, r); }});
   }
 
@@ -213,6 +223,13 @@ struct HttpServer::Impl final : ApiHost {
     res.set_header("Access-Control-Allow-Origin", origin);
     res.set_header("Vary", "Origin");
     res.set_header("Access-Control-Expose-Headers", "Retry-After");
+  }
+
+  // While draining, every request but /health and /metrics is refused (503, Retry-After: the
+  // balancer retries it on another replica).
+  std::optional<Refusal> drain_refusal(const std::string& path) const {
+    if (!draining.load(std::memory_order_acquire) || path == "/health" || path == "/metrics") return std::nullopt;
+    return Refusal{503, "this server is draining (shutting down); retry on another replica", "draining"};
   }
 
   // A refusal of the front (answered before the body is read) as that API's error object, counted.
@@ -233,6 +250,7 @@ struct HttpServer::Impl final : ApiHost {
 };
 
 HttpServer::HttpServer(const ServerOptions& opt) : impl_(std::make_unique<Impl>(opt)) {
+  if (!opt.replica.empty()) check_replica_name(opt.replica);
   STRATA_CHECK(opt.reasoning_format == "deepseek" || opt.reasoning_format == "none", "--reasoning-format must be deepseek or none (got '{}')",
                opt.reasoning_format);
   STRATA_CHECK(opt.chat_template_kwargs.is_null() || opt.chat_template_kwargs.is_object(), "--chat-template-kwargs must be a JSON object (got {})",
@@ -326,6 +344,17 @@ void HttpServer::stop() {
   m.server.shutdown();
   if (m.thread.joinable()) m.thread.join();
   if (m.mtp) m.mtp->detach();  // the engine may go before this server
+}
+
+void HttpServer::begin_drain() { impl_->draining.store(true, std::memory_order_release); }
+bool HttpServer::draining() const { return impl_->draining.load(std::memory_order_acquire); }
+int HttpServer::requests_in_flight() const { return impl_->server.requests_in_flight(); }
+
+void check_replica_name(const std::string& name) {
+  const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' || c == '-';
+  });
+  STRATA_CHECK(ok, "--replica must be 1..64 characters of A-Z a-z 0-9 _ . : - (got '{}')", name);
 }
 
 int HttpServer::port() const { return impl_->port; }

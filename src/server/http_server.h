@@ -7,6 +7,8 @@
 //   srv.start();                    // /health answers 503 {"status":"loading"} from here on
 //   srv.attach(engine, tokenizer, model_path);  // ready: the scheduler thread starts
 //   ...
+//   srv.begin_drain();              // optional (SIGTERM): /health 503 {"status":"draining"}, new requests 503
+//   while (srv.requests_in_flight() > 0) ...;
 //   srv.stop();
 //
 // Endpoints: see src/server/README.md (the wire formats in api_*.cpp; /props, /slots, /tokenize, /detokenize,
@@ -55,7 +57,12 @@ struct ServerOptions {
   bool draft_adaptive = true;           // false (--draft-fixed): every draft found is verified
   bool draft_predict = true;            // false (--no-draft-predict): no predicted routing (SchedulerOptions::draft_predict)
   std::string slot_save_path;           // --slot-save-path: slot files for POST /slots/{id}?action=...; "": those answer 501
+  std::string replica;                  // --replica: names this server in a fleet (a label on /metrics, header X-Strata-Replica); "": none
 };
+
+// A --replica name: 1..64 of [A-Za-z0-9_.:-] (a Prometheus label value and a header as written);
+// throws strata::Error otherwise.
+void check_replica_name(const std::string& name);
 
 // Stack an HTTP worker thread touches in the plan (handlers bound their recursion: core/json_depth.h).
 inline constexpr uint64_t kHttpThreadStackPlan = 64 * 1024;  // measured: 12 KiB idle, 19 KiB after requests
@@ -75,6 +82,12 @@ class HttpServer {
   void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft = nullptr,
               std::shared_ptr<const grammar::VocabIndex> vocab = nullptr);
   void stop();
+  // Fleet drain (SIGTERM): /health answers 503 {"status":"draining"} so a balancer stops sending,
+  // requests already admitted go on, new ones (but /health, /metrics) get 503 with Retry-After.
+  void begin_drain();
+  bool draining() const;
+  // Requests being handled or answered (a stream until its last byte); 0: a drain may end.
+  int requests_in_flight() const;
   // What request handling holds beside the engine, for the memory plan (TierOptions::request_bytes):
   // the request memory, the HTTP threads' stacks, each slot's n_vocab sampling buffers.
   uint64_t request_bytes(int n_vocab, int n_slots) const;

@@ -15,17 +15,45 @@ std::map<std::pair<std::string, int>, uint64_t> RequestCounters::snapshot() cons
 }
 
 namespace {
+std::string render_samples(const SchedulerStats* s, const RequestCounters& requests, const ServerState& state);
+
 void metric(std::string& out, const char* name, const char* type, const char* help, double v) {
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
 }
 }  // namespace
 
-std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, bool ready) {
+std::string add_label(const std::string& text, const std::string& name, const std::string& value) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  const std::string label = fmt::format("{}=\"{}\"", name, value);
+  size_t p = 0;
+  while (p < text.size()) {
+    size_t e = text.find('\n', p);
+    if (e == std::string::npos) e = text.size();
+    const std::string_view line(text.data() + p, e - p);
+    const size_t brace = line.find('{'), space = line.find(' ');
+    if (line.empty() || line[0] == '#' || space == std::string_view::npos) out += line;
+    else if (brace != std::string_view::npos && brace < space) out += fmt::format("{}{},{}", line.substr(0, brace + 1), label, line.substr(brace + 1));
+    else out += fmt::format("{}{{{}}}{}", line.substr(0, space), label, line.substr(space));
+    if (e < text.size()) out += '\n';
+    p = e + 1;
+  }
+  return out;
+}
+
+std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, const ServerState& state) {
+  std::string out = render_samples(s, requests, state);
+  return state.replica.empty() ? out : add_label(out, "replica", state.replica);
+}
+
+namespace {
+std::string render_samples(const SchedulerStats* s, const RequestCounters& requests, const ServerState& state) {
   std::string out;
   out += "# HELP strata_requests_total HTTP requests handled, by endpoint and status code.\n# TYPE strata_requests_total counter\n";
   for (const auto& [k, v] : requests.snapshot())
     out += fmt::format("strata_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", k.first, k.second, v);
-  metric(out, "strata_ready", "gauge", "1 when the model is loaded.", ready ? 1 : 0);
+  metric(out, "strata_ready", "gauge", "1 when the model is loaded.", state.ready ? 1 : 0);
+  metric(out, "strata_draining", "gauge", "1 while the server drains (SIGTERM): in-flight requests finish, new ones get 503.", state.draining ? 1 : 0);
   if (!s) return out;
   metric(out, "strata_prompt_tokens_total", "counter", "Prompt tokens evaluated.", static_cast<double>(s->prompt_tokens));
   metric(out, "strata_prompt_tokens_reused_total", "counter", "Prompt tokens whose KV rows a slot kept from its previous request (shared prefix).",
@@ -57,5 +85,6 @@ std::string render_metrics(const SchedulerStats* s, const RequestCounters& reque
   metric(out, "strata_expert_fetch_wait_seconds_total", "counter", "Seconds the forward pass waited for expert reads.", s->expert_wait_s);
   return out;
 }
+}  // namespace
 
 }  // namespace strata::server

@@ -21,6 +21,15 @@ class RequestCounters {
   std::map<std::pair<std::string, int>, uint64_t> n_;
 };
 
-std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, bool ready);
+// What /metrics says of the server itself.
+struct ServerState {
+  bool ready = false;     // the model is loaded
+  bool draining = false;  // SIGTERM: finishing what is in flight, refusing new requests
+  std::string replica;    // --replica: a label on every sample ("": none)
+};
+
+std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, const ServerState& state);
+// `text` (Prometheus exposition) with label name="value" added to every sample line.
+std::string add_label(const std::string& text, const std::string& name, const std::string& value);
 
 }  // namespace strata::server

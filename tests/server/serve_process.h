@@ -82,6 +82,19 @@ class ServeProcess {
     pid_ = 0;
     return st;
   }
+  // Sends `sig` (the process keeps running until reap() sees it end).
+  void signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  // Waits (wait_until's limit) for the process to end; its wait status, -1 when it did not end.
+  int reap() {
+    if (pid_ <= 0) return -1;
+    int st = 0;
+    if (!wait_until([&] { return ::waitpid(pid_, &st, WNOHANG) == pid_; })) return -1;
+    pid_ = 0;
+    exited_ = true;
+    return st;
+  }
   bool started() const { return pid_ > 0 || exited_; }
   pid_t pid() const { return pid_; }
   // A /proc/PID/status figure of the process in bytes (VmHWM: peak RSS, VmRSS), -1 when gone.
