@@ -56,7 +56,8 @@ test: deps test-release test-sanitize fuzz
 npm-client: deps
 	@./scripts/setup-npm.sh >/dev/null || echo "strata: WARNING: npm install failed: the openai client e2e test will SKIP"
 
-# ARM64, cross-built from x86-64 (cmake/aarch64-linux-gnu.cmake): the library, the CLI and the tests.
+# ARM64, cross-built from x86-64 (cmake/aarch64-linux-gnu.cmake): the library, the CLI and the tests
+# (build-arm64), or only what `make test` runs (build-arm64-ci).
 configure-arm64:
 	@./scripts/install-deps.sh --arm64
 	@cmake -S . -B $(BUILD_ARM64) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
