@@ -17,7 +17,7 @@ SAN_EXCLUDE ?= VocabBudget|RequestMemory|GoldenSuite|EveryFixture|OnEveryGoldenS
 FULL_ONLY ?= VulkanDense.GoldenSetWithinTheKQuantTolerances/(llama_dense_f32|qwen3_dense_f32|qwen3_dense_q8_0)|VulkanMoe.GoldenSetWithinTheKQuantTolerances/(qwen3moe_(q8_0|f32|q4_0|q6_k|iq4_xs)|mixtral_|glm4moe_|minimax_m2_|gpt_oss_)|VulkanF16Kv.GoldenSetWithinTheKQuantTolerances/(qwen3_dense_q4_k_m|qwen3moe_q8_0|mixtral_q8_0|glm4moe_q8_0|gpt_oss_q8_0)|VulkanQ8Kv.GoldenSetWithinTheKQuantTolerances/(qwen3moe_q8_0|gpt_oss_q8_0|mixtral_q8_0)|VulkanHybrid.GoldenSetWithinTheKQuantTolerances/(deepseek2_(q8_0|kvb_q8_0|f32)|deepseek32_|kimi_k2_|qwen35moe_q4_k_m)
 
 .PHONY: all deps configure build build-cli demo test test-release test-full test-sanitize fuzz bench clean npm-client \
-        configure-arm64 build-arm64 test-arm64
+        configure-arm64 build-arm64 build-arm64-ci test-arm64
 
 all: build
 
@@ -27,10 +27,13 @@ deps:
 # The test binary is a unity build here (tests/CMakeLists.txt): CI compiles it twice from scratch.
 UNITY     ?= -DSTRATA_UNITY_TESTS=ON
 
-# With ARM64=1 the native build's ctest also runs the ARM64 cross build's tests under qemu
-# (Emulated.Arm64*; make build-arm64 fills that build). Not in `make test`: the cross build costs as
-# much as a second release build, past CI's time (issue 40).
-ARM64 ?=
+# ARM64 (on by default, so in `make test` and CI): the native build's ctest also runs the ARM64
+# cross build's engine tests under qemu as a CPU without dotprod and one with dotprod and i8mm
+# (Emulated.Arm64, Emulated.Arm64Dotprod: the kernel tests, a golden set per architecture and weight
+# family, the trained model; scripts/test-emulated-arm64.sh). For CI's time only strata-engine and
+# its tests are cross-built (build-arm64-ci), not the front ends, the CLI or the whole suite
+# (make test-arm64 runs those). `make ARM64= test` leaves ARM64 out (no cross toolchain needed).
+ARM64 ?= 1
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(UNITY) -DSTRATA_ARM64_BUILD=$(if $(ARM64),$(abspath $(BUILD_ARM64)),) $(CMAKE_FLAGS) >/dev/null
 
@@ -45,7 +48,8 @@ build-cli: configure
 demo: build-cli
 	@./scripts/demo.sh $(BUILD)/bin/strata
 
-# Release tests, the same tests under ASan+UBSan, and a bounded fuzz run.
+# Release tests (with the ARM64 cross build's engine tests under qemu, unless ARM64=), the same tests
+# under ASan+UBSan, and a bounded fuzz run.
 test: deps test-release test-sanitize fuzz
 
 # The official openai npm client for the server's end-to-end test (from the npm registry);
@@ -53,7 +57,8 @@ test: deps test-release test-sanitize fuzz
 npm-client: deps
 	@./scripts/setup-npm.sh >/dev/null || echo "strata: WARNING: npm install failed: the openai client e2e test will SKIP"
 
-# ARM64, cross-built from x86-64 (cmake/aarch64-linux-gnu.cmake): the library, the CLI and the tests.
+# ARM64, cross-built from x86-64 (cmake/aarch64-linux-gnu.cmake): the library, the CLI and the tests
+# (build-arm64), or only what `make test` runs (build-arm64-ci).
 configure-arm64:
 	@./scripts/install-deps.sh --arm64
 	@cmake -S . -B $(BUILD_ARM64) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
@@ -62,17 +67,21 @@ configure-arm64:
 build-arm64: configure-arm64
 	@ninja -C $(BUILD_ARM64) strata-cli strata-tests
 
-# The whole test suite on ARM64 under qemu, as a CPU without dotprod and as one with every
-# extension (`make ARM64=1 test-release` runs a subset: ctest's Emulated.Arm64 and Emulated.Arm64Dotprod).
+# What `make test` runs under qemu: the library's lower layers and their tests (strata-engine-tests).
+build-arm64-ci: configure-arm64
+	@ninja -C $(BUILD_ARM64) strata-engine-tests
+
+# The whole test suite and the CLI on ARM64 under qemu, as a CPU without dotprod and as one with every
+# extension (`make test` runs a subset: ctest's Emulated.Arm64 and Emulated.Arm64Dotprod).
 test-arm64: build-arm64 build-cli
 	@./scripts/test-emulated-arm64.sh cortex-a53 neon $(BUILD_ARM64)/tests/strata-tests $(BUILD_ARM64)/bin/strata $(BUILD)/bin/strata --all
 	@./scripts/test-emulated-arm64.sh max neon-dotprod $(BUILD_ARM64)/tests/strata-tests $(BUILD_ARM64)/bin/strata $(BUILD)/bin/strata --all
 
-test-release: build npm-client $(if $(ARM64),build-arm64,)
+test-release: build npm-client $(if $(ARM64),build-arm64-ci,)
 	@ctest --test-dir $(BUILD) --output-on-failure -j2 -E '$(FULL_ONLY)'
 
 # Every release test, the FULL_ONLY ones included.
-test-full: build npm-client
+test-full: build npm-client $(if $(ARM64),build-arm64-ci,)
 	@ctest --test-dir $(BUILD) --output-on-failure -j2
 
 test-sanitize: deps

@@ -2,7 +2,7 @@
 # Installs every build/test dependency of Strata from Debian 12 packages (by name).
 #   scripts/install-deps.sh          what ./bootstrap demo|test need (the trained demo model is committed)
 #   scripts/install-deps.sh --train  also what tools/train/ needs to retrain it (CPU PyTorch, the corpus)
-#   scripts/install-deps.sh --arm64  also the ARM64 cross build's (make test-arm64)
+#   scripts/install-deps.sh --arm64  also the ARM64 cross build's (make test runs it under qemu; make test-arm64)
 set -euo pipefail
 TRAIN=0
 ARM64=0
@@ -20,25 +20,33 @@ PKGS=(
 # and the corpus: the King James Bible (bible-kjv-text, read through the bible program) and fortunes.
 TRAIN_PKGS=(python3-torch python3-regex python3-numpy bible-kjv bible-kjv-text fortunes)
 [ "$TRAIN" = 1 ] && PKGS+=("${TRAIN_PKGS[@]}")
-# The ARM64 cross build that `make test-arm64` runs under qemu (cmake/aarch64-linux-gnu.cmake): Debian's
-# cross compiler, and the libraries Strata links as Debian multiarch :arm64 packages (headers are
-# shared with the host's; gtest, fmt, pcre2, uring, utf8proc, httplib and its TLS/compression
-# libraries come along). Needs the arm64 architecture added to dpkg (done below when missing).
+# The ARM64 cross build that `make test` and `make test-arm64` run under qemu
+# (cmake/aarch64-linux-gnu.cmake): Debian's cross compiler, and the libraries Strata links as Debian
+# multiarch :arm64 packages (headers are shared with the host's; gtest, fmt, pcre2, uring, utf8proc,
+# httplib and its TLS/compression libraries come along; the Vulkan loader's package only because
+# CMake's FindVulkan wants the library beside the headers the GPU tier compiles against). Needs the
+# arm64 architecture added to dpkg (done below when missing). Installed without their recommended
+# packages (libvulkan1 would bring Mesa's drivers and LLVM for arm64, which nothing here runs).
 ARM64_PKGS=(g++-aarch64-linux-gnu libgtest-dev:arm64 libfmt-dev:arm64 liburing-dev:arm64 libpcre2-dev:arm64
-            libutf8proc-dev:arm64 libcpp-httplib-dev:arm64 libbenchmark-dev:arm64)
-[ "$ARM64" = 1 ] && PKGS+=("${ARM64_PKGS[@]}")
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+            libutf8proc-dev:arm64 libcpp-httplib-dev:arm64 libbenchmark-dev:arm64 libvulkan-dev:arm64)
+missing_of() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+mapfile -t missing < <(missing_of "${PKGS[@]}")
+missing_arm64=()
+[ "$ARM64" = 1 ] && mapfile -t missing_arm64 < <(missing_of "${ARM64_PKGS[@]}")
+if [ $((${#missing[@]} + ${#missing_arm64[@]})) -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
-  if [ "$ARM64" = 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  if [ ${#missing_arm64[@]} -gt 0 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
     $SUDO dpkg --add-architecture arm64
   fi
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq "${missing[@]}"
+  [ ${#missing[@]} -eq 0 ] || $SUDO apt-get install -y -qq "${missing[@]}"
+  [ ${#missing_arm64[@]} -eq 0 ] || $SUDO apt-get install -y -qq --no-install-recommends "${missing_arm64[@]}"
 fi
 # npm (for the official openai client of the server's end-to-end test): Debian packages it
 # apart from nodejs; other nodejs builds bring their own.

@@ -1,6 +1,6 @@
 # GLSL compute shaders -> SPIR-V (Debian's glslc, at build time) -> C arrays (glslc -mfmt=c),
 # gathered into one generated source whose table is gpu/shaders.h's kShaders.
-# Included from src/CMakeLists.txt; adds its sources to the `strata` target.
+# Included from src/CMakeLists.txt; adds its sources to the `strata-engine` target.
 find_package(Vulkan REQUIRED COMPONENTS glslc)
 if(NOT Vulkan_GLSLC_EXECUTABLE)
   message(FATAL_ERROR "glslc not found (Debian package glslc)")
@@ -54,8 +54,8 @@ if(NOT old STREQUAL text)
 endif()
 add_custom_target(strata-shaders DEPENDS ${incs})
 set_source_files_properties(${STRATA_SHADER_CPP} PROPERTIES OBJECT_DEPENDS "${incs}" INCLUDE_DIRECTORIES ${STRATA_SHADER_OUT})
-target_sources(strata PRIVATE ${STRATA_SHADER_CPP})
-add_dependencies(strata strata-shaders)
+target_sources(strata-engine PRIVATE ${STRATA_SHADER_CPP})
+add_dependencies(strata-engine strata-shaders)
 # Vulkan's headers only: the loader is opened at run time (gpu/vk_api.cpp), never linked.
-target_link_libraries(strata PUBLIC Vulkan::Headers ${CMAKE_DL_LIBS})
+target_link_libraries(strata-engine PUBLIC Vulkan::Headers ${CMAKE_DL_LIBS})
 set_source_files_properties(${STRATA_GPU_SRC} PROPERTIES COMPILE_OPTIONS "-Wno-missing-field-initializers")

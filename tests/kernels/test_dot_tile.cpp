@@ -93,7 +93,9 @@ TEST(DotTile, BitIdenticalToSingleTokenAtEveryEdge) {
       }
     }
   }
-  if (scalar_iquants < static_cast<int>(tables.size())) { EXPECT_GT(checked, 0); }
+  if (scalar_iquants < static_cast<int>(tables.size())) {
+    EXPECT_GT(checked, 0);
+  }
 }
 
 // The 512-bit tiles dot (a + 128) against signed weights, which equals the sign-the-activation

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "core/cpu_features.h"
@@ -129,9 +130,17 @@ TEST(IsaDispatch, AutoPicksTheBestTableThisCpuHas) {
   EXPECT_EQ(k.isa, best) << cpu_features().describe();
   const std::string choice = kernel_choice();
   EXPECT_EQ(choice.rfind(std::string(k.name) + " (auto: ", 0), 0u) << choice;
-  if (best != top) { EXPECT_NE(choice.find("no "), std::string::npos) << choice << ": the reason names what is missing"; }
+  if (best != top) {
+    EXPECT_NE(choice.find("no "), std::string::npos) << choice << ": the reason names what is missing";
+  }
   if (const char* want = std::getenv("STRATA_EXPECT_ISA")) {
     EXPECT_STREQ(k.name, want) << "auto-detection on this (emulated) CPU: " << choice << "; cpu: " << cpu_features().describe();
+  }
+  // ... and STRATA_EXPECT_FEATURES the features that CPU has (the emulated CPU is the one meant).
+  if (const char* feats = std::getenv("STRATA_EXPECT_FEATURES")) {
+    const std::string have = " " + cpu_features().describe() + " ";
+    std::istringstream in(feats);
+    for (std::string f; in >> f;) EXPECT_NE(have.find(" " + f + " "), std::string::npos) << f << " not in: " << have;
   }
 }
 

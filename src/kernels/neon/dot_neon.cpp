@@ -177,6 +177,48 @@ inline int32x4_t madd8(int16x8_t x, int16x8_t y) {
   return vpaddq_s32(vmull_s16(vget_low_s16(x), vget_low_s16(y)), vmull_high_s16(x, y));
 }
 
+// What every super-block kernel below shares, for N activation rows: per block (`for_blocks`:
+// prefetch, lanes cleared) the exact int32 lanes of each row (`sum`: `add`, `add_dot`, or
+// adjusted by the kernel), then one fused multiply-add per lane with d_a * d_w into its 8 float
+// lanes (`fuse`) in block order, and llama.cpp's horizontal sum (`hsum`, `store`).
+template <int N>
+struct Q8KRows {
+  const uint8_t* act;
+  size_t as;
+  F8 acc[N];
+  I8 sum[N];
+
+  Q8KRows(const uint8_t* a, size_t s) : act(a), as(s) {
+    for (int t = 0; t < N; ++t) acc[t] = f8_zero();
+  }
+  const block_q8_K* a(int t, int64_t i) const { return act_block<block_q8_K>(act, as, t, i); }
+  // Block i of the weight row w, for each block: fn(block, i) after the prefetch, with sum cleared.
+  template <class Block, class Fn>
+  void for_blocks(int64_t n, const void* w, Fn&& fn) {
+    const auto* b = static_cast<const Block*>(w);
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+      prefetch_block(b + i, sizeof(Block));
+      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
+      fn(b[i], i);
+    }
+  }
+  // Every row: sum += sc_lo * the 4-byte dots of q.lo with values off..off+15 of block i, sc_hi * q.hi's.
+  void add(B32 q, int64_t i, int off, int32_t sc_lo, int32_t sc_hi) {
+    for (int t = 0; t < N; ++t) add_scaled(sum[t], q, a(t, i)->qs + off, sc_lo, sc_hi);
+  }
+  // Every row: sum += the 4-byte dots of q with values off..off+31 of block i (no scale).
+  void add_dot(B32 q, int64_t i, int off) {
+    for (int t = 0; t < N; ++t) sum[t] = i8_add(sum[t], dot32(q, load32(a(t, i)->qs + off)));
+  }
+  void fuse(int64_t i, float wd) {
+    for (int t = 0; t < N; ++t) acc[t] = fma8(acc[t], a(t, i)->d * wd, sum[t]);
+  }
+  float hsum(int t) const { return hsum8(acc[t]); }
+  void store(float* y, int64_t ys) const {
+    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc[t]);
+  }
+};
+
 // Q4_K and Q5_K: 8 sub-blocks of 32 values with 6-bit scales and mins; Q5_K's codes take a
 // fifth bit from qh (bit 2c for the low nibbles of chunk c, 2c + 1 for the high ones). The min
 // term: Q4_K in 4 float lanes (fma per block with d_a * dmin_w, (0+2)+(1+3) at the end), Q5_K in
@@ -185,31 +227,25 @@ template <class Block, bool kFifthBit>
 struct K4 {
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
-    const auto* w = static_cast<const Block*>(vw);
-    const int64_t nb = n / QK_K;
-    F8 acc[N];
+    Q8KRows<N> r(act, as);
     float32x4_t macc[N];
     float msum[N];
     for (int t = 0; t < N; ++t) {
-      acc[t] = f8_zero();
       macc[t] = vdupq_n_f32(0.0f);
       msum[t] = 0.0f;
     }
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(Block));
-      const float wd = h2f(w[i].d), wdmin = h2f(w[i].dmin);
+    r.template for_blocks<Block>(n, vw, [&](const Block& b, int64_t i) {
+      const float wd = h2f(b.d), wdmin = h2f(b.dmin);
       uint8_t sc[8], mn[8];
-      unpack_k4_scales(w[i].scales, sc, mn);
+      unpack_k4_scales(b.scales, sc, mn);
       uint8x16_t qh_lo = vdupq_n_u8(0), qh_hi = vdupq_n_u8(0);
       if constexpr (kFifthBit) {
-        qh_lo = vld1q_u8(w[i].qh);
-        qh_hi = vld1q_u8(w[i].qh + 16);
+        qh_lo = vld1q_u8(b.qh);
+        qh_hi = vld1q_u8(b.qh + 16);
       }
-      I8 sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
       for (int c = 0; c < 4; ++c) {
-        const uint8x16_t x0 = vld1q_u8(w[i].qs + 32 * c), x1 = vld1q_u8(w[i].qs + 32 * c + 16);
+        const uint8x16_t x0 = vld1q_u8(b.qs + 32 * c), x1 = vld1q_u8(b.qs + 32 * c + 16);
         uint8x16_t l0 = vandq_u8(x0, m4), l1 = vandq_u8(x1, m4);
         uint8x16_t h0 = vshrq_n_u8(x0, 4), h1 = vshrq_n_u8(x1, 4);
         if constexpr (kFifthBit) {
@@ -221,26 +257,22 @@ struct K4 {
           h0 = vorrq_u8(h0, vandq_u8(vtstq_u8(qh_lo, bhi), b4));
           h1 = vorrq_u8(h1, vandq_u8(vtstq_u8(qh_hi, bhi), b4));
         }
-        const B32 lo{s8(l0), s8(l1)}, hi{s8(h0), s8(h1)};
-        for (int t = 0; t < N; ++t) {
-          const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 64 * c;
-          add_scaled(sum[t], lo, q8, sc[2 * c], sc[2 * c]);
-          add_scaled(sum[t], hi, q8 + 32, sc[2 * c + 1], sc[2 * c + 1]);
-        }
+        r.add(B32{s8(l0), s8(l1)}, i, 64 * c, sc[2 * c], sc[2 * c]);
+        r.add(B32{s8(h0), s8(h1)}, i, 64 * c + 32, sc[2 * c + 1], sc[2 * c + 1]);
       }
       const int16x8_t mins16 = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
       for (int t = 0; t < N; ++t) {
-        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
-        const float d = a->d * wd, dmin = a->d * wdmin;
+        const block_q8_K* a = r.a(t, i);
+        const float dmin = a->d * wdmin;
         // Per 32-value sub-block sums of the activations (pairs of the per-16 bsums), times the mins.
         const int16x8_t s = vpaddq_s16(vld1q_s16(a->bsums), vld1q_s16(a->bsums + 8));
         const int32x4_t prod = madd8(mins16, s);
         if constexpr (kFifthBit) msum[t] = std::fma(dmin, static_cast<float>(vaddvq_s32(prod)), msum[t]);
         else macc[t] = vfmaq_f32(macc[t], vdupq_n_f32(dmin), vcvtq_f32_s32(prod));
-        acc[t] = fma8(acc[t], d, sum[t]);
       }
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc[t]) - (kFifthBit ? msum[t] : hsum4(macc[t]));
+      r.fuse(i, wd);
+    });
+    for (int t = 0; t < N; ++t) y[t * ys] = r.hsum(t) - (kFifthBit ? msum[t] : hsum4(macc[t]));
   }
 };
 
@@ -253,20 +285,13 @@ inline I8 madd16(int16x8_t sc_lo, int16x8_t sc_hi, const int16_t* bsums) {
 struct Q6K {
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
-    const auto* w = static_cast<const block_q6_K*>(vw);
-    const int64_t nb = n / QK_K;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
-    F8 acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = f8_zero();
-    for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(block_q6_K));
-      const float wd = h2f(w[i].d);
-      const int8_t* sc = w[i].scales;
-      I8 sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
+    Q8KRows<N> r(act, as);
+    r.template for_blocks<block_q6_K>(n, vw, [&](const block_q6_K& b, int64_t i) {
+      const int8_t* sc = b.scales;
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* ql = w[i].ql + 64 * h;
-        const uint8_t* qh = w[i].qh + 32 * h;
+        const uint8_t* ql = b.ql + 64 * h;
+        const uint8_t* qh = b.qh + 32 * h;
         B32 v[4];
         for (int k = 0; k < 2; ++k) {  // the two 16-byte halves of each 32-byte chunk
           const uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k);
@@ -280,21 +305,17 @@ struct Q6K {
           (k ? v[2].hi : v[2].lo) = s8(c2);
           (k ? v[3].hi : v[3].lo) = s8(c3);
         }
-        for (int t = 0; t < N; ++t) {
-          const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 128 * h;
-          for (int j = 0; j < 4; ++j) add_scaled(sum[t], v[j], q8 + 32 * j, sc[8 * h + 2 * j], sc[8 * h + 2 * j + 1]);
-        }
+        for (int j = 0; j < 4; ++j) r.add(v[j], i, 128 * h + 32 * j, sc[8 * h + 2 * j], sc[8 * h + 2 * j + 1]);
       }
       const int8x16_t sc8 = vld1q_s8(sc);
       const int16x8_t sc_lo = vmovl_s8(vget_low_s8(sc8)), sc_hi = vmovl_high_s8(sc8);
       for (int t = 0; t < N; ++t) {
-        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
-        const I8 off = madd16(sc_lo, sc_hi, a->bsums);
-        const I8 tot = {vsubq_s32(sum[t].lo, vshlq_n_s32(off.lo, 5)), vsubq_s32(sum[t].hi, vshlq_n_s32(off.hi, 5))};
-        acc[t] = fma8(acc[t], a->d * wd, tot);
+        const I8 off = madd16(sc_lo, sc_hi, r.a(t, i)->bsums);
+        r.sum[t] = {vsubq_s32(r.sum[t].lo, vshlq_n_s32(off.lo, 5)), vsubq_s32(r.sum[t].hi, vshlq_n_s32(off.hi, 5))};
       }
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc[t]);
+      r.fuse(i, h2f(b.d));
+    });
+    r.store(y, ys);
   }
 };
 
@@ -307,36 +328,29 @@ struct K23 {
   using Block = std::conditional_t<kQ3, block_q3_K, block_q2_K>;
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
-    const auto* w = static_cast<const Block*>(vw);
-    const int64_t nb = n / QK_K;
     const uint8x16_t m3 = vdupq_n_u8(3);
-    F8 acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = f8_zero();
-    for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(Block));
-      const float wd = h2f(w[i].d);
+    Q8KRows<N> r(act, as);
+    r.template for_blocks<Block>(n, vw, [&](const Block& b, int64_t i) {
       int8_t sc[16];
       int16x8_t mn_lo = vdupq_n_s16(0), mn_hi = vdupq_n_s16(0);
       if constexpr (kQ3) {
-        unpack_q3_scales(w[i].scales, sc);
+        unpack_q3_scales(b.scales, sc);
       } else {
-        const uint8x16_t raw = vld1q_u8(w[i].scales);
+        const uint8x16_t raw = vld1q_u8(b.scales);
         vst1q_s8(sc, s8(vandq_u8(raw, vdupq_n_u8(0x0F))));
         const uint8x16_t mn = vshrq_n_u8(raw, 4);
         mn_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mn)));
         mn_hi = vreinterpretq_s16_u16(vmovl_high_u8(mn));
       }
       if constexpr (!kQ3) {
-        const float wdmin = h2f(w[i].dmin);
+        const float wdmin = h2f(b.dmin);
         for (int t = 0; t < N; ++t) {
-          const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
-          acc[t] = fma8(acc[t], -(a->d * wdmin), madd16(mn_lo, mn_hi, a->bsums));
+          const block_q8_K* a = r.a(t, i);
+          r.acc[t] = fma8(r.acc[t], -(a->d * wdmin), madd16(mn_lo, mn_hi, a->bsums));
         }
       }
-      I8 sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
       for (int h = 0; h < 2; ++h) {
-        const uint8x16_t q0 = vld1q_u8(w[i].qs + 32 * h), q1 = vld1q_u8(w[i].qs + 32 * h + 16);
+        const uint8x16_t q0 = vld1q_u8(b.qs + 32 * h), q1 = vld1q_u8(b.qs + 32 * h + 16);
         for (int j = 0; j < 4; ++j) {
           const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-2 * j));
           uint8x16_t v0 = vandq_u8(vshlq_u8(q0, sh), m3), v1 = vandq_u8(vshlq_u8(q1, sh), m3);
@@ -344,44 +358,33 @@ struct K23 {
           if constexpr (kQ3) {
             const uint8x16_t bit = vdupq_n_u8(static_cast<uint8_t>(1 << (4 * h + j)));
             const uint8x16_t four = vdupq_n_u8(4);
-            const uint8x16_t n0 = vbicq_u8(four, vtstq_u8(vld1q_u8(w[i].hmask), bit));
-            const uint8x16_t n1 = vbicq_u8(four, vtstq_u8(vld1q_u8(w[i].hmask + 16), bit));
+            const uint8x16_t n0 = vbicq_u8(four, vtstq_u8(vld1q_u8(b.hmask), bit));
+            const uint8x16_t n1 = vbicq_u8(four, vtstq_u8(vld1q_u8(b.hmask + 16), bit));
             v = {vsubq_s8(s8(v0), s8(n0)), vsubq_s8(s8(v1), s8(n1))};
           }
-          for (int t = 0; t < N; ++t) {
-            const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 128 * h + 32 * j;
-            add_scaled(sum[t], v, q8, sc[8 * h + 2 * j], sc[8 * h + 2 * j + 1]);
-          }
+          r.add(v, i, 128 * h + 32 * j, sc[8 * h + 2 * j], sc[8 * h + 2 * j + 1]);
         }
       }
-      for (int t = 0; t < N; ++t) acc[t] = fma8(acc[t], act_block<block_q8_K>(act, as, t, i)->d * wd, sum[t]);
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc[t]);
+      r.fuse(i, h2f(b.d));
+    });
+    r.store(y, ys);
   }
 };
 
 struct IQ4XS {
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
-    const auto* w = static_cast<const block_iq4_xs*>(vw);
-    const int64_t nb = n / QK_K;
     const int8x16_t table = vld1q_s8(kIq4nlValues);
-    F8 acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = f8_zero();
-    for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(block_iq4_xs));
-      const float wd = h2f(w[i].d);
-      I8 sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
+    Q8KRows<N> r(act, as);
+    r.template for_blocks<block_iq4_xs>(n, vw, [&](const block_iq4_xs& b, int64_t i) {
       for (int ib = 0; ib < 8; ++ib) {
-        const B32 nib = nibbles_split16(w[i].qs + 16 * ib);
-        const B32 q{vqtbl1q_s8(table, u8(nib.lo)), vqtbl1q_s8(table, u8(nib.hi))};
-        const int s = iq4xs_scale(w[i], ib);
-        for (int t = 0; t < N; ++t) add_scaled(sum[t], q, act_block<block_q8_K>(act, as, t, i)->qs + 32 * ib, s, s);
+        const B32 nib = nibbles_split16(b.qs + 16 * ib);
+        const int s = iq4xs_scale(b, ib);
+        r.add(B32{vqtbl1q_s8(table, u8(nib.lo)), vqtbl1q_s8(table, u8(nib.hi))}, i, 32 * ib, s, s);
       }
-      for (int t = 0; t < N; ++t) acc[t] = fma8(acc[t], act_block<block_q8_K>(act, as, t, i)->d * wd, sum[t]);
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc[t]);
+      r.fuse(i, h2f(b.d));
+    });
+    r.store(y, ys);
   }
 };
 
@@ -458,24 +461,16 @@ struct Lattice {
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
     using Block = typename Dec::Block;
-    const auto* w = static_cast<const Block*>(vw);
-    const int64_t nb = n / QK_K;
-    F8 acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = f8_zero();
-    for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(Block));
-      I8 sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
+    Q8KRows<N> r(act, as);
+    r.template for_blocks<Block>(n, vw, [&](const Block& b, int64_t i) {
       for (int g = 0; g < QK_K / 32; ++g) {
-        const B32 q{vcombine_s8(Dec::group(w[i], 4 * g), Dec::group(w[i], 4 * g + 1)),
-                    vcombine_s8(Dec::group(w[i], 4 * g + 2), Dec::group(w[i], 4 * g + 3))};
-        const int ls_lo = 2 * Dec::scale(w[i], 2 * g) + 1, ls_hi = 2 * Dec::scale(w[i], 2 * g + 1) + 1;
-        for (int t = 0; t < N; ++t) add_scaled(sum[t], q, act_block<block_q8_K>(act, as, t, i)->qs + 32 * g, ls_lo, ls_hi);
+        const B32 q{vcombine_s8(Dec::group(b, 4 * g), Dec::group(b, 4 * g + 1)),
+                    vcombine_s8(Dec::group(b, 4 * g + 2), Dec::group(b, 4 * g + 3))};
+        r.add(q, i, 32 * g, 2 * Dec::scale(b, 2 * g) + 1, 2 * Dec::scale(b, 2 * g + 1) + 1);
       }
-      const float wd = h2f(w[i].d);
-      for (int t = 0; t < N; ++t) acc[t] = fma8(acc[t], wd * act_block<block_q8_K>(act, as, t, i)->d, sum[t]);
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = Dec::kFactor * hsum8(acc[t]);
+      r.fuse(i, h2f(b.d));
+    });
+    for (int t = 0; t < N; ++t) y[t * ys] = Dec::kFactor * r.hsum(t);
   }
 };
 
@@ -488,17 +483,10 @@ struct Iq1 {
   using Block = std::conditional_t<kM, block_iq1_m, block_iq1_s>;
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
-    const auto* w = static_cast<const Block*>(vw);
-    const int64_t nb = n / QK_K;
-    F8 acc1[N], acc2[N];
-    float acc_delta[N];
-    for (int t = 0; t < N; ++t) {
-      acc1[t] = acc2[t] = f8_zero();
-      acc_delta[t] = 0.0f;
-    }
-    for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(Block));
-      const Block& b = w[i];
+    Q8KRows<N> r1(act, as), r2(act, as);  // the grid term; IQ1_M's delta term
+    float acc_delta[N];                     // IQ1_S's delta term
+    for (int t = 0; t < N; ++t) acc_delta[t] = 0.0f;
+    r1.template for_blocks<Block>(n, vw, [&](const Block& b, int64_t i) {
       float wd;
       int s[QK_K / 16];   // 3-bit scale code per 16 values
       bool neg[QK_K / 8];  // delta sign per 8 values
@@ -524,8 +512,7 @@ struct Iq1 {
           s[2 * g] = s[2 * g + 1] = (h >> 12) & 7;
         }
       }
-      I8 sum1[N], sum2[N];
-      for (int t = 0; t < N; ++t) sum1[t] = sum2[t] = i8_zero();
+      for (int t = 0; t < N; ++t) r2.sum[t] = i8_zero();
       for (int g = 0; g < QK_K / 32; ++g) {
         const B32 qv{vcombine_s8(q[4 * g], q[4 * g + 1]), vcombine_s8(q[4 * g + 2], q[4 * g + 3])};
         const int ls_lo = 2 * s[2 * g] + 1, ls_hi = 2 * s[2 * g + 1] + 1;
@@ -534,30 +521,26 @@ struct Iq1 {
           auto sign8 = [&](int k) { return vdup_n_s8(neg[k] ? -1 : 1); };
           sg = {vcombine_s8(sign8(4 * g), sign8(4 * g + 1)), vcombine_s8(sign8(4 * g + 2), sign8(4 * g + 3))};
         }
-        for (int t = 0; t < N; ++t) {
-          const int8_t* q8 = act_block<block_q8_K>(act, as, t, i)->qs + 32 * g;
-          add_scaled(sum1[t], qv, q8, ls_lo, ls_hi);
-          if constexpr (kM) add_scaled(sum2[t], sg, q8, ls_lo, ls_hi);
-        }
+        r1.add(qv, i, 32 * g, ls_lo, ls_hi);
+        if constexpr (kM) r2.add(sg, i, 32 * g, ls_lo, ls_hi);
       }
-      for (int t = 0; t < N; ++t) {
-        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
-        const float d = wd * a->d;
-        acc1[t] = fma8(acc1[t], d, sum1[t]);
-        if constexpr (kM) {
-          acc2[t] = fma8(acc2[t], d, sum2[t]);
-        } else {
+      r1.fuse(i, wd);
+      if constexpr (kM) {
+        r2.fuse(i, wd);
+      } else {
+        for (int t = 0; t < N; ++t) {
+          const block_q8_K* a = r1.a(t, i);
           int32_t delta = 0;
           for (int g = 0; g < QK_K / 32; ++g) {
             const int ls = 2 * s[2 * g] + 1;
             const int32_t sa = a->bsums[2 * g] + a->bsums[2 * g + 1];
             delta += neg[4 * g] ? -ls * sa : ls * sa;
           }
-          acc_delta[t] = std::fma(d, static_cast<float>(delta), acc_delta[t]);
+          acc_delta[t] = std::fma(a->d * wd, static_cast<float>(delta), acc_delta[t]);
         }
       }
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc1[t]) + iq::kIq1Delta * (kM ? hsum8(acc2[t]) : acc_delta[t]);
+    });
+    for (int t = 0; t < N; ++t) y[t * ys] = r1.hsum(t) + iq::kIq1Delta * (kM ? r2.hsum(t) : acc_delta[t]);
   }
 };
 
@@ -602,28 +585,18 @@ struct Ternary {
   template <int N>
   static void run(int64_t n, const void* vw, const uint8_t* act, size_t as, float* y, int64_t ys) {
     using Block = typename Dec::Block;
-    const auto* w = static_cast<const Block*>(vw);
-    const int64_t nb = n / QK_K;
-    F8 acc[N];
-    for (int t = 0; t < N; ++t) acc[t] = f8_zero();
     alignas(16) uint8_t c[QK_K];
-    for (int64_t i = 0; i < nb; ++i) {
-      prefetch_block(w + i, sizeof(Block));
-      Dec::codes(w[i], c);
-      I8 sum[N];
-      for (int t = 0; t < N; ++t) sum[t] = i8_zero();
-      for (int g = 0; g < QK_K / 32; ++g) {
-        const B32 q = load32(c + 32 * g);
-        for (int t = 0; t < N; ++t) sum[t] = i8_add(sum[t], dot32(q, load32(act_block<block_q8_K>(act, as, t, i)->qs + 32 * g)));
-      }
-      const float wd = h2f(w[i].d);
+    Q8KRows<N> r(act, as);
+    r.template for_blocks<Block>(n, vw, [&](const Block& b, int64_t i) {
+      Dec::codes(b, c);
+      for (int g = 0; g < QK_K / 32; ++g) r.add_dot(load32(c + 32 * g), i, 32 * g);
       for (int t = 0; t < N; ++t) {
-        const block_q8_K* a = act_block<block_q8_K>(act, as, t, i);
-        const I8 bs{vpaddlq_s16(vld1q_s16(a->bsums)), vpaddlq_s16(vld1q_s16(a->bsums + 8))};
-        acc[t] = fma8(acc[t], wd * a->d, i8_sub(sum[t], bs));
+        const block_q8_K* a = r.a(t, i);
+        r.sum[t] = i8_sub(r.sum[t], I8{vpaddlq_s16(vld1q_s16(a->bsums)), vpaddlq_s16(vld1q_s16(a->bsums + 8))});
       }
-    }
-    for (int t = 0; t < N; ++t) y[t * ys] = hsum8(acc[t]);
+      r.fuse(i, h2f(b.d));
+    });
+    r.store(y, ys);
   }
 };
 
