@@ -54,6 +54,9 @@ class LayerExecutor {
   // --prof: each layer's device work finishes before the next layer starts, so the device's time is
   // attributed to its own layer (otherwise work is timed where the host next waits for it).
   virtual void set_layer_sync(bool) {}
+  // "" while the device works; once it was lost (a driver reset, a fault), why: its memory (the
+  // layers' KV rows) is gone and every later pass fails with this message.
+  virtual std::string lost() const { return ""; }
 };
 
 }  // namespace strata

@@ -49,6 +49,7 @@ class VulkanExecutor final : public LayerExecutor {
     stats_.layers.assign(static_cast<size_t>(n_gpu_), {});
   }
   void set_layer_sync(bool on) override { layer_sync_ = on; }
+  std::string lost() const override { return dev_->lost(); }
 
   int run_layers(FwdCtx& c) override {
     const ModelConfig& cfg = c.cfg;

@@ -95,6 +95,9 @@ struct HttpServer::Impl final : ApiHost {
                      "invalid_request_error", "", "invalid_api_key");
   }
 
+  // The scheduler's device_lost() once it runs ("" before).
+  std::string device_lost() const { return ready.load(std::memory_order_acquire) && sched ? sched->device_lost() : std::string(); }
+
   void require_ready() const override {
     if (!ready.load(std::memory_order_acquire)) throw ApiError(503, "the model is loading", "server_error", "", "model_loading");
   }
@@ -128,10 +131,12 @@ struct HttpServer::Impl final : ApiHost {
     server.Get("/health", guard(
                             [this](const httplib::Request&, httplib::Response& res) {
                               const bool ok = ready.load(std::memory_order_acquire), drain = draining.load(std::memory_order_acquire);
-                              res.status = ok && !drain ? 200 : 503;
+                              const std::string lost = device_lost();
+                              res.status = ok && !drain && lost.empty() ? 200 : 503;
                               if (res.status == 503) res.set_header("Retry-After", "1");
-                              res.set_content(drain ? R"({"status":"draining"})" : ok ? R"({"status":"ok"})" : R"({"status":"loading"})",
-                                              "application/json");
+                              if (!lost.empty()) res.set_content(dump(json{{"status", "error"}, {"error", lost}}), "application/json");
+                              else res.set_content(drain ? R"({"status":"draining"})" : ok ? R"({"status":"ok"})" : R"({"status":"loading"})",
+                                                   "application/json");
                             },
                             ErrorShape::OpenAI, /*auth=*/false));
     server.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
@@ -228,7 +233,10 @@ struct HttpServer::Impl final : ApiHost {
   // While draining, every request but /health and /metrics is refused (503, Retry-After: the
   // balancer retries it on another replica).
   std::optional<Refusal> drain_refusal(const std::string& path) const {
-    if (!draining.load(std::memory_order_acquire) || path == "/health" || path == "/metrics") return std::nullopt;
+    if (path == "/health" || path == "/metrics") return std::nullopt;
+    if (const std::string lost = device_lost(); !lost.empty())
+      return Refusal{503, "this server cannot compute: " + lost + "; restart it (or retry on another replica)", "device_lost"};
+    if (!draining.load(std::memory_order_acquire)) return std::nullopt;
     return Refusal{503, "this server is draining (shutting down); retry on another replica", "draining"};
   }
 

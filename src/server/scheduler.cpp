@@ -1,5 +1,7 @@
 #include "server/scheduler.h"
 
+#include "model/executor.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -210,7 +212,7 @@ bool Scheduler::submit(const std::shared_ptr<GenRequest>& r) { return submit(std
 bool Scheduler::submit(const std::vector<std::shared_ptr<GenRequest>>& rs) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (stop_) return false;
+    if (stop_ || !device_lost_.empty()) return false;
     // Requests that a free slot will take at once do not count against the queue.
     const int busy = stats_.busy;
     const int capacity = opt_.max_queue + std::max(0, n_slots() - busy);
@@ -220,6 +222,32 @@ bool Scheduler::submit(const std::vector<std::shared_ptr<GenRequest>>& rs) {
   }
   cv_.notify_all();
   return true;
+}
+
+std::string Scheduler::device_lost() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return device_lost_;
+}
+
+// A lost GPU takes every sequence's KV rows on it along: the requests on the other slots and those
+// waiting fail with its message, and submit() refuses new ones from now on.
+void Scheduler::fail_all_if_device_lost() {
+  const LayerExecutor* ex = eng_.model().executor();
+  if (!ex || ex->lost().empty()) return;
+  const std::string why = ex->lost();
+  std::deque<std::shared_ptr<GenRequest>> waiting;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    device_lost_ = why;
+    waiting.swap(waiting_);
+    stats_.queued = 0;
+  }
+  for (auto& sp : slots_)
+    if (sp->req) finish(*sp, Finish::Error, why);
+  for (auto& r : waiting) {
+    r->push(final_event(Finish::Error, static_cast<int>(r->params.prompt.size()), 0, 0, why));
+    local_.requests_failed++;
+  }
 }
 
 SchedulerStats Scheduler::stats() const {
@@ -499,8 +527,9 @@ void Scheduler::step() {
   try {
     run_pass();
   } catch (const std::exception& e) {
-    // The engine reset these sequences' rows; the other slots go on.
+    // The engine reset these sequences' rows; the other slots go on (unless the GPU is gone).
     for (Slot* s : pass_slots_) finish(*s, Finish::Error, e.what());
+    fail_all_if_device_lost();
     return;
   }
   pass_ = SpecPass{};

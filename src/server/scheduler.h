@@ -186,6 +186,9 @@ class Scheduler {
   // All or none (the choices of one request).
   bool submit(const std::vector<std::shared_ptr<GenRequest>>& rs);
   SchedulerStats stats() const;
+  // "" while the engine can compute; once its GPU was lost, why (any thread). Every request in
+  // flight or waiting then failed with it, and submit() refuses new ones.
+  std::string device_lost() const;
   int n_ctx() const { return eng_.options().n_ctx; }
   int n_vocab() const { return eng_.config().n_vocab; }
   int n_slots() const { return static_cast<int>(slots_.size()); }
@@ -225,6 +228,7 @@ class Scheduler {
   void update_stats(double t0, double t1, int tokens, int generated);
   void update_slot_info();
   void finish(Slot& s, Finish f, const std::string& error = {}, bool bad_request = false);
+  void fail_all_if_device_lost();
   void emit(Slot& s);
   double now() const { return opt_.clock ? opt_.clock() : now_s(); }
 
@@ -240,6 +244,7 @@ class Scheduler {
   std::deque<Action> actions_;  // run_on_engine's, under mu_
   bool stop_ = false;
   SchedulerStats stats_;  // under mu_
+  std::string device_lost_;  // under mu_
 
   // engine thread only
   std::vector<SeqInput> inputs_;   // the pass being run
