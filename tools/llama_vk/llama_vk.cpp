@@ -9,11 +9,12 @@
 //     one line per prompt "pN n_tokens=.. cosine=.. max_abs=.. ref_std=.." and a "worst" line.
 //     --out DIR writes DIR/pN.last_logits.f32.
 //
-//   llama_vk bench --model F.gguf [--ngl -1] [--cpu-moe 1] [--threads 2] [--pp 128] [--tg 32] [--mmap 1]
+//   llama_vk bench --model F.gguf [--ngl -1] [--cpu-moe 1] [--threads 2] [--pp 128] [--tg 32] [--mmap 1] [--warmup 1]
 //     pp random ordinary tokens in one batch, then tg tokens (random input, as llama-bench), like
 //     ../shared/peer/llbench; --cpu-moe 1 keeps the routed experts on the CPU (llama.cpp's
 //     `-ot exps=CPU`: tensor buffer override "\\.ffn_(up|down|gate|gate_up)_(ch|)exps" (LLM_FFN_EXPS_REGEX) -> the CPU device's buffer type).
-//     One JSON line on stdout.
+//     --warmup 1 (default): one untimed pp batch and one tg token first (llama-bench's warm-up; GGML Vulkan
+//     compiles each pipeline on first use). One JSON line on stdout.
 //
 // The device: GGML's Vulkan backend skips CPU-type devices (lavapipe) unless GGML_VK_VISIBLE_DEVICES
 // names them; set it (e.g. GGML_VK_VISIBLE_DEVICES=0) and VK_ICD_FILENAMES as the machine needs.
@@ -250,6 +251,17 @@ int main(int argc, char** argv) {
   };
   std::vector<llama_token> prompt(std::max(pp, 1));
   for (auto& x : prompt) x = rnd();
+  // Warm-up (as llama-bench): one prompt-sized batch and one single-token decode, then a cleared cache, so
+  // the timed runs do not include GGML Vulkan's pipeline compilation (done on first use of each shader).
+  if (get("--warmup", "1") != "0") {
+    const int n = std::max(1, std::min((int)cp.n_batch, pp));
+    if (llama_decode(ctx, llama_batch_get_one(prompt.data(), n)) ||
+        llama_decode(ctx, llama_batch_get_one(&prompt.back(), 1))) {
+      fprintf(stderr, "error: warm-up decode failed\n");
+      return 1;
+    }
+    llama_memory_clear(llama_get_memory(ctx), true);
+  }
   double pp_s = 0;
   if (pp > 0) {
     t = now();
