@@ -44,8 +44,10 @@ sargs=(bench -m "$MODEL" -t "$THREADS" -c "$CTX" -p "$PP" -n "$TG" --tg-input "$
 if [ -z "${NGL:-}" ]; then
   NGL=-1
   if [ -n "${VRAM_BUDGET:-}" ]; then
+    # Strata holds the leading layers (output head on the CPU), llama.cpp the trailing ones (n_gpu_layers counts
+    # the output layer as one more): all of Strata's layers -> -1 (all), else the same number of layers.
     NGL=$("$STRATA" inspect "$MODEL" --vram-budget "$VRAM_BUDGET" -c "$CTX" --json 2>/dev/null |
-          python3 -c 'import json,sys; print(json.load(sys.stdin)["vram_budget"]["gpu_layers"])')
+          python3 -c 'import json,sys; v=json.load(sys.stdin)["vram_budget"]; print(-1 if v["gpu_layers"] >= v["n_layer"] else v["gpu_layers"])')
   fi
 fi
 largs=(bench --model "$MODEL" --threads "$THREADS" --pp "$PP" --tg "$TG" --ngl "$NGL" --cpu-moe 1)
@@ -67,8 +69,10 @@ print("strata round %s: pp%s %.2f tok/s, tg%s %.2f tok/s, gpu_layers %s, vram pe
 }
 run_peer() {
   warm; local s
-  s=$("${wrap[@]}" "$LLVK" "${largs[@]}" 2>/tmp/gpu-vs-peer.peer.$$ | grep '^{' | tail -1) || true
-  [ -n "$s" ] || { echo "llama.cpp round $1 failed: $(grep -i -m2 -E 'error|fail' /tmp/gpu-vs-peer.peer.$$)" >&2; rm -f /tmp/gpu-vs-peer.peer.$$; return; }
+  local rc=0
+  "${wrap[@]}" "$LLVK" "${largs[@]}" >/tmp/gpu-vs-peer.peerout.$$ 2>/tmp/gpu-vs-peer.peer.$$ || rc=$?
+  s=$(grep '^{' /tmp/gpu-vs-peer.peerout.$$ | tail -1 || true); rm -f /tmp/gpu-vs-peer.peerout.$$
+  [ -n "$s" ] || { echo "llama.cpp round $1 failed (exit $rc$([ $rc -gt 128 ] && echo ", signal $((rc - 128))")): $(grep -i -m2 -E 'error|fail' /tmp/gpu-vs-peer.peer.$$)" >&2; rm -f /tmp/gpu-vs-peer.peer.$$; return; }
   grep -E 'offloaded|model buffer size|KV buffer size' /tmp/gpu-vs-peer.peer.$$ | sed 's/^/  llama.cpp: /' >&2 || true
   rm -f /tmp/gpu-vs-peer.peer.$$
   results+=("peer|$s")
