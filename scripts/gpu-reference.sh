@@ -2,7 +2,7 @@
 # The GPU tier's two references on one golden set (issue 35; results in docs/gpu-reference.md):
 #   llama.cpp's own Vulkan build (scripts/peer-vulkan.sh's llama_vk, all layers on the device) against the golden
 #   llama.cpp CPU logits, and Strata `--gpu vulkan` (F32 KV, as the golden harness) against the same logits.
-# Prints per prompt and engine: cosine, max |diff|, ref std; then one "SET engine worst ..." line per engine.
+# Prints per prompt and engine: cosine, max |diff|, ref std, argmax (engine/golden); then one "SET engine worst ..." line per engine.
 #
 #   scripts/gpu-reference.sh SET [PROMPTS]        e.g. scripts/gpu-reference.sh qwen3moe-q8_0 p0,p1
 # Env: ENGINES ("llama-vk strata" by default), STRATA (binary; default build/bin/strata), FIXTURES, PEER_DIR.
@@ -33,7 +33,8 @@ r = array.array('f'); r.frombytes(open(sys.argv[2], 'rb').read())
 assert len(a) == len(r), (len(a), len(r))
 dot = sum(x * y for x, y in zip(a, r)); na = sum(x * x for x in a); nr = sum(y * y for y in r)
 mx = max(abs(x - y) for x, y in zip(a, r)); m = sum(r) / len(r); sd = math.sqrt(sum((y - m) ** 2 for y in r) / len(r))
-print(f"{sys.argv[6]} strata {sys.argv[3]} n_tokens={sys.argv[4]} cosine={dot / math.sqrt(na * nr):.6f} max_abs={mx:.4g} ref_std={sd:.4g} ({time.time() - float(sys.argv[5]):.2f} s)")
+top = max(range(len(a)), key=lambda i: a[i]); rtop = max(range(len(r)), key=lambda i: r[i])
+print(f"{sys.argv[6]} strata {sys.argv[3]} n_tokens={sys.argv[4]} cosine={dot / math.sqrt(na * nr):.6f} max_abs={mx:.4g} ref_std={sd:.4g} top1={top}/{rtop} ({time.time() - float(sys.argv[5]):.2f} s)")
 PY
     done
     rm -rf "$tmp" ;;

@@ -197,6 +197,11 @@ int main(int argc, char** argv) {
         return 1;
       }
       const float* r = (const float*)ref.data();
+      int top = 0, rtop = 0;
+      for (int i = 1; i < n_vocab; i++) {
+        if (lg[i] > lg[top]) top = i;
+        if (r[i] > r[rtop]) rtop = i;
+      }
       double dot = 0, na = 0, nr = 0, mx = 0, mean = 0, var = 0;
       for (int i = 0; i < n_vocab; i++) {
         dot += double(lg[i]) * r[i];
@@ -211,8 +216,8 @@ int main(int argc, char** argv) {
       worst_cos = std::min(worst_cos, cs);
       worst_abs = std::max(worst_abs, mx);
       done++;
-      printf("%s n_tokens=%zu cosine=%.6f max_abs=%.4g ref_std=%.4g (%.2f s)\n", p.c_str(), toks.size(), cs, mx,
-             std::sqrt(var / n_vocab), dt);
+      printf("%s n_tokens=%zu cosine=%.6f max_abs=%.4g ref_std=%.4g top1=%d/%d (%.2f s)\n", p.c_str(), toks.size(), cs,
+             mx, std::sqrt(var / n_vocab), top, rtop, dt);
       fflush(stdout);
     }
     printf("worst: prompts=%d cosine=%.6f max_abs=%.4g\n", done, worst_cos, worst_abs);
