@@ -5,18 +5,22 @@
 # Prints per prompt and engine: cosine, max |diff|, ref std, argmax (engine/golden); then one "SET engine worst ..." line per engine.
 #
 #   scripts/gpu-reference.sh SET [PROMPTS]        e.g. scripts/gpu-reference.sh qwen3moe-q8_0 p0,p1
-# Env: ENGINES ("llama-vk strata" by default), STRATA (binary; default build/bin/strata), FIXTURES, PEER_DIR.
+# Env: ENGINES ("llama-cpu llama-vk strata" by default; llama-cpu: the Vulkan build with --ngl 0, a control), STRATA (binary; default build/bin/strata), FIXTURES, PEER_DIR.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$here/build/bin/strata}
 FIXTURES=${FIXTURES:-$here/../shared/fixtures}
 set_name=${1:?set name}; prompts=${2:-p0,p1}
 dir=$FIXTURES/$set_name
-ENGINES=${ENGINES:-llama-vk strata}
+ENGINES=${ENGINES:-llama-cpu llama-vk strata}
 for e in $ENGINES; do
   case $e in
   llama-vk)
     "$here/scripts/peer-vulkan.sh" golden "$set_name" "$prompts" 2>/dev/null | grep -v "^worst" | sed "s/^/$set_name llama-vk /" || echo "$set_name llama-vk error: exit $?" ;;
+  llama-cpu)  # control: the same build with nothing on the device (no op offload) must reproduce the goldens
+    GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0} "$(dirname "$("$here/scripts/peer-vulkan.sh" 2>&1 | sed -n 's/^built //p')")/llama_vk" logits \
+      --model "$dir/model.gguf" --golden "$dir/golden" --prompts "$prompts" --ngl 0 --op-offload 0 2>/dev/null |
+      grep -v "^worst" | sed "s/^/$set_name llama-cpu /" || echo "$set_name llama-cpu error: exit $?" ;;
   strata)
     tmp=$(mktemp -d)
     for p in ${prompts//,/ }; do
@@ -39,6 +43,6 @@ PY
     done
     rm -rf "$tmp" ;;
   esac
-done | awk '{print} $2 ~ /llama-vk|strata/ && $3 ~ /^p[0-9]/ { split($5, c, "="); split($6, m, "=");
+done | awk '{print} $2 ~ /llama-cpu|llama-vk|strata/ && $3 ~ /^p[0-9]/ { split($5, c, "="); split($6, m, "=");
   k = $2; if (!(k in w) || c[2] < w[k]) w[k] = c[2]; if (!(k in x) || m[2] + 0 > x[k] + 0) x[k] = m[2]; n[k]++ }
   END { for (k in w) printf "%s %s worst: prompts=%d cosine=%s max_abs=%s\n", "'"$set_name"'", k, n[k], w[k], x[k] }'

@@ -1,7 +1,8 @@
 // llama_vk: llama.cpp v0.5.0's Vulkan build (npm @node-llama-cpp/linux-x64-vulkan@3.22.1) driven directly,
 // as the second reference for Strata's GPU tier (issue 35). Built by scripts/peer-vulkan.sh. Two modes:
 //
-//   llama_vk logits --model F.gguf --golden DIR [--out DIR] [--prompts p0,p1] [--ngl -1] [--threads 2]
+//   llama_vk logits --model F.gguf --golden DIR [--out DIR] [--prompts p0,p1] [--ngl -1] [--threads 2] [--op-offload 1]
+//     [--cpu-variant haswell]  (the golden sets' CPU variant; "" = ggml's pick for this machine)
 //     Loads F with n_gpu_layers layers on the Vulkan device (-1: all), evaluates each golden prompt
 //     (DIR/pN.json "prompt_tokens") in one llama_decode with the settings of the golden harness
 //     (n_ctx = n_batch = n_ubatch = 256, F32 K/V, no flash attention, no mmap, no repacking) and
@@ -67,13 +68,22 @@ static std::vector<llama_token> prompt_tokens(const std::string& json) {
   return v;
 }
 
-static void init_backends() {
+// cpu_variant "": the best CPU variant for this machine (ggml's default); else libggml-cpu-<variant>.so only
+// (the golden sets were made with the haswell variant; others differ in a few kernels).
+static void init_backends(const std::string& cpu_variant) {
   llama_log_set(log_cb, nullptr);
   Dl_info di;
   dladdr((void*)llama_backend_init, &di);
   std::string dir = di.dli_fname;
   dir = dir.substr(0, dir.rfind('/'));
-  ggml_backend_load_all_from_path(dir.c_str());
+  if (cpu_variant.empty()) {
+    ggml_backend_load_all_from_path(dir.c_str());
+  } else {
+    if (!ggml_backend_load((dir + "/libggml-vulkan.so").c_str()) ||
+        !ggml_backend_load((dir + "/libggml-cpu-" + cpu_variant + ".so").c_str()))
+      fprintf(stderr, "warning: could not load libggml-vulkan.so or libggml-cpu-%s.so from %s\n", cpu_variant.c_str(),
+              dir.c_str());
+  }
   llama_backend_init();
   for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
     ggml_backend_dev_t d = ggml_backend_dev_get(i);
@@ -109,7 +119,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: llama_vk logits|bench --model F ...\n");
     return 2;
   }
-  init_backends();
+  init_backends(get("--cpu-variant", mode == "logits" ? "haswell" : ""));
   if (ngl != 0 && !have_gpu_device()) {
     fprintf(stderr, "error: no GPU-type ggml device (lavapipe needs GGML_VK_VISIBLE_DEVICES=N)\n");
     return 1;
@@ -147,6 +157,7 @@ int main(int argc, char** argv) {
     cp.n_threads = cp.n_threads_batch = threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
+    cp.op_offload = get("--op-offload", "1") != "0";  // 0 with --ngl 0: the Vulkan build's CPU path alone
     llama_context* ctx = llama_init_from_model(model, cp);
     if (!ctx) {
       fprintf(stderr, "error: context failed\n");
