@@ -16,7 +16,8 @@
 #   GPU: Strata's --gpu (default vulkan: its best device; vulkan:N for device N, which llama.cpp then gets too
 #     through GGML_VK_VISIBLE_DEVICES=N). GGML_VK_VISIBLE_DEVICES, VK_ICD_FILENAMES are taken from the environment;
 #     when the only Vulkan device is a CPU (lavapipe), GGML_VK_VISIBLE_DEVICES=0 is set (llama.cpp skips CPU devices).
-#   STRATA (binary, default build/bin/strata), PEER_DIR (scripts/peer-vulkan.sh's cache), TG_INPUT (random).
+#   STRATA (binary, default build/bin/strata), PEER_DIR (scripts/peer-vulkan.sh's cache), TG_INPUT (random),
+#   LLVK: a prebuilt llama_vk (e.g. from `scripts/peer-vulkan.sh export DIR`, for a machine without npm access).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$here/build/bin/strata}
@@ -24,8 +25,10 @@ MODEL=${MODEL:?MODEL=file.gguf}
 PP=${PP:-128}; TG=${TG:-32}; ROUNDS=${ROUNDS:-2}; THREADS=${THREADS:-2}; GPU=${GPU:-vulkan}; TG_INPUT=${TG_INPUT:-random}
 CTX=$((PP + TG + 16))
 [ -x "$STRATA" ] || { echo "build Strata first (or STRATA=path)"; exit 1; }
-"$here/scripts/peer-vulkan.sh" >/dev/null 2>&1 || { echo "scripts/peer-vulkan.sh failed"; exit 1; }
-LLVK=${PEER_DIR:-${TMPDIR:-/tmp}/strata-peer}/vulkan/llama_vk
+if [ -z "${LLVK:-}" ]; then
+  "$here/scripts/peer-vulkan.sh" >/dev/null 2>&1 || { echo "scripts/peer-vulkan.sh failed"; exit 1; }
+  LLVK=${PEER_DIR:-${TMPDIR:-/tmp}/strata-peer}/vulkan/llama_vk
+fi
 
 echo "== device (vulkaninfo --summary)"
 summary=$(vulkaninfo --summary 2>&1 || true)

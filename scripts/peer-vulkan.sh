@@ -8,6 +8,7 @@
 #
 #   scripts/peer-vulkan.sh            # fetch + build; prints the binary's path
 #   scripts/peer-vulkan.sh golden SET [PROMPTS]   # fetch + build, then compare SET's golden logits (default p0,p1)
+#   scripts/peer-vulkan.sh export DIR             # fetch + build, then copy llama_vk + the libs it loads to DIR
 #
 # The device: GGML's Vulkan backend skips CPU-type devices (Mesa's lavapipe) unless GGML_VK_VISIBLE_DEVICES
 # names them; `golden` sets GGML_VK_VISIBLE_DEVICES=0 when it is unset and the only device is a CPU.
@@ -34,9 +35,15 @@ lib=$d/nlc/package/bins/linux-x64-vulkan
 src=$here/tools/llama_vk/llama_vk.cpp
 if [ ! -x llama_vk ] || [ "$src" -nt llama_vk ]; then
   g++ -O2 -std=c++17 -Iinclude "$src" -o llama_vk -L"$lib" -l:libllama.vulkan.v0.5.0.so -l:libggml.vulkan.v0.5.0.so \
-    -l:libggml-base.so -Wl,-rpath,"$lib"
+    -l:libggml-base.so -Wl,-rpath,"$lib:\$ORIGIN/lib"
 fi
 echo "built $d/llama_vk" >&2
+if [ "${1:-}" = export ]; then  # a relocatable copy (binary + lib/ with only the libs it loads, ~50 MiB) for a machine without npm
+  out=${2:?export DIR}; mkdir -p "$out/lib"; cp llama_vk "$out/"
+  cp "$lib"/libllama.vulkan.v0.5.0.so "$lib"/libggml.vulkan.v0.5.0.so "$lib"/libggml-base.so "$lib"/libggml-vulkan.so \
+     "$lib"/libggml-cpu-*.so "$out/lib/"
+  echo "exported $out/llama_vk (use LLVK=$out/llama_vk with bench/gpu-vs-peer.sh)" >&2; exit 0
+fi
 if [ "${1:-}" = golden ]; then
   set_dir=${FIXTURES:-$here/../shared/fixtures}/${2:?set name}
   if [ -z "${GGML_VK_VISIBLE_DEVICES:-}" ] && vulkaninfo --summary 2>/dev/null | grep -q 'PHYSICAL_DEVICE_TYPE_CPU' &&
