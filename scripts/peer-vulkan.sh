@@ -8,7 +8,7 @@
 #
 #   scripts/peer-vulkan.sh            # fetch + build; prints the binary's path
 #   scripts/peer-vulkan.sh golden SET [PROMPTS]   # fetch + build, then compare SET's golden logits (default p0,p1)
-#   scripts/peer-vulkan.sh export DIR             # fetch + build, then copy llama_vk + the libs it loads to DIR
+#   scripts/peer-vulkan.sh export DIR             # fetch + build, then copy llama_vk + the libs it loads to DIR (+ DIR.tar.gz)
 #
 # The device: GGML's Vulkan backend skips CPU-type devices (Mesa's lavapipe) unless GGML_VK_VISIBLE_DEVICES
 # names them; `golden` sets GGML_VK_VISIBLE_DEVICES=0 when it is unset and the only device is a CPU.
@@ -42,7 +42,8 @@ if [ "${1:-}" = export ]; then  # a relocatable copy (binary + lib/ with only th
   out=${2:?export DIR}; mkdir -p "$out/lib"; cp llama_vk "$out/"
   cp "$lib"/libllama.vulkan.v0.5.0.so "$lib"/libggml.vulkan.v0.5.0.so "$lib"/libggml-base.so "$lib"/libggml-vulkan.so \
      "$lib"/libggml-cpu-*.so "$out/lib/"
-  echo "exported $out/llama_vk (use LLVK=$out/llama_vk with bench/gpu-vs-peer.sh)" >&2; exit 0
+  tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"  # ~20 MiB: fits a device run's carry
+  echo "exported $out/llama_vk and $out.tar.gz (use LLVK=$out/llama_vk with bench/gpu-vs-peer.sh)" >&2; exit 0
 fi
 if [ "${1:-}" = golden ]; then
   set_dir=${FIXTURES:-$here/../shared/fixtures}/${2:?set name}
