@@ -17,6 +17,7 @@
 #     through GGML_VK_VISIBLE_DEVICES=N). GGML_VK_VISIBLE_DEVICES, VK_ICD_FILENAMES are taken from the environment;
 #     when the only Vulkan device is a CPU (lavapipe), GGML_VK_VISIBLE_DEVICES=0 is set (llama.cpp skips CPU devices).
 #   STRATA (binary, default build/bin/strata), PEER_DIR (scripts/peer-vulkan.sh's cache), TG_INPUT (random),
+#   FA: llama.cpp's flash attention, auto (default, as llama.cpp) | on | off.
 #   LLVK: a prebuilt llama_vk (e.g. from `scripts/peer-vulkan.sh export DIR`, for a machine without npm access).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +54,7 @@ if [ -z "${NGL:-}" ]; then
           python3 -c 'import json,sys; v=json.load(sys.stdin)["vram_budget"]; print(-1 if v["gpu_layers"] >= v["n_layer"] else v["gpu_layers"])')
   fi
 fi
-largs=(bench --model "$MODEL" --threads "$THREADS" --pp "$PP" --tg "$TG" --ngl "$NGL" --cpu-moe 1)
+largs=(bench --model "$MODEL" --threads "$THREADS" --pp "$PP" --tg "$TG" --ngl "$NGL" --cpu-moe 1 --fa "${FA:-auto}")
 wrap=()
 [ "${CGROUP:-0}" = 1 ] && [ -n "${RAM_BUDGET:-}" ] && wrap=("$here/../shared/peer/cgroup-run.sh" "$RAM_BUDGET" --)
 echo "strata:    ${wrap[*]} $STRATA ${sargs[*]}"

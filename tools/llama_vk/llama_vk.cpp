@@ -10,7 +10,7 @@
 //     one line per prompt "pN n_tokens=.. cosine=.. max_abs=.. ref_std=.." and a "worst" line.
 //     --out DIR writes DIR/pN.last_logits.f32.
 //
-//   llama_vk bench --model F.gguf [--ngl -1] [--cpu-moe 1] [--threads 2] [--pp 128] [--tg 32] [--mmap 1] [--warmup 1]
+//   llama_vk bench --model F.gguf [--ngl -1] [--cpu-moe 1] [--threads 2] [--pp 128] [--tg 32] [--mmap 1] [--warmup 1] [--fa auto|on|off]
 //     pp random ordinary tokens in one batch, then tg tokens (random input, as llama-bench), like
 //     ../shared/peer/llbench; --cpu-moe 1 keeps the routed experts on the CPU (llama.cpp's
 //     `-ot exps=CPU`: tensor buffer override "\\.ffn_(up|down|gate|gate_up)_(ch|)exps" (LLM_FFN_EXPS_REGEX) -> the CPU device's buffer type).
@@ -253,6 +253,12 @@ int main(int argc, char** argv) {
   cp.n_seq_max = 1;
   cp.n_threads = cp.n_threads_batch = threads;
   cp.no_perf = false;
+  {
+    const std::string fa = get("--fa", "auto");  // llama.cpp's -fa: auto (default), on, off
+    cp.flash_attn_type = fa == "on"    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                         : fa == "off" ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                       : LLAMA_FLASH_ATTN_TYPE_AUTO;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) {
     fprintf(stderr, "error: context failed\n");
