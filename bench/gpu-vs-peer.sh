@@ -48,10 +48,11 @@ sargs=(bench -m "$MODEL" -t "$THREADS" -c "$CTX" -p "$PP" -n "$TG" --tg-input "$
 if [ -z "${NGL:-}" ]; then
   NGL=-1
   if [ -n "${VRAM_BUDGET:-}" ]; then
-    # Strata holds the leading layers (output head on the CPU), llama.cpp the trailing ones (n_gpu_layers counts
-    # the output layer as one more): all of Strata's layers -> -1 (all), else the same number of layers.
+    # Strata holds the leading layers (output head on the CPU), llama.cpp the trailing ones and counts its output
+    # head as one more (i_gpu_start = n_layer + 1 - n_gpu_layers): all of Strata's layers -> -1 (all), else the
+    # same number of transformer layers plus llama.cpp's output head (more VRAM than Strata's by the head).
     NGL=$("$STRATA" inspect "$MODEL" --vram-budget "$VRAM_BUDGET" -c "$CTX" --json 2>/dev/null |
-          python3 -c 'import json,sys; v=json.load(sys.stdin)["vram_budget"]; print(-1 if v["gpu_layers"] >= v["n_layer"] else v["gpu_layers"])')
+          python3 -c 'import json,sys; v=json.load(sys.stdin)["vram_budget"]; g = v["gpu_layers"]; print(-1 if g >= v["n_layer"] else g + 1 if g else 0)')
   fi
 fi
 largs=(bench --model "$MODEL" --threads "$THREADS" --pp "$PP" --tg "$TG" --ngl "$NGL" --cpu-moe 1 --fa "${FA:-auto}")
@@ -66,6 +67,7 @@ run_strata() {
   warm; local s
   s=$("${wrap[@]}" "$STRATA" "${sargs[@]}" 2>/tmp/gpu-vs-peer.strata.$$ | grep '^{' | tail -1) || true
   [ -n "$s" ] || { echo "strata round $1 failed: $(tail -2 /tmp/gpu-vs-peer.strata.$$)" >&2; rm -f /tmp/gpu-vs-peer.strata.$$; return; }
+  grep 'cgroup peak' /tmp/gpu-vs-peer.strata.$$ | sed 's/^/  strata: /' >&2 || true
   rm -f /tmp/gpu-vs-peer.strata.$$
   results+=("strata|$s")
   python3 -c 'import json,sys; j=json.loads(sys.argv[1]); g=lambda k: j.get(k) or {}
@@ -77,7 +79,7 @@ run_peer() {
   "${wrap[@]}" "$LLVK" "${largs[@]}" >/tmp/gpu-vs-peer.peerout.$$ 2>/tmp/gpu-vs-peer.peer.$$ || rc=$?
   s=$(grep '^{' /tmp/gpu-vs-peer.peerout.$$ | tail -1 || true); rm -f /tmp/gpu-vs-peer.peerout.$$
   [ -n "$s" ] || { echo "llama.cpp round $1 failed (exit $rc$([ $rc -gt 128 ] && echo ", signal $((rc - 128))")): $(grep -i -m2 -E 'error|fail' /tmp/gpu-vs-peer.peer.$$)" >&2; rm -f /tmp/gpu-vs-peer.peer.$$; return; }
-  grep -E 'offloaded|model buffer size|KV buffer size' /tmp/gpu-vs-peer.peer.$$ | sed 's/^/  llama.cpp: /' >&2 || true
+  grep -E 'offloaded|model buffer size|KV buffer size|cgroup peak' /tmp/gpu-vs-peer.peer.$$ | sed 's/^/  llama.cpp: /' >&2 || true
   rm -f /tmp/gpu-vs-peer.peer.$$
   results+=("peer|$s")
   echo "llama.cpp round $1: $s" >&2
