@@ -14,6 +14,7 @@ constexpr GgmlType kMatvecTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::B
                                      GgmlType::Q8_0, GgmlType::Q4_K,
                                      GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
 constexpr uint32_t kMaxGroups = 65535;  // per grid dimension (the minimum every device offers)
+constexpr uint32_t kMatmatTokens = 8;   // tokens per matvec workgroup when there are several (matvec.comp's kMaxNt)
 
 // Grid for `n` workgroups along x, overflowing into y (the shaders rebuild the index).
 std::array<uint32_t, 2> grid(uint64_t n) {
@@ -131,15 +132,20 @@ void Ops::matvec(const DeviceMatrix& w, const Buffer& x, int64_t n_tok, const Bu
   STRATA_CHECK(y.bytes() >= static_cast<uint64_t>(n_tok * w.rows) * 4, "GPU matvec {}: y holds {} bytes, {} tokens of {} rows need more",
                w.name, y.bytes(), n_tok, w.rows);
   std::string name = std::string("matvec_") + ggml_type_name(w.type);
-  const Pipeline& p = get(name, 3, 6 * 4, true);
+  // Several tokens: kMatmatTokens per workgroup, each weight block read once for all of them (the
+  // matrix-matrix form; per token the same sums in the same order as one token alone).
+  const uint32_t nt = n_tok > 1 ? kMatmatTokens : 1;
+  const uint32_t spec[1] = {nt};
+  const Pipeline& p = get(name, 3, 7 * 4, true, spec);
   for (size_t part = 0; part < w.parts.size(); ++part) {
     const int64_t r0 = static_cast<int64_t>(part) * w.rows_per_part;
     const int64_t rows = std::min(w.rows_per_part, w.rows - r0);
-    const uint32_t push[6] = {static_cast<uint32_t>(w.cols), static_cast<uint32_t>(rows), static_cast<uint32_t>(w.row_bytes),
-                              static_cast<uint32_t>(w.cols), static_cast<uint32_t>(r0), static_cast<uint32_t>(w.rows)};
+    const uint32_t push[7] = {static_cast<uint32_t>(w.cols), static_cast<uint32_t>(rows), static_cast<uint32_t>(w.row_bytes),
+                              static_cast<uint32_t>(w.cols), static_cast<uint32_t>(r0), static_cast<uint32_t>(w.rows),
+                              static_cast<uint32_t>(n_tok)};
     const BufRange b[3] = {{&w.parts[part]}, {&x}, {&y}};
     const auto g = grid(static_cast<uint64_t>(rows));
-    dev_.dispatch(p, b, push, g[0], g[1], static_cast<uint32_t>(n_tok));
+    dev_.dispatch(p, b, push, g[0], g[1], static_cast<uint32_t>((n_tok + nt - 1) / nt));
   }
 }
 

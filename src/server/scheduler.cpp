@@ -229,16 +229,21 @@ std::string Scheduler::device_lost() const {
   return device_lost_;
 }
 
-// A lost GPU takes every sequence's KV rows on it along: the requests on the other slots and those
-// waiting fail with its message, and submit() refuses new ones from now on.
-void Scheduler::fail_all_if_device_lost() {
+// A lost GPU takes every sequence's KV rows on it along: device_lost() says so from now on and
+// submit() refuses new requests. Returns why ("" when the executor, if any, still works).
+std::string Scheduler::mark_device_lost() {
   const LayerExecutor* ex = eng_.model().executor();
-  if (!ex || ex->lost().empty()) return;
-  const std::string why = ex->lost();
+  if (!ex || ex->lost().empty()) return "";
+  std::lock_guard<std::mutex> lk(mu_);
+  device_lost_ = ex->lost();
+  return device_lost_;
+}
+
+// Fails the requests on every slot and those waiting with `why`.
+void Scheduler::fail_all(const std::string& why) {
   std::deque<std::shared_ptr<GenRequest>> waiting;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    device_lost_ = why;
     waiting.swap(waiting_);
     stats_.queued = 0;
   }
@@ -527,9 +532,11 @@ void Scheduler::step() {
   try {
     run_pass();
   } catch (const std::exception& e) {
-    // The engine reset these sequences' rows; the other slots go on (unless the GPU is gone).
+    // The engine reset these sequences' rows; the other slots go on unless the GPU is gone (marked
+    // first, so that no client hears of its failure before /health and new requests would).
+    const std::string lost = mark_device_lost();
     for (Slot* s : pass_slots_) finish(*s, Finish::Error, e.what());
-    fail_all_if_device_lost();
+    if (!lost.empty()) fail_all(lost);
     return;
   }
   pass_ = SpecPass{};

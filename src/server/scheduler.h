@@ -228,7 +228,8 @@ class Scheduler {
   void update_stats(double t0, double t1, int tokens, int generated);
   void update_slot_info();
   void finish(Slot& s, Finish f, const std::string& error = {}, bool bad_request = false);
-  void fail_all_if_device_lost();
+  std::string mark_device_lost();
+  void fail_all(const std::string& why);
   void emit(Slot& s);
   double now() const { return opt_.clock ? opt_.clock() : now_s(); }
 

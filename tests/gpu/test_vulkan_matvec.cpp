@@ -160,6 +160,22 @@ TEST_P(VulkanMatvec, MalformedScalesGiveTheCpusNonFiniteRows) {
   EXPECT_LT(vk_nmse(again, vk_exact_product(clean, x, 1)), 1e-10);
 }
 
+// Several tokens run as a matrix-matrix product (tokens share each weight read in a workgroup);
+// every token's row is the one-token product's bit for bit (the same sums in the same order), for a
+// count that is not a multiple of the tokens per workgroup.
+TEST_P(VulkanMatvec, ManyTokensEqualOneAtATimeBitForBit) {
+  const GgmlType t = GetParam();
+  const int64_t block = ggml_info(t).block_size, cols = block == 1 ? 96 : 3 * block, rows = 7, n = 13;
+  const VkWeights w = vk_make_weights(t, rows, cols, 31);
+  const auto x = vk_random_floats(n * cols, 17);
+  const auto all = vk_gpu_product(vk_device(), w, x, n);
+  for (int64_t tk = 0; tk < n; ++tk) {
+    const std::vector<float> one_x(x.begin() + tk * cols, x.begin() + (tk + 1) * cols);
+    const auto one = vk_gpu_product(vk_device(), w, one_x, 1);
+    EXPECT_EQ(0, std::memcmp(one.data(), all.data() + tk * rows, rows * 4)) << "token " << tk;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, VulkanMatvec, ::testing::ValuesIn(gpu::matvec_types().begin(), gpu::matvec_types().end()),
                          [](const auto& i) { return std::string(ggml_type_name(i.param)); });
 

@@ -8,7 +8,9 @@
 #extension GL_GOOGLE_include_directive : require
 
 layout(constant_id = 0) const uint WG = 64;  // threads per workgroup, a power of two
+layout(constant_id = 1) const uint NT = 1;   // tokens per workgroup (1..kMaxNt): a prompt's rows share each weight read
 layout(local_size_x_id = 0) in;
+const uint kMaxNt = 8u;
 
 layout(std430, binding = 0) readonly buffer Wt { uint w[]; };
 layout(std430, binding = 1) readonly buffer Xt { float x[]; };
@@ -20,9 +22,10 @@ layout(push_constant) uniform Push {
   uint x_stride;   // floats between tokens in x
   uint y_off;      // float index of (token 0, this part's first row) in y
   uint y_stride;   // floats between tokens in y
+  uint n_tok;      // tokens in x
 } pc;
 
-shared float partial[WG];
+shared float partial[WG * kMaxNt];
 
 #include "common.glsl"
 
@@ -184,32 +187,42 @@ float unit_dot(uint rb, uint u, uint xo) {
 
 void main() {
   const uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  const uint t = gl_WorkGroupID.z;
+  const uint t0 = gl_WorkGroupID.z * NT;
   const uint tid = gl_LocalInvocationID.x;
   if (row >= pc.rows) return;  // the whole workgroup leaves together
   const uint rb = row * pc.row_bytes;
-  const uint xb = t * pc.x_stride;
-  float acc = 0.0;
+  const uint nt = min(NT, pc.n_tok - t0);
+  // Each token's sum runs over the same units in the same order as with NT = 1, and the same tree
+  // adds the threads' parts: a token's result does not depend on the others in its workgroup.
+  float acc[kMaxNt];
+  for (uint j = 0u; j < kMaxNt; ++j) acc[j] = 0.0;
 #if defined(WT_F32)
-  for (uint i = tid; i < pc.cols; i += WG) acc += uintBitsToFloat(w[(rb >> 2) + i]) * x[xb + i];
+  for (uint i = tid; i < pc.cols; i += WG) {
+    const float wv = uintBitsToFloat(w[(rb >> 2) + i]);
+    for (uint j = 0u; j < nt; ++j) acc[j] += wv * x[(t0 + j) * pc.x_stride + i];
+  }
 #elif defined(WT_F16) || defined(WT_BF16)
   for (uint i = tid; i < pc.cols; i += WG) {
     const uint h = rd16(rb + 2u * i);
 #if defined(WT_F16)
-    acc += unpackHalf2x16(h).x * x[xb + i];
+    const float wv = unpackHalf2x16(h).x;
 #else
-    acc += uintBitsToFloat(h << 16) * x[xb + i];
+    const float wv = uintBitsToFloat(h << 16);
 #endif
+    for (uint j = 0u; j < nt; ++j) acc[j] += wv * x[(t0 + j) * pc.x_stride + i];
   }
 #else
   const uint nu = pc.cols >> 5;
-  for (uint u = tid; u < nu; u += WG) acc += unit_dot(rb, u, xb + 32u * u);
+  for (uint u = tid; u < nu; u += WG)
+    for (uint j = 0u; j < nt; ++j) acc[j] += unit_dot(rb, u, (t0 + j) * pc.x_stride + 32u * u);
 #endif
-  partial[tid] = acc;
+  for (uint j = 0u; j < NT; ++j) partial[j * WG + tid] = acc[j];
   barrier();
   for (uint s = WG >> 1; s > 0u; s >>= 1) {
-    if (tid < s) partial[tid] += partial[tid + s];
+    if (tid < s)
+      for (uint j = 0u; j < NT; ++j) partial[j * WG + tid] += partial[j * WG + tid + s];
     barrier();
   }
-  if (tid == 0u) y[pc.y_off + t * pc.y_stride + row] = partial[0];
+  if (tid == 0u)
+    for (uint j = 0u; j < nt; ++j) y[pc.y_off + (t0 + j) * pc.y_stride + row] = partial[j * WG];
 }
