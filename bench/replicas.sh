@@ -53,7 +53,7 @@ run() {  # N MODE
       sleep 0.2
     done
   done
-  until curl -s "http://127.0.0.1:$((PORT + 100))/stats;csv" | awk -F, -v n="$n" '$1=="strata" && $18=="UP" {u++} END {exit !(u==n)}'; do sleep 0.2; done
+  until curl -s "http://127.0.0.1:$((PORT + 100))/stats;csv" | awk -F, -v n="$n" '$1=="strata" && $2!="BACKEND" && $18=="UP" {u++} END {exit !(u==n)}'; do sleep 0.2; done
   local out
   out=$(python3 - "$PORT" "$CONVS" "$TURNS" "$TOKENS" <<'PY'
 import json, sys, threading, time, urllib.request
