@@ -114,7 +114,7 @@ std::string tier_budget_label(const Budget& b, const CacheShape& shape, bool byt
 
 // One budget pair: a row per policy and tier mode, then the bounds, then exclusive's saving in
 // SSD reads over inclusive; printed unless `json`, returned as JSON.
-nlohmann::json tier_block(const CachesimOptions& o, const RoutingTrace& trace, const CacheShape& shape, TierOptions to, const TierPair& p,
+nlohmann::json tier_block(const CachesimOptions& o, const RoutingTrace& trace, const CacheShape& shape, TierSimOptions to, const TierPair& p,
                           const std::vector<std::string>& policies, const std::vector<TierMode>& modes, const TraceSteps& steps) {
   const bool bytes_mode = !o.expert_bytes.empty(), text = !o.json;
   to.vram_bytes = p.vram.bytes;
@@ -161,7 +161,7 @@ nlohmann::json tier_block(const CachesimOptions& o, const RoutingTrace& trace, c
 }
 
 int run_tiers(const CachesimOptions& o, const RoutingTrace& trace, const CacheShape& shape, const std::vector<std::string>& policies) {
-  TierOptions to;
+  TierSimOptions to;
   to.phase = parse_phase_filter(o.phase);
   to.per_layer = o.per_layer;
   const TraceSteps steps = count_steps(trace, to.phase);

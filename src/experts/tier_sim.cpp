@@ -34,7 +34,7 @@ CacheBudget level_budget(uint64_t bytes, bool per_layer) {
 // The two levels and the counts of one replay (the access rules are tier_sim.h's).
 class TierReplay {
  public:
-  TierReplay(const CacheShape& shape, const TierOptions& o, std::string_view spec)
+  TierReplay(const CacheShape& shape, const TierSimOptions& o, std::string_view spec)
       : shape_(shape),
         o_(o),
         vram_(shape, level_budget(o.vram_bytes, o.per_layer), make_policy(spec)),
@@ -120,7 +120,7 @@ class TierReplay {
   }
 
   const CacheShape& shape_;
-  const TierOptions& o_;
+  const TierSimOptions& o_;
   ExpertCacheState vram_, ram_;
   TierResult res_;
 };
@@ -133,7 +133,7 @@ void check_tier_policy(std::string_view spec) {
 
 }  // namespace
 
-TierResult simulate_tiers(const RoutingTrace& t, const CacheShape& shape, const TierOptions& o, std::string_view policy_spec) {
+TierResult simulate_tiers(const RoutingTrace& t, const CacheShape& shape, const TierSimOptions& o, std::string_view policy_spec) {
   STRATA_CHECK(t.n_layer <= shape.n_layer && t.n_expert <= shape.n_expert, "trace needs {}x{} experts, cache shape is {}x{}", t.n_layer,
                t.n_expert, shape.n_layer, shape.n_expert);
   check_tier_policy(policy_spec);
@@ -146,7 +146,7 @@ TierResult simulate_tiers(const RoutingTrace& t, const CacheShape& shape, const 
   return r.finish();
 }
 
-TierBounds tier_bounds(const RoutingTrace& t, const CacheShape& shape, const TierOptions& o) {
+TierBounds tier_bounds(const RoutingTrace& t, const CacheShape& shape, const TierSimOptions& o) {
   SimOptions so;
   so.phase = o.phase;
   so.budget.per_layer = o.per_layer;

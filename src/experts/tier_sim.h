@@ -45,7 +45,7 @@ enum class TierMode : uint8_t { exclusive, exclusive_demote, inclusive };
 std::string_view tier_mode_name(TierMode m);  // "exclusive", "exclusive-demote", "inclusive"
 TierMode parse_tier_mode(std::string_view s);  // throws strata::Error naming the choices
 
-struct TierOptions {
+struct TierSimOptions {
   uint64_t vram_bytes = 0;
   uint64_t ram_bytes = 0;
   bool per_layer = false;  // one pool per layer in each level
@@ -72,13 +72,13 @@ struct TierResult {
 
 // policy_spec: a make_policy name (not belady, whose future is one level's; not predict-pf, whose
 // prefetches are not replayed here).
-TierResult simulate_tiers(const RoutingTrace& t, const CacheShape& shape, const TierOptions& o, std::string_view policy_spec);
+TierResult simulate_tiers(const RoutingTrace& t, const CacheShape& shape, const TierSimOptions& o, std::string_view policy_spec);
 
 struct TierBounds {
   uint64_t max_vram_hits = 0;  // belady-bypass at V (min(V, R) when inclusive)
   uint64_t min_ssd_reads = 0;  // belady-bypass at V + R (exclusive) or R (inclusive)
   uint64_t bytes_min_ssd = 0;
 };
-TierBounds tier_bounds(const RoutingTrace& t, const CacheShape& shape, const TierOptions& o);
+TierBounds tier_bounds(const RoutingTrace& t, const CacheShape& shape, const TierSimOptions& o);
 
 }  // namespace strata

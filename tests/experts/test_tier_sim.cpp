@@ -30,7 +30,7 @@ RoutingTrace random_trace(uint64_t seed) {
 
 // Invariants checked after every event, and the count of needed experts left in neither level.
 struct Checker {
-  TierOptions* o = nullptr;
+  TierSimOptions* o = nullptr;
   uint64_t absent = 0, events = 0;
   void operator()(int layer, std::span<const int32_t> ex, const ExpertCacheState& vram, const ExpertCacheState& ram) {
     ++events;
@@ -61,7 +61,7 @@ TEST(TierSim, InvariantsUnderRandomRouting) {
       for (TierMode m : kModes)
         for (uint64_t v : {0, 1, 2, 4})
           for (uint64_t r : {1, 2, 4}) {
-            TierOptions o;
+            TierSimOptions o;
             o.vram_bytes = v;
             o.ram_bytes = r;
             o.mode = m;
@@ -102,7 +102,7 @@ RoutingTrace pairs_trace(int n_expert, int cycles) {
 }
 
 TierResult run_pairs(const RoutingTrace& t, TierMode m, uint64_t v, uint64_t r) {
-  TierOptions o;
+  TierSimOptions o;
   o.vram_bytes = v;
   o.ram_bytes = r;
   o.mode = m;
@@ -123,7 +123,7 @@ TEST(TierSim, ExclusiveReadsLessWhereItMust) {
   EXPECT_EQ(run_pairs(t, TierMode::exclusive, 2, 1).ssd_reads, 20 * per_cycle);
   for (TierMode m : kModes) {
     const TierResult r = run_pairs(t, m, 2, 1);
-    TierOptions o;
+    TierSimOptions o;
     o.vram_bytes = 2, o.ram_bytes = 1, o.mode = m;
     EXPECT_GE(r.ssd_reads, tier_bounds(t, trace_shape(t), o).min_ssd_reads) << tier_mode_name(m);
   }
@@ -131,7 +131,7 @@ TEST(TierSim, ExclusiveReadsLessWhereItMust) {
 
 TEST(TierSim, RefusesOneLevelPolicies) {
   const RoutingTrace t = pairs_trace(3, 2);
-  TierOptions o;
+  TierSimOptions o;
   o.vram_bytes = o.ram_bytes = 1;
   EXPECT_THROW(simulate_tiers(t, trace_shape(t), o, "belady"), Error);
   EXPECT_THROW(simulate_tiers(t, trace_shape(t), o, "predict-pf"), Error);
