@@ -1,8 +1,11 @@
 // strata cachesim [TRACE] --budget B[,B..] --policy P[,P..]|all [--per-layer] [--phase decode|prefill|all]
 //                 [--synthetic SPEC] [--expert-bytes N] [--keep-learned] [--write-trace FILE]
+//                 [--vram B[,B..] [--tiers exclusive,exclusive-demote,inclusive] [--json]]
 // Replays an expert routing trace through each cache policy and prints hit rates next to
-// Belady's optimum for the same budget.
+// Belady's optimum for the same budget; with --vram, through two levels (experts/tier_sim.h).
 #include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -10,6 +13,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "experts/cache_sim.h"
+#include "experts/tier_sim.h"
 
 namespace strata::cli {
 namespace {
@@ -26,6 +30,9 @@ struct CachesimOptions {
   bool pretrain = false;
   bool replay_predictions = false;
   std::string write;
+  std::vector<std::string> vram;  // --vram: the VRAM level's budgets (tiered replay)
+  std::vector<std::string> tiers{"exclusive", "inclusive"};
+  bool json = false;
 };
 
 struct Budget {
@@ -63,23 +70,145 @@ Budget parse_budget(const std::string& s, const CacheShape& shape, bool bytes_mo
   return b;
 }
 
+// ---- tiered replay (--vram) ---------------------------------------------------------------------
+
+struct TierPair {
+  Budget vram, ram;
+};
+
+std::vector<TierPair> tier_pairs(const CachesimOptions& o, const CacheShape& shape, bool bytes_mode) {
+  STRATA_CHECK(o.vram.size() == 1 || o.vram.size() == o.budgets.size(), "cachesim: {} --vram budgets for {} --budget budgets (give one, or one each)",
+               o.vram.size(), o.budgets.size());
+  std::vector<TierPair> pairs;
+  for (size_t i = 0; i < o.budgets.size(); ++i)
+    pairs.push_back({parse_budget(o.vram[o.vram.size() == 1 ? 0 : i], shape, bytes_mode), parse_budget(o.budgets[i], shape, bytes_mode)});
+  return pairs;
+}
+
+nlohmann::json tier_row_json(const TierResult& r, const CacheShape& shape) {
+  const double acc = r.accesses ? double(r.accesses) : 1.0;
+  return {{"policy", r.policy},
+          {"tiers", tier_mode_name(r.mode)},
+          {"steps", r.steps},
+          {"accesses", r.accesses},
+          {"vram_hits", r.vram_hits},
+          {"ram_hits", r.ram_hits},
+          {"ssd_reads", r.ssd_reads},
+          {"transient_reads", r.transient},
+          {"uploads", r.uploads},
+          {"vram_hit_rate", double(r.vram_hits) / acc},
+          {"ram_hit_rate", double(r.ram_hits) / acc},
+          {"ssd_reads_per_token", r.per_step(r.ssd_reads)},
+          {"ssd_bytes_per_token", r.per_step(r.bytes_ssd)},
+          {"uploads_per_token", r.per_step(r.uploads)},
+          {"expert_bytes", shape.expert_bytes[0]}};
+}
+
+std::string tier_cell_ssd(double reads, double bytes, bool bytes_mode) {
+  return bytes_mode ? fmt::format("{:.2f} ({})", reads, format_bytes(uint64_t(bytes + 0.5))) : fmt::format("{:.2f}", reads);
+}
+
+std::string tier_budget_label(const Budget& b, const CacheShape& shape, bool bytes_mode) {
+  return fmt::format("{} ({})", b.label, bytes_mode ? format_bytes(b.bytes) : fmt::format("{} experts", b.bytes / shape.expert_bytes[0]));
+}
+
+// One budget pair: a row per policy and tier mode, then the bounds, then exclusive's saving in
+// SSD reads over inclusive; printed unless `json`, returned as JSON.
+nlohmann::json tier_block(const CachesimOptions& o, const RoutingTrace& trace, const CacheShape& shape, TierSimOptions to, const TierPair& p,
+                          const std::vector<std::string>& policies, const std::vector<TierMode>& modes, const TraceSteps& steps) {
+  const bool bytes_mode = !o.expert_bytes.empty(), text = !o.json;
+  to.vram_bytes = p.vram.bytes;
+  to.ram_bytes = p.ram.bytes;
+  nlohmann::json jrows = nlohmann::json::array(), jbounds = nlohmann::json::array();
+  if (text)
+    fmt::print("\nVRAM {} + RAM {}\n{:<18} {:<17} {:>8} {:>8} {:>22} {:>14}\n", tier_budget_label(p.vram, shape, bytes_mode),
+               tier_budget_label(p.ram, shape, bytes_mode), "policy", "tiers", "VRAM hit", "RAM hit", bytes_mode ? "SSD reads (bytes)/tok" : "SSD reads/token",
+               "uploads/token");
+  std::vector<TierResult> rows;
+  for (const auto& pol : policies)
+    for (TierMode m : modes) {
+      to.mode = m;
+      const TierResult& r = rows.emplace_back(simulate_tiers(trace, shape, to, pol));
+      jrows.push_back(tier_row_json(r, shape));
+      if (text)
+        fmt::print("{:<18} {:<17} {:>8.3f} {:>8.3f} {:>22} {:>14.2f}\n", pol, tier_mode_name(m), double(r.vram_hits) / double(r.accesses),
+                   double(r.ram_hits) / double(r.accesses), tier_cell_ssd(r.per_step(r.ssd_reads), r.per_step(r.bytes_ssd), bytes_mode), r.per_step(r.uploads));
+    }
+  const double tok = double(steps.steps);
+  for (TierMode m : modes) {
+    to.mode = m;
+    const TierBounds b = tier_bounds(trace, shape, to);
+    jbounds.push_back({{"tiers", tier_mode_name(m)},
+                       {"max_vram_hits", b.max_vram_hits},
+                       {"max_vram_hit_rate", double(b.max_vram_hits) / double(steps.accesses)},
+                       {"min_ssd_reads", b.min_ssd_reads},
+                       {"min_ssd_reads_per_token", double(b.min_ssd_reads) / tok},
+                       {"min_ssd_bytes_per_token", double(b.bytes_min_ssd) / tok}});
+    if (text)
+      fmt::print("{:<18} {:<17} {:>8} {:>8} {:>22}\n", "bound (belady)", tier_mode_name(m),
+                 fmt::format("<={:.3f}", double(b.max_vram_hits) / double(steps.accesses)), "",
+                 ">=" + tier_cell_ssd(double(b.min_ssd_reads) / tok, double(b.bytes_min_ssd) / tok, bytes_mode));
+  }
+  const auto inc = std::find(modes.begin(), modes.end(), TierMode::inclusive);
+  for (size_t i = 0; text && inc != modes.end() && i < rows.size(); i += modes.size())
+    for (size_t a = 0; a < modes.size(); ++a) {
+      const TierResult &ex = rows[i + a], &in = rows[i + size_t(inc - modes.begin())];
+      if (modes[a] != TierMode::inclusive && in.ssd_reads > 0)
+        fmt::print("{:<18} {} reads {:.1f}% fewer SSD bytes per token than inclusive\n", ex.policy, tier_mode_name(modes[a]),
+                   100.0 * (1.0 - double(ex.ssd_reads) / double(in.ssd_reads)));
+    }
+  return {{"vram", p.vram.label}, {"vram_bytes", p.vram.bytes}, {"ram", p.ram.label}, {"ram_bytes", p.ram.bytes}, {"rows", jrows}, {"bounds", jbounds}};
+}
+
+int run_tiers(const CachesimOptions& o, const RoutingTrace& trace, const CacheShape& shape, const std::vector<std::string>& policies) {
+  TierSimOptions to;
+  to.phase = parse_phase_filter(o.phase);
+  to.per_layer = o.per_layer;
+  const TraceSteps steps = count_steps(trace, to.phase);
+  if (steps.accesses == 0) fail("cachesim: no accesses in phase {}", o.phase);
+  std::vector<TierMode> modes;
+  for (const auto& m : o.tiers) modes.push_back(parse_tier_mode(m));
+  const std::string what = o.synthetic.empty() ? o.trace : "synthetic " + o.synthetic;
+  if (!o.json)
+    fmt::print("trace    {}: {} runs, {} layers x {} experts, top-{}; phase {}: {} steps, {} accesses\n"
+               "tiers    VRAM <- RAM <- SSD, {} pool{} per level; exclusive: an expert in one level at most, VRAM victims dropped; "
+               "exclusive-demote: VRAM victims moved into RAM; inclusive: VRAM copies RAM-resident experts\n",
+               what, trace.runs.size(), trace.n_layer, trace.n_expert, trace.top_k, o.phase, steps.steps, steps.accesses,
+               o.per_layer ? "per-layer" : "one global", o.per_layer ? "s" : "");
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const TierPair& p : tier_pairs(o, shape, !o.expert_bytes.empty())) pairs.push_back(tier_block(o, trace, shape, to, p, policies, modes, steps));
+  if (o.json)
+    fmt::print("{}\n", nlohmann::json{{"trace", what}, {"n_layer", trace.n_layer}, {"n_expert", trace.n_expert}, {"top_k", trace.top_k}, {"phase", o.phase},
+                                      {"steps", steps.steps}, {"accesses", steps.accesses}, {"per_layer", o.per_layer}, {"pairs", pairs}}
+                           .dump(2));
+  return 0;
+}
+
 int run_cachesim(const CachesimOptions& o) {
   STRATA_CHECK(!o.trace.empty() || !o.synthetic.empty(), "cachesim: give a TRACE file or --synthetic SPEC");
   RoutingTrace trace = o.synthetic.empty() ? read_trace(o.trace) : make_synthetic(parse_synthetic(o.synthetic));
   if (!o.write.empty()) write_trace(trace, o.write);
+  STRATA_CHECK(!o.json || !o.vram.empty(), "cachesim: --json is the tiered report's (give --vram B)");
   const bool bytes_mode = !o.expert_bytes.empty();
   const CacheShape shape = trace_shape(trace, bytes_mode ? parse_bytes(o.expert_bytes) : 0);
 
+  const bool tiered = !o.vram.empty();
   std::vector<std::string> policies;
   for (const auto& p : o.policies) {
     if (p == "all") {
-      for (const auto& n : all_policy_names()) policies.push_back(n);
+      for (const auto& n : all_policy_names())
+        if (!tiered || !n.starts_with("predict-pf")) policies.push_back(n);  // reads ahead: not in the tiered replay
     } else {
       policies.push_back(p);
     }
   }
   for (const auto& p : policies)  // unknown names fail before any output
     check_policy_spec(p);
+  if (tiered) {
+    STRATA_CHECK(!o.replay_predictions && !o.pretrain && !o.keep_learned,
+                 "cachesim --vram: --replay-predictions, --pretrain and --keep-learned are one-level options");
+    return run_tiers(o, trace, shape, policies);
+  }
 
   SimOptions so;
   so.phase = parse_phase_filter(o.phase);
@@ -184,6 +313,13 @@ Command add_cachesim(CLI::App& app) {
                 "policies first learn from one uncounted replay of the whole trace (with predict:0, a Markov predictor fitted in-sample: an upper bound on "
                 "what online statistics can reach)");
   sub->add_option("--write-trace", o->write, "also write the trace in Strata's format");
+  sub->add_option("--vram", o->vram,
+                  "two levels VRAM <- RAM <- SSD: the VRAM budgets (as --budget; one for every --budget, or one each), --budget is then RAM's")
+      ->delimiter(',');
+  sub->add_option("--tiers", o->tiers, "with --vram: exclusive (VRAM victims dropped), exclusive-demote (moved into RAM), inclusive")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"exclusive", "exclusive-demote", "inclusive"}));
+  sub->add_flag("--json", o->json, "with --vram: print the tiered report as JSON");
   return {sub, [o] { return run_cachesim(*o); }};
 }
 

@@ -110,9 +110,20 @@ uint64_t ExpertCacheState::collect_candidates(int layer, bool with_awaited) {
   return freeable;
 }
 
-Admission ExpertCacheState::admit(ExpertKey k, bool predicted) {
+Admission ExpertCacheState::admit(ExpertKey k, bool predicted) { return admit_impl(k, predicted, true); }
+
+bool ExpertCacheState::place(ExpertKey k, Admission* adm) {
+  if (adm) *adm = {};
+  if (resident(k)) return true;
+  Admission a = admit_impl(k, /*predicted=*/true, /*use=*/false);
+  const bool placed = a.admitted;
+  if (adm) *adm = std::move(a);
+  return placed;
+}
+
+Admission ExpertCacheState::admit_impl(ExpertKey k, bool predicted, bool use) {
   Admission out;
-  policy_->on_miss(k, now_);
+  if (use) policy_->on_miss(k, now_);
   const uint64_t need = shape_.bytes(k);
   const uint64_t cap = pool_capacity(k.layer);
   const uint64_t used = pool_used(k.layer);
@@ -180,6 +191,10 @@ bool ExpertCacheState::prefetch_predicted(ExpertKey k, Admission* adm) {
 
 void ExpertCacheState::demote(ExpertKey k) {
   if (resident(k)) low_[shape_.index(k)] = 1;
+}
+
+void ExpertCacheState::drop(ExpertKey k) {
+  if (resident(k)) evict(k);
 }
 
 void ExpertCacheState::evict(ExpertKey k) {

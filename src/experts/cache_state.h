@@ -72,6 +72,13 @@ class ExpertCacheState {
   // before whatever the policy would choose, until it is used again (a hit) or evicted.
   // (Speculative decoding: experts read only for drafts that were rejected.)
   void demote(ExpertKey k);
+  // Removes resident k without asking the policy for a victim (it gets on_evict): the expert moved
+  // to or left with another level (tier_sim.h). No effect when k is absent.
+  void drop(ExpertKey k);
+  // Moves absent k in from another level (tier_sim.h: a VRAM victim demoted into RAM): as a read
+  // ahead of the lookahead (no admission rule, the policy's victims make room) but not a use
+  // (no on_miss). Returns whether k is resident afterwards.
+  bool place(ExpertKey k, Admission* adm = nullptr);
   bool demoted(ExpertKey k) const { return low_[shape_.index(k)] != 0; }
 
   // Empties the cache (cold start for a new run). keep_learned: policy keeps its statistics.
@@ -87,6 +94,8 @@ class ExpertCacheState {
     return predicted_at_[idx] == now_ + 1 && routed_at_[idx / static_cast<size_t>(shape_.n_expert)] != now_ + 1;
   }
   void evict(ExpertKey k);
+  // admit(); `use`: the policy gets on_miss (false: place()).
+  Admission admit_impl(ExpertKey k, bool predicted, bool use);
   // Fills candidates_ with the evictable experts of `layer`'s pool (awaited ones only when
   // `with_awaited`); returns their bytes.
   uint64_t collect_candidates(int layer, bool with_awaited = false);
