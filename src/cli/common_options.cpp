@@ -32,8 +32,8 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "dequantized weights; not bit-identical to llama.cpp)");
   sub->add_option("--gpu", o.gpu,
                   "GPU: none (default), auto (a discrete GPU when there is one, else the CPU with a note), vulkan, vulkan:N "
-                  "(strata gpu lists them); GQA architectures (llama, qwen3, qwen3moe, glm4moe, minimax-m2, gpt-oss) run their layers there, "
-                  "routed experts on the CPU");
+                  "(strata gpu lists them); attention, dense weights, routers and shared experts run there, routed experts and "
+                  "blocks without device kernels (MLA, DeltaNet) on the CPU; DeepSeek-V4 is refused");
   sub->add_option("--vram-budget", o.vram_budget,
                   "With --gpu: device memory for layer weights, KV cache and scratch (e.g. 24G, 512M; default: the device's memory less "
                   "10%, at least 512M); the leading layers that fit run on the GPU, the rest on the CPU");
