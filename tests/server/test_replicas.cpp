@@ -14,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 // Each replica: the fixture model, 8 slots (a replica keeps up to 8 conversations' prefixes).
-const std::vector<std::string> kReplicaArgs{"--parallel", "8", "-c", "512", "-t", "1", "--no-webui", "--drain-timeout", "60"};
+const std::vector<std::string> kReplicaArgs{"--parallel", "8", "-c", "4096", "-t", "1", "--no-webui", "--drain-timeout", "60"};
 
 #define START_FLEET(fleet)                  \
   SKIP_WITHOUT_SERVER_FIXTURE();            \
@@ -159,7 +159,7 @@ TEST(Replicas, SigtermDrainsStreamsWhileTheOthersServe) {
   auto keys = keys_by_replica(fleet, 2);
   ASSERT_EQ(keys.size(), 3u);
   std::vector<std::unique_ptr<LbStream>> streams;
-  for (const auto& k : keys["r1"]) streams.push_back(std::make_unique<LbStream>(fleet.port(), k, 400));
+  for (const auto& k : keys["r1"]) streams.push_back(std::make_unique<LbStream>(fleet.port(), k, 3000));
   ASSERT_TRUE(wait_until([&] { return streams[0]->started && streams[1]->started; }));
   fleet.replica(1).signal(SIGTERM);
   httplib::Client direct("127.0.0.1", fleet.replica(1).port());
@@ -182,7 +182,7 @@ TEST(Replicas, SigtermDrainsStreamsWhileTheOthersServe) {
   }
   const int st = fleet.replica(1).reap();
   EXPECT_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << fleet.replica(1).log();
-  // The drain began with the streams in flight (each lasts 400 tokens past its first byte).
+  // The drain began with the streams in flight (each lasts 3000 tokens past its first byte).
   EXPECT_EQ(fleet.replica(1).log().find("draining: 0 requests"), std::string::npos) << fleet.replica(1).log();
 }
 
@@ -192,7 +192,7 @@ TEST(Replicas, KilledReplicaFailsItsStreamsCleanlyThenNoRequestFails) {
   auto keys = keys_by_replica(fleet, 2);
   ASSERT_EQ(keys.size(), 3u);
   std::vector<std::unique_ptr<LbStream>> streams;
-  for (const auto& k : keys["r2"]) streams.push_back(std::make_unique<LbStream>(fleet.port(), k, 400));
+  for (const auto& k : keys["r2"]) streams.push_back(std::make_unique<LbStream>(fleet.port(), k, 3000));
   ASSERT_TRUE(wait_until([&] { return streams[0]->started && streams[1]->started; }));
   fleet.replica(2).signal(SIGKILL);
   ASSERT_NE(fleet.replica(2).reap(), -1);
