@@ -52,47 +52,7 @@ TEST(VulkanMoeStreaming, OneExpertCacheEqualsResident) {
   EXPECT_GT(streamed->tier().cache()->counters().bytes_read, 0u);
 }
 
-// Four sequences in one pass (prompts of different lengths, then decode steps of all four
-// together, as the server's slots run) give each sequence's logits of a run alone bit for bit:
-// every row of the device's work is its own workgroups, and each sequence has its own KV rows.
-TEST(VulkanMoeBatching, FourSequencesInOnePassEqualEachAlone) {
-  const std::string path = test::fixtures_dir() + "/qwen3moe-q8_0/model.gguf";
-  if (!std::filesystem::exists(path)) STRATA_MISSING_FIXTURE(path);
-  auto alone = vk_engine(path, true, 64);
-  auto batched = vk_engine(path, true, 64, 0, 4);
-  const int nv = alone->config().n_vocab;
-  constexpr int kSeq = 4, kSteps = 3;
-  std::vector<int32_t> prompts[kSeq];
-  const int lens[kSeq] = {5, 12, 3, 9};
-  for (int s = 0; s < kSeq; ++s)
-    for (int i = 0; i < lens[s]; ++i) prompts[s].push_back((s * 101 + i * 29 + 7) % nv);
-  // Alone: each sequence's prompt, then kSteps greedy tokens; its logits rows [1 + kSteps][nv].
-  std::vector<float> want[kSeq];
-  std::vector<int32_t> tokens[kSeq];
-  for (int s = 0; s < kSeq; ++s) {
-    std::vector<float> row;
-    alone->eval(0, prompts[s].data(), lens[s], 0, false, row);
-    want[s] = row;
-    for (int st = 0; st < kSteps; ++st) {
-      const int32_t t = Sampler::argmax(row.data(), nv);
-      tokens[s].push_back(t);
-      alone->eval(0, &t, 1, lens[s] + st, false, row);
-      want[s].insert(want[s].end(), row.begin(), row.end());
-    }
-  }
-  std::vector<float> got;
-  std::vector<SeqInput> in(kSeq);
-  for (int s = 0; s < kSeq; ++s) in[s] = SeqInput{s, prompts[s].data(), lens[s]};
-  batched->forward(in, got);
-  ASSERT_EQ(got.size(), static_cast<size_t>(kSeq) * nv);
-  for (int s = 0; s < kSeq; ++s) EXPECT_EQ(0, std::memcmp(got.data() + s * nv, want[s].data(), nv * 4)) << "prompt of sequence " << s;
-  for (int st = 0; st < kSteps; ++st) {
-    for (int s = 0; s < kSeq; ++s) in[s] = SeqInput{s, &tokens[s][st], 1};
-    batched->forward(in, got);
-    for (int s = 0; s < kSeq; ++s)
-      EXPECT_EQ(0, std::memcmp(got.data() + s * nv, want[s].data() + (st + 1) * nv, nv * 4)) << "step " << st << " of sequence " << s;
-  }
-}
+// Four sequences in one pass equal each alone: VulkanBatching (test_vulkan_hybrid.cpp), qwen3moe-q8_0 among its sets.
 
 std::string refusal(const std::string& set) {
   const std::string path = test::fixtures_dir() + "/" + set + "/model.gguf";
