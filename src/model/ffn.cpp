@@ -130,13 +130,6 @@ void ffn_dense(FwdCtx& c, int layer) {
 
 namespace {
 
-// (token, slot) pairs of one MoE layer's batch grouped by expert: expert e's pairs are
-// tok_of/slot_of[starts[e] .. starts[e] + counts[e]).
-struct ExpertGroups {
-  int counts[kMaxExperts] = {};
-  int starts[kMaxExperts + 1] = {};
-};
-
 // 1. Router for the whole batch: st.router (the router's product in, logits with its bias out),
 //    st.sel / st.sel_w (choices, weights).
 void route_batch(FwdCtx& c, int layer) {
@@ -155,8 +148,9 @@ void route_batch(FwdCtx& c, int layer) {
   c.trace("ffn_moe_logits", layer, st.router.data(), n, ne);
 }
 
-// 2. Groups (token, slot) pairs by expert; tells the provider at once which experts we need.
-void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g) {
+// 2. Groups (token, slot) pairs by expert; tells the provider at once which experts we need (those
+//    an ExpertOffload does not claim: away[e]).
+void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g, bool* away) {
   const LayerConfig& lc = c.cfg.layers[layer];
   auto& st = c.st;
   const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
@@ -173,9 +167,10 @@ void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g) {
     st.slot_of[fill[e]] = s % k;
     fill[e]++;
   }
+  if (c.offload) c.offload->claim(c, layer, g, away);
   st.expert_list.clear();
   for (int e = 0; e < ne; ++e)
-    if (g.counts[e]) st.expert_list.push_back(e);
+    if (g.counts[e] && !away[e]) st.expert_list.push_back(e);
   c.experts->request(layer, st.expert_list.data(), static_cast<int>(st.expert_list.size()));
 }
 
@@ -197,7 +192,7 @@ void prefetch_ahead(FwdCtx& c, int layer) {
     for (int i = 0; i < n; ++i) {
       route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, c.b.tokens[i], sel, wts);
       const int kept = c.knobs ? trim_experts(*c.knobs, nc.n_expert_used, sel, wts) : nc.n_expert_used;
-      for (int j = 0; j < kept; ++j) want[sel[j]] = true;
+      for (int j = 0; j < kept; ++j) want[sel[j]] = !c.offload || !c.offload->holds(la, sel[j]);
     }
     int32_t list[kMaxExperts];
     int m = 0;
@@ -481,9 +476,11 @@ void add_shared_experts(FwdCtx& c, const LayerConfig& lc, const LayerWeights& lw
 void moe_routed_experts(FwdCtx& c, int layer) {
   route_batch(c, layer);
   ExpertGroups groups;
-  group_by_expert(c, layer, groups);
+  bool away[kMaxExperts] = {};
+  group_by_expert(c, layer, groups, away);
   prefetch_ahead(c, layer);
   ExpertRun(c, layer, groups).run();
+  if (c.offload) c.offload->finish(c, layer, groups, away);
   sum_slots(c, c.cfg.layers[layer].n_expert_used);
   c.trace("ffn_moe_out", layer, c.st.out.data(), c.b.n, c.cfg.n_embd);
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -72,6 +73,35 @@ inline constexpr int kGroupMaxRows = 64;
 inline constexpr int kWaveMaxExperts = 128;
 inline constexpr int kWaveMaxRows = 4096;
 
+// (token, slot) pairs of one MoE layer's batch grouped by expert: expert e's pairs are
+// st.tok_of/st.slot_of[starts[e] .. starts[e] + counts[e]).
+struct ExpertGroups {
+  int counts[kMaxExperts] = {};
+  int starts[kMaxExperts + 1] = {};
+};
+
+struct FwdCtx;
+
+// Routed experts computed somewhere other than this thread's CPU path (a device's VRAM expert
+// cache; another process's shard): per MoE layer, once the router has chosen and the pairs are
+// grouped, claim() marks the experts it computes and starts them without waiting; they are not
+// requested from the expert provider (nor prefetched for later layers while it holds them). The
+// CPU computes the others; then finish() waits for the claimed ones and writes each of their
+// (token, slot) rows, weighted by st.sel_w, into st.slots. The slots are summed in selection order
+// as always, so the output does not depend on which side finished first.
+class ExpertOffload {
+ public:
+  virtual ~ExpertOffload() = default;
+  // away [n_expert] (all false on entry): set true for the experts it computes.
+  virtual void claim(FwdCtx& c, int layer, const ExpertGroups& g, bool* away) = 0;
+  virtual void finish(FwdCtx& c, int layer, const ExpertGroups& g, const bool* away) = 0;
+  // Whether it would claim expert e of a later layer (then the CPU path does not prefetch it).
+  virtual bool holds(int layer, int e) const {
+    (void)layer, (void)e;
+    return false;
+  }
+};
+
 struct FwdCtx {
   const ModelConfig& cfg;
   const ModelWeights& w;
@@ -86,6 +116,7 @@ struct FwdCtx {
   std::vector<double>* layer_s = nullptr;  // [n_layer] seconds per layer (accumulated)
   TensorObserver* tensors = nullptr;        // named intermediate tensors (nullptr: none)
   const MoeKnobs* knobs = nullptr;          // fewer routed experts (nullptr: the model's routing)
+  ExpertOffload* offload = nullptr;         // routed experts computed elsewhere (nullptr: all here)
 
   // Reports a named tensor [rows, cols] to the observer, if any wants it.
   void trace(const char* name, int layer, const float* data, int rows, int cols) {
