@@ -226,6 +226,8 @@ int bench(const BenchOptions& o) {
     fmt::print("disk: not measured ({}); peak RSS {}\n", cache ? "--disk-probe 0" : "experts resident", format_bytes(process_peak_rss()));
   if (eng.tier().plan().warm_s > 0) fmt::print("load: {:.1f} s reading the model into the page cache\n", eng.tier().plan().warm_s);
   j["warm_s"] = eng.tier().plan().warm_s;
+  const nlohmann::json ep = finish_expert_parallel(loaded.ep);
+  if (!ep.is_null()) j["expert_parallel"] = ep;
   if (o.json) fmt::print("{}\n", j.dump());
   return 0;
 }
@@ -236,6 +238,7 @@ Command add_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   auto* sub = app.add_subcommand("bench", "Prompt processing and generation speed, with the expert tier's figures");
   add_model_options(sub, o->model);
+  add_ep_options(sub, o->model);
   sub->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens (pp)");
   sub->add_option("-n,--n-gen", o->n_gen, "Generated tokens (tg)");
   sub->add_option("--disk-probe", o->disk_probe, "Bytes read to measure disk bandwidth (0: skip)");

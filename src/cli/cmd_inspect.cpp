@@ -13,6 +13,7 @@
 #include "gguf/gguf_file.h"
 #include "model/model_summary.h"
 #include "model/vram_plan.h"
+#include "runtime/ep_plan.h"
 
 namespace strata::cli {
 namespace {
@@ -26,7 +27,36 @@ struct InspectOptions {
   bool json = false;
   bool tensors = false;
   bool metadata = false;
+  int ep = 0;  // --ep R: the expert-parallel shard plan for R ranks
+  double ep_replicate = 0;
+  std::string stats_dir;
 };
+
+// --ep R: the plan's summary and, per MoE layer, each rank's experts (replicas marked *).
+void print_ep(const EpPlan& p) {
+  fmt::print("{}", p.describe());
+  for (int l = 0; l < p.n_layer; ++l) {
+    if (p.owner_of(l, 0) < 0) continue;
+    fmt::print("  layer {:>3}:", l);
+    for (int r = 0; r < p.ranks; ++r) {
+      fmt::print(" | rank {}:", r);
+      for (int e = 0; e < p.n_expert; ++e)
+        if (p.owner_of(l, e) == r) fmt::print(" {}{}", e, p.is_replica(l, e) ? "*" : "");
+    }
+    fmt::print("\n");
+  }
+}
+
+nlohmann::json ep_json(const EpPlan& p) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (int l = 0; l < p.n_layer; ++l) {
+    if (p.owner_of(l, 0) < 0) continue;
+    nlohmann::json owner = nlohmann::json::array(), rep = nlohmann::json::array();
+    for (int e = 0; e < p.n_expert && p.owner_of(l, e) >= 0; ++e) owner.push_back(p.owner_of(l, e)), rep.push_back(p.is_replica(l, e));
+    layers.push_back({{"layer", l}, {"owner", owner}, {"replica", rep}});
+  }
+  return {{"ranks", p.ranks}, {"by_traffic", p.by_traffic}, {"bytes", p.bytes}, {"traffic", p.traffic}, {"experts", p.experts}, {"layers", layers}};
+}
 
 template <typename T>
 std::string opt_str(const std::optional<T>& v) {
@@ -192,7 +222,16 @@ Command add_inspect(CLI::App& app) {
   sub->add_flag("--json", o->json, "Print JSON");
   sub->add_flag("--tensors", o->tensors, "List every tensor");
   sub->add_flag("--metadata", o->metadata, "List every metadata key");
+  sub->add_option("--ep", o->ep, "The expert-parallel shard plan for R ranks (what mpirun -n R ... --expert-parallel uses)")->check(CLI::Range(1, 4096));
+  sub->add_option("--ep-replicate", o->ep_replicate, "With --ep: fraction of each layer's hottest experts on every rank")->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--stats-dir", o->stats_dir, "With --ep: directory of the warm-start usage statistics (default as run's)");
   return {sub, [o]() {
+    if (o->ep > 0) {
+      const EpPlan p = plan_for_model(*Model::load(o->model), o->ep, o->ep_replicate, o->stats_dir);
+      if (o->json) fmt::print("{}\n", ep_json(p).dump());
+      else print_ep(p);
+      return 0;
+    }
     auto m = GgufModel::open(o->model);
     auto s = ModelSummary::of(*m);
     std::optional<BudgetFit> fit;

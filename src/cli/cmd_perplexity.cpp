@@ -156,6 +156,8 @@ int run(const PplOptions& o) {
     if (!out) fail("cannot write '{}'", o.kl_base_out);
     text += fmt::format("\nsaved the tokens and log-probabilities of the scored positions to {}", o.kl_base_out);
   }
+  const nlohmann::json ep = finish_expert_parallel(loaded.ep);
+  if (!ep.is_null()) j["expert_parallel"] = ep;
   if (o.json) std::printf("%s\n", j.dump().c_str());
   else std::printf("%s\n", text.c_str());
   return 0;
@@ -167,6 +169,7 @@ Command add_perplexity(CLI::App& app) {
   auto o = std::make_shared<PplOptions>();
   auto* sub = app.add_subcommand("perplexity", "Perplexity over a text file (llama-perplexity's windows), and KL divergence against saved logits");
   add_model_options(sub, o->model);
+  add_ep_options(sub, o->model);
   sub->add_option("-f,--file", o->file, "Text file to score");
   sub->add_option("--chunks", o->chunks, "Score at most this many windows (0: all)");
   sub->add_option("--kl-divergence-base", o->kl_base_out, "Save the tokens and log-probabilities of every scored position to this file");

@@ -337,6 +337,7 @@ int run(const RunOptions& o) {
   if (g.spec) std::fprintf(stderr, "%s\n", spec_report(*g.spec, draft->name()).c_str());
   if (o.prof) std::fprintf(stderr, "[PROF] generation, per token:\n%s", layer_profile(eng, std::max(1, n_gen - 1)).c_str());
   std::fprintf(stderr, "%s\n", tier_summary(eng, static_cast<int>(prompt.size()) + n_gen, t2 - t0).c_str());
+  const nlohmann::json ep = finish_expert_parallel(loaded.ep);
   if (eng.model().executor())
     std::fprintf(stderr, "prompt %s\ngeneration %s\n", gpu_prompt_line.c_str(), device_line(eng, std::max(1, n_gen), gen_s).c_str());
   if (o.json) {
@@ -351,6 +352,7 @@ int run(const RunOptions& o) {
     const ExpertCacheCounters k = eng.tier().counters();
     j["experts"] = {{"hits", k.hits}, {"misses", k.misses}, {"bytes_read", k.bytes_read}, {"wait_s", k.wait_s},
                     {"bytes_per_token", n_gen + static_cast<int>(prompt.size()) > 0 ? k.bytes_read / static_cast<uint64_t>(n_gen + prompt.size()) : 0}};
+    if (!ep.is_null()) j["expert_parallel"] = ep;
     j["moe_knobs"] = {{"k", eng.model().moe_knobs().k}, {"min_mass", eng.model().moe_knobs().min_mass}};
     j["kernels"] = kernel_choice();
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"gen_cpu_s", gen_cpu_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
@@ -369,6 +371,7 @@ Command add_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand("run", "Generate text from a prompt");
   add_model_options(sub, o->model);
+  add_ep_options(sub, o->model);
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("-f,--file", o->prompt_file, "Read the prompt from a file (byte for byte)");
   sub->add_option("--tokens-file", o->tokens_file, "Whitespace-separated token ids used verbatim as the prompt");

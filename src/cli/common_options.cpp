@@ -61,6 +61,38 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--stats-dir", o.stats_dir, "Directory of the warm-start usage statistics (default $XDG_CACHE_HOME/strata or ~/.cache/strata)");
 }
 
+void add_ep_options(CLI::App* sub, ModelOptions& o) {
+  sub->add_flag("--expert-parallel", o.expert_parallel,
+                "Under mpirun: every rank opens its own copy of -m with its own --ram-budget and computes a shard of each MoE layer's "
+                "routed experts; rank 0 runs the rest and prints the output (bit-identical to one process)");
+  sub->add_option("--ep-timeout", o.ep.timeout_s, "--expert-parallel: seconds a rank may take to answer before the job ends with an error")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  sub->add_option("--ep-replicate", o.ep.replicate,
+                  "--expert-parallel: fraction of each layer's hottest experts (by the usage statistics) on every rank, computed by rank 0")
+      ->check(CLI::Range(0.0, 1.0));
+}
+
+nlohmann::json finish_expert_parallel(std::unique_ptr<ExpertParallel>& ep) {
+  if (!ep) return nullptr;
+  const EpReport r = ep->stop();
+  std::fprintf(stderr, "%s", r.describe().c_str());
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const EpRankStats& x : r.per_rank)
+    ranks.push_back({{"hits", x.hits}, {"misses", x.misses}, {"bytes_read", x.bytes_read}, {"jobs", x.jobs}, {"pairs", x.pairs},
+                     {"compute_s", x.compute_s}, {"io_wait_s", x.io_wait_s}, {"net_wait_s", x.net_wait_s}});
+  const double dt = r.decode_tokens ? static_cast<double>(r.decode_tokens) : 1.0;
+  return {{"ranks", r.ranks},
+          {"per_rank", ranks},
+          {"net_bytes", r.net_bytes},
+          {"round_trips", r.round_trips},
+          {"decode_tokens", r.decode_tokens},
+          {"decode_bytes_per_token", r.decode_bytes / dt},
+          {"decode_round_trips_per_token", r.decode_round_trips / dt},
+          {"formula_bytes_per_token", r.formula_bytes},
+          {"formula_round_trips_per_token", r.formula_round_trips}};
+}
+
 void add_sampling_options(CLI::App* sub, SamplerParams& p) {
   sub->add_option("--temp", p.temp, "Temperature (0: greedy, ties to the lowest id)")->check(CLI::Range(0.0, 1000.0));
   sub->add_option("--top-k", p.top_k, "Top-k (0: off)");
@@ -197,6 +229,12 @@ Loaded load_engine(const ModelOptions& o) {
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   set_moe_knobs(o, l.engine->model());
   attach_gpu(std::move(gpu), *l.engine, o.n_seq, o.vram_budget);
+  if (o.expert_parallel) {
+    STRATA_CHECK(!l.engine->model().executor(), "--expert-parallel computes routed experts on the CPUs of the ranks: not with --gpu");
+    l.ep = ExpertParallel::start(*l.engine, o.ep);
+    if (!l.ep->root()) std::exit(l.ep->serve());  // a shard server: its whole life is here
+    std::fprintf(stderr, "%s", l.ep->plan().describe().c_str());
+  }
   return l;
 }
 

@@ -9,6 +9,7 @@
 
 #include "gpu/device.h"
 #include "runtime/engine.h"
+#include "runtime/expert_parallel.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,6 +40,9 @@ struct ModelOptions {
   bool load_wait = false;
   std::string stats_dir;
   bool check_finite = true;
+  // --expert-parallel (under mpirun): routed experts sharded across the job's ranks.
+  bool expert_parallel = false;
+  EpOptions ep;
   // Drafting (set by the commands, not CLI options here): a draft model (-md FILE) with draft_seq
   // slots, loaded by load_engine after the target model (whose vocabulary it must share) and before
   // the target's engine, whose memory plan counts what it holds (draft_bytes, set then); the
@@ -58,6 +62,11 @@ struct ModelOptions {
 
 void add_model_options(CLI::App* sub, ModelOptions& o);
 void add_sampling_options(CLI::App* sub, SamplerParams& p);
+// --expert-parallel, --ep-timeout, --ep-replicate (run, bench, perplexity).
+void add_ep_options(CLI::App* sub, ModelOptions& o);
+// The end of an expert-parallel job on rank 0 (nothing without one): stops the other ranks,
+// prints their figures to stderr and returns them as JSON (null without one).
+nlohmann::json finish_expert_parallel(std::unique_ptr<ExpertParallel>& ep);
 
 // The one place EngineOptions are built from the command line: the shape (context, batch, threads,
 // slots, cache types) alone (a draft model's engine), or with the expert tier and what the command
@@ -69,6 +78,9 @@ struct Loaded {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
+  // --expert-parallel: the job (rank 0; the other ranks serve inside load_engine and exit there).
+  // Last, so that it leaves the job before the engine goes.
+  std::unique_ptr<ExpertParallel> ep;
 };
 Loaded load_engine(const ModelOptions& o);
 // --gpu: `none` gives no device; `auto` a discrete GPU or none, printing one line saying why;

@@ -485,6 +485,12 @@ void moe_routed_experts(FwdCtx& c, int layer) {
   c.trace("ffn_moe_out", layer, c.st.out.data(), c.b.n, c.cfg.n_embd);
 }
 
+void routed_experts_for(FwdCtx& c, int layer, const ExpertGroups& g, const int32_t* list, int m) {
+  c.st.expert_list.assign(list, list + m);
+  c.experts->request(layer, c.st.expert_list.data(), m);
+  ExpertRun(c, layer, g).run();
+}
+
 void ffn_moe(FwdCtx& c, int layer) {
   const LayerConfig& lc = c.cfg.layers[layer];
   const LayerWeights& lw = c.w.layers[layer];

@@ -166,6 +166,11 @@ void ffn_moe(FwdCtx& c, int layer);
 // the expert tier's requests and prefetch, the experts on the CPU; st.out [n, n_embd] the
 // weighted sum of the routed experts (no shared experts) out. st.router is clobbered.
 void moe_routed_experts(FwdCtx& c, int layer);
+// Routed experts list[0..m) of `layer` over the (token, slot) pairs `g` groups (st.tok_of /
+// st.slot_of; rows st.xn, weights st.sel_w), requested from c.experts and computed by the same
+// code as moe_routed_experts' CPU path, their weighted rows written into st.slots (expert
+// parallelism's remote ranks: runtime/expert_parallel.h).
+void routed_experts_for(FwdCtx& c, int layer, const ExpertGroups& g, const int32_t* list, int m);
 
 // The keys each token of a batch attends to under sparse attention (DeepSeek-V3.2's lightning
 // indexer): token i sees the count[i] ascending positions at cells + i * stride, or, when

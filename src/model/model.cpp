@@ -184,7 +184,7 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
     st.in_gemm[i] = st.solo[i] ? 0 : 1;
   }
   FwdCtx c{cfg_, w_, k, pool_, st, kv, b, experts_, observers_.empty() ? nullptr : &observers_, lookahead_, &layer_s_, tensors_,
-           moe_knobs_.active() ? &moe_knobs_ : nullptr};
+           moe_knobs_.active() ? &moe_knobs_ : nullptr, offload_};
   hidden_rows_ = nextn_rows_ = 0;
   experts_->begin_batch(b.n);
   try {
@@ -210,6 +210,44 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   }
   head_rows_ += static_cast<uint64_t>(n_out);
   hidden_rows_ = b.n;  // st.x: the final hidden rows, before the output norm
+}
+
+void Model::run_routed(const RoutedJob& j, KvCache& kv, float* out) {
+  STRATA_CHECK(j.layer >= 0 && j.layer < cfg_.n_layer && cfg_.layers[j.layer].ffn == FfnKind::Moe, "routed job: layer {} is not a MoE layer", j.layer);
+  STRATA_CHECK(j.n > 0 && j.n_tok <= j.n && j.n_pairs >= 0, "routed job: {} rows of a {}-token batch", j.n_tok, j.n);
+  const LayerConfig& lc = cfg_.layers[j.layer];
+  const int d = cfg_.n_embd, k = lc.n_expert_used, ne = lc.n_expert;
+  st_->ensure(cfg_, j.n, kv.n_ctx(), pool_ ? pool_->size() : 1);
+  State& st = *st_;
+  for (int t = 0; t < j.n_tok; ++t) {
+    STRATA_CHECK(j.tok[t] >= 0 && j.tok[t] < j.n, "routed job: token row {} outside the batch of {}", j.tok[t], j.n);
+    std::memcpy(st.xn.data() + static_cast<size_t>(j.tok[t]) * d, j.rows + static_cast<size_t>(t) * d, sizeof(float) * d);
+  }
+  ExpertGroups g;
+  int list[kMaxExperts], m = 0;
+  for (int p = 0; p < j.n_pairs; ++p) {
+    const int e = j.pair_exp[p], i = j.pair_tok[p], s = j.pair_slot[p];
+    STRATA_CHECK(e >= 0 && e < ne && i >= 0 && i < j.n && s >= 0 && s < k && (m == 0 || e >= list[m - 1]),
+                 "routed job: pair {} (token {}, slot {}, expert {}) is out of range or order", p, i, s, e);
+    if (m == 0 || list[m - 1] != e) list[m++] = e, g.starts[e] = p;
+    g.counts[e]++;
+    st.tok_of[p] = i;
+    st.slot_of[p] = s;
+    st.sel_w[static_cast<size_t>(i) * k + s] = j.pair_w[p];
+  }
+  Batch b;
+  b.n = j.n;
+  FwdCtx c{cfg_, w_, kernels(), pool_, st, kv, b, experts_, nullptr};
+  if (j.layer <= routed_last_layer_) experts_->begin_batch(j.n);
+  routed_last_layer_ = j.layer;
+  try {
+    routed_experts_for(c, j.layer, g, list, m);
+  } catch (...) {
+    experts_->on_abort();
+    throw;
+  }
+  for (int p = 0; p < j.n_pairs; ++p)
+    std::memcpy(out + static_cast<size_t>(p) * d, st.slots.data() + (static_cast<size_t>(j.pair_tok[p]) * k + j.pair_slot[p]) * d, sizeof(float) * d);
 }
 
 void attention_block(FwdCtx& c, int l) {

@@ -91,6 +91,21 @@ struct TensorObserver {
 
 class Model;
 class LayerExecutor;  // model/executor.h
+class ExpertOffload;  // model/forward.h
+
+// Expert parallelism's remote side (Model::run_routed): one MoE layer's routed (token, slot) pairs
+// of another process's batch of n tokens that fall on this process's experts.
+struct RoutedJob {
+  int layer = 0, n = 0;               // the MoE layer; the batch's token count
+  int n_tok = 0;                      // token rows sent
+  const int32_t* tok = nullptr;       // [n_tok] their batch indices (ascending)
+  const float* rows = nullptr;        // [n_tok, n_embd] the FFN's normalized input rows
+  int n_pairs = 0;                    // pairs, grouped by expert in ascending order
+  const int32_t* pair_tok = nullptr;  // [n_pairs] batch index
+  const int32_t* pair_slot = nullptr; // [n_pairs] selection slot (0..k)
+  const int32_t* pair_exp = nullptr;  // [n_pairs] expert
+  const float* pair_w = nullptr;      // [n_pairs] gate weight
+};
 
 // One architecture: reads its config from metadata and binds its weights. run_layers, when
 // set, replaces the standard pre-norm residual loop (embedding -> layers): it must leave the
@@ -173,6 +188,12 @@ class Model {
   void set_tensor_observer(TensorObserver* o) { tensors_ = o; }
   TensorObserver* tensor_observer() const { return tensors_; }
   void set_lookahead(int d) { lookahead_ = d; }
+  // Routed experts some of which are computed elsewhere (model/forward.h; nullptr: all here).
+  void set_offload(ExpertOffload* o) { offload_ = o; }
+  // Computes job's pairs with this process's expert provider as forward() computes them, and writes
+  // each pair's weighted row (its slot of the layer's sum) to out [n_pairs, n_embd]. kv: the engine's
+  // cache (untouched; the pass context needs one).
+  void run_routed(const RoutedJob& job, KvCache& kv, float* out);
   // MoeKnobs (validated by the caller against the model's k).
   void set_moe_knobs(const MoeKnobs& m) { moe_knobs_ = m; }
   const MoeKnobs& moe_knobs() const { return moe_knobs_; }
@@ -203,6 +224,8 @@ class Model {
   RoutingObservers observers_;
   TensorObserver* tensors_ = nullptr;
   int lookahead_ = 0;
+  ExpertOffload* offload_ = nullptr;
+  int routed_last_layer_ = -1;  // run_routed: a layer not above the last one starts a new batch
   MoeKnobs moe_knobs_;
   std::vector<double> layer_s_;
   uint64_t head_rows_ = 0;

@@ -14,11 +14,11 @@ struct CmdResult {
   std::string err;
 };
 
-// The strata binary with `args`, after environment assignments `env` ("A=1 B=2", or "").
-inline CmdResult run_cmd_env(const std::string& env, const std::string& args) {
+// A shell command line (its stderr captured apart).
+inline CmdResult run_shell(const std::string& line) {
   static int counter = 0;
   const std::string errf = "/tmp/strata_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string cmd = (env.empty() ? "" : env + " ") + std::string(STRATA_BINARY) + " " + args + " 2>" + errf;
+  const std::string cmd = line + " 2>" + errf;
   CmdResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -33,6 +33,11 @@ inline CmdResult run_cmd_env(const std::string& env, const std::string& args) {
   }
   std::remove(errf.c_str());
   return r;
+}
+
+// The strata binary with `args`, after environment assignments `env` ("A=1 B=2", or "").
+inline CmdResult run_cmd_env(const std::string& env, const std::string& args) {
+  return run_shell((env.empty() ? "" : env + " ") + std::string(STRATA_BINARY) + " " + args);
 }
 
 inline CmdResult run_cmd(const std::string& args) { return run_cmd_env("", args); }

@@ -1,0 +1,86 @@
+#pragma once
+// Expert parallelism over Open MPI (issue 38): `mpirun -n R strata run|bench|perplexity
+// --expert-parallel`. Rank 0 runs the whole model (dense weights, attention, KV cache, routers,
+// sampling) and computes its own shard of each MoE layer's routed experts; every other rank opens
+// its own copy of the file with its own expert tier and serves requests for its shard:
+//   per MoE layer, rank 0 sends each rank that has work one message (the token rows routed to its
+//   experts, the (token, slot, expert) pairs and their gate weights), computes its own experts while
+//   the others do, and receives one message back per rank: each pair's weighted row, which it writes
+//   into its slot. The slots are summed in selection order, so the output is bit for bit that of one
+//   process (the remote ranks compute with the same code: Model::run_routed).
+// Start-up: every rank's tensor table must equal rank 0's (the first differing tensor is named).
+// Faults: a rank that does not answer within --ep-timeout seconds ends the job with an error naming
+// it (MPI_Abort); waits poll a deadline on an injectable clock, never block without one.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/ep_plan.h"
+
+namespace strata {
+
+class Engine;
+
+struct EpOptions {
+  double timeout_s = 60;  // --ep-timeout: longest wait for a rank's answer (and for the start-up check)
+  double replicate = 0;   // --ep-replicate: fraction of each layer's hottest experts on every rank
+};
+
+// What one rank did (gathered by rank 0 at the end).
+struct EpRankStats {
+  uint64_t hits = 0, misses = 0, bytes_read = 0;  // its expert tier (0 when its experts are resident)
+  uint64_t jobs = 0, pairs = 0;                   // MoE-layer messages served (rank 0: sent), (token, slot) rows computed remotely
+  double compute_s = 0;                           // rank 0: forward passes less network waits; others: in Model::run_routed
+  double io_wait_s = 0;                           // waiting for expert reads
+  double net_wait_s = 0;                          // rank 0: waiting for answers after its own experts were done
+};
+
+struct EpReport {
+  int ranks = 1;
+  std::vector<EpRankStats> per_rank;
+  uint64_t net_bytes = 0, round_trips = 0;  // every pass (bytes both ways)
+  // Passes of one token (decoding) apart: tokens, bytes and round trips, and the formula's figures
+  // per token (ep_formula).
+  uint64_t decode_tokens = 0, decode_bytes = 0, decode_round_trips = 0;
+  double formula_bytes = 0, formula_round_trips = 0;
+  std::string describe() const;
+};
+
+// Network bytes and round trips per decoded token that the protocol costs under uniform routing:
+// per MoE layer and remote rank r owning m of the layer's n routed experts (k chosen per token),
+// P(r is chosen) = 1 - C(n - m, k) / C(n, k), E[pairs] = k m / n; bytes = P (header + 4 + 4 d) +
+// E[pairs] (16 + 4 d) (the token row out, a (token, slot, expert, weight) quad per pair out, each
+// pair's row back); round trips = sum of P.
+struct EpFormula {
+  double bytes = 0, round_trips = 0;
+};
+EpFormula ep_formula(const EpPlan& plan, const std::vector<int>& k_used, int n_embd);
+
+// Waits until done() or until clock() passes `deadline`, calling done() between short pauses;
+// false on the deadline. The one wait of the protocol (injectable clock for tests).
+bool poll_until(const std::function<bool()>& done, double deadline, const std::function<double()>& clock);
+
+class ExpertParallel {
+ public:
+  // Joins the MPI job (MPI_Init), checks that every rank holds the same model, and on rank 0 plans
+  // the shards and routes the engine's MoE layers through them. Throws when built without Open MPI.
+  static std::unique_ptr<ExpertParallel> start(Engine& eng, const EpOptions& o);
+  virtual ~ExpertParallel() = default;
+
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  bool root() const { return rank() == 0; }
+  virtual const EpPlan& plan() const = 0;
+  // Ranks other than 0: serve rank 0's requests until it stops them; returns the exit status.
+  virtual int serve() = 0;
+  // Rank 0: stops the other ranks and gathers their figures. After it (or without it, at
+  // destruction) the process has left the job.
+  virtual EpReport stop() = 0;
+};
+
+// Whether this build has Open MPI (CMake STRATA_MPI).
+bool expert_parallel_available();
+
+}  // namespace strata

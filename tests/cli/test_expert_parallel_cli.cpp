@@ -1,0 +1,137 @@
+// Expert parallelism under mpirun on loopback (runtime/expert_parallel.h): every pass's logits
+// bit-identical to one process, a rank that exits or stalls ends the job with a clear error, and
+// ranks holding different files are refused. Built where CMake finds MPI (STRATA_MPIEXEC).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "../model/golden_util.h"
+#include "cli_util.h"
+
+#ifdef STRATA_MPIEXEC
+using namespace strata::test;
+
+namespace {
+
+std::string ep_model(const std::string& set) { return fixtures_dir() + "/" + set + "/model.gguf"; }
+std::string ep_tmp(const std::string& name) { return "/tmp/strata_ep_" + std::to_string(::getpid()) + "_" + name; }
+
+// `strata ARGS` under `mpirun -n ranks` (0: without mpirun); a hang ends at the outer timeout and fails.
+CmdResult ep_cmd(const std::string& env, int ranks, const std::string& args) {
+  std::string line = "timeout -k 5 120 env " + env + " ";
+  if (ranks > 0) line += std::string(STRATA_MPIEXEC) + " --allow-run-as-root --oversubscribe -n " + std::to_string(ranks) + " ";
+  return run_shell(line + STRATA_BINARY + " " + args);
+}
+
+// The dumped tensors of every pass in order (index.csv), concatenated.
+std::string dumped(const std::string& dir) {
+  std::ifstream idx(dir + "/index.csv");
+  std::string line, all;
+  std::getline(idx, line);  // header
+  int files = 0;
+  while (std::getline(idx, line)) {
+    const std::string file = line.substr(line.rfind(',') + 1);
+    std::ifstream f(dir + "/" + file, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    all += ss.str();
+    ++files;
+  }
+  EXPECT_GT(files, 1) << dir;
+  return all;
+}
+
+const char* kEpPrompt = "\"The quick brown fox jumps over the lazy dog. Numbers: 3.14159\"";
+
+// Logits of the prompt's passes and of every decoded token, with `ranks` ranks (0: one process).
+std::string ep_logits(const std::string& set, int ranks, const std::string& extra, nlohmann::json* j = nullptr) {
+  const std::string dir = ep_tmp(set + "_" + std::to_string(ranks));
+  std::filesystem::remove_all(dir);
+  const std::string ep = ranks > 0 ? " --expert-parallel --ep-timeout 60 -t 1" : " -t 2";
+  const CmdResult r = ep_cmd("", ranks,
+                             "run -m " + ep_model(set) + " -p " + kEpPrompt + " -n 6 --ignore-eos --temp 0 --json --no-warm-start -b 8" + ep + extra +
+                                 " --dump-tensors " + dir + " --dump-filter 'result_output.*'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  if (j && r.code == 0) *j = nlohmann::json::parse(last_line(r.out));
+  std::string all = dumped(dir);
+  std::filesystem::remove_all(dir);
+  return all;
+}
+
+void expect_identical(const std::string& set, const std::string& extra) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (expert parallelism)");
+  const std::string one = ep_logits(set, 0, extra);
+  ASSERT_FALSE(one.empty());
+  for (int ranks : {2, 3}) {
+    nlohmann::json j;
+    EXPECT_TRUE(ep_logits(set, ranks, extra, &j) == one) << set << ": " << ranks << " ranks gave other logits than one process";
+    ASSERT_TRUE(j.contains("expert_parallel")) << j.dump();
+    const auto& ep = j["expert_parallel"];
+    EXPECT_EQ(ep["ranks"], ranks);
+    ASSERT_EQ(ep["per_rank"].size(), static_cast<size_t>(ranks));
+    for (int r = 1; r < ranks; ++r) EXPECT_GT(ep["per_rank"][r]["jobs"].get<int>(), 0) << "rank " << r << " computed nothing";
+    EXPECT_GT(ep["decode_tokens"].get<int>(), 0);
+    EXPECT_GT(ep["net_bytes"].get<double>(), 0);
+  }
+}
+
+}  // namespace
+
+TEST(ExpertParallelCli, Qwen3MoeLogitsMatchOneProcess) { expect_identical("qwen3moe-q4_k_m", ""); }
+TEST(ExpertParallelCli, Deepseek2LogitsMatchOneProcess) { expect_identical("deepseek2-q4_k_m", ""); }
+// Streaming tiers on every rank (a cache of 3 experts): the same bits.
+TEST(ExpertParallelCli, MixtralStreamingLogitsMatchOneProcess) { expect_identical("mixtral-q4_k_m", " --cache-experts 3"); }
+
+TEST(ExpertParallelCli, StalledRankEndsTheJobWithAnError) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (expert parallelism)");
+  const CmdResult r = ep_cmd("STRATA_EP_FAULT=stall:1:3", 2,
+                             "run -m " + ep_model("qwen3moe-q4_k_m") + " -p hello -n 4 --ignore-eos --temp 0 -t 1 --expert-parallel --ep-timeout 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "the job hung until the test's own timeout";
+  EXPECT_NE(r.err.find("rank 1 did not answer MoE layer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--ep-timeout"), std::string::npos) << r.err;
+}
+
+TEST(ExpertParallelCli, ExitedRankEndsTheJob) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (expert parallelism)");
+  const CmdResult r = ep_cmd("STRATA_EP_FAULT=exit:2:2", 3,
+                             "run -m " + ep_model("qwen3moe-q4_k_m") + " -p hello -n 4 --ignore-eos --temp 0 -t 1 --expert-parallel --ep-timeout 10");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "the job hung until the test's own timeout";
+  EXPECT_NE(r.err.find("rank 2: injected fault"), std::string::npos) << r.err;
+  // mpirun names the rank that exited (or rank 0 does when it notices first).
+  EXPECT_TRUE(r.err.find("exited") != std::string::npos || r.err.find("rank 2") != std::string::npos) << r.err;
+}
+
+TEST(ExpertParallelCli, DifferentFilesAreRefusedNamingTheTensor) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (expert parallelism)");
+  const std::string tail = " run -p hello -n 2 -t 1 --expert-parallel --ep-timeout 30";
+  const CmdResult r = run_shell("timeout -k 5 120 " + std::string(STRATA_MPIEXEC) + " --allow-run-as-root --oversubscribe -n 1 " + STRATA_BINARY +
+                                tail + " -m " + ep_model("qwen3moe-q4_k_m") + " : -n 1 " + STRATA_BINARY + tail + " -m " + ep_model("qwen3moe-q8_0"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("rank 1 holds another model than rank 0: tensor '"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("q4_K"), std::string::npos) << r.err;
+}
+
+TEST(ExpertParallelCli, InspectShowsAPlanWithEveryExpertOnce) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (expert parallelism)");
+  const CmdResult r = ep_cmd("", 0, "inspect " + ep_model("deepseek2-q4_k_m") + " --ep 3 --json --stats-dir " + ep_tmp("nostats"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["layers"].empty());
+  for (const auto& l : j["layers"]) {
+    std::vector<int> per(3, 0);
+    for (int o : l["owner"]) {
+      ASSERT_TRUE(o >= 0 && o < 3);
+      per[o]++;
+    }
+    EXPECT_LE(*std::max_element(per.begin(), per.end()) - *std::min_element(per.begin(), per.end()), 1) << l.dump();
+  }
+  const CmdResult t = ep_cmd("", 0, "inspect " + ep_model("deepseek2-q4_k_m") + " --ep 2 --stats-dir " + ep_tmp("nostats"));
+  EXPECT_NE(t.out.find("rank 1:"), std::string::npos) << t.out;
+}
+#endif
