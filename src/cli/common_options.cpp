@@ -218,6 +218,9 @@ Loaded load_engine(const ModelOptions& o) {
   const uint64_t request_bytes = o.before_engine ? o.before_engine(*model, *l.tokenizer) : 0;
   const uint64_t heap1 = heap_in_use();
   ModelOptions mo = o;
+  // --expert-parallel: no warm start on any rank (a rank's cache would fill with other shards'
+  // experts, and rank 0's counts would record only its own shard); the plan reads the statistics.
+  if (o.expert_parallel) mo.no_warm_start = true;
   if (!o.draft_model.empty()) {  // the draft against the target's vocabulary, its memory in the target's plan
     const std::unique_ptr<tok::Vocab> target_vocab = tok::Vocab::from_gguf(model->gguf());
     l.draft = load_draft_engine(o.draft_model, o.path, *target_vocab, engine_shape(o, o.draft_seq));

@@ -53,8 +53,8 @@ std::string EpReport::describe() const {
   for (size_t r = 0; r < per_rank.size(); ++r) {
     const EpRankStats& x = per_rank[r];
     const uint64_t acc = x.hits + x.misses;
-    s += fmt::format("  rank {}: {} MoE-layer jobs, {} remote rows; hit rate {}, read {}; compute {:.3f} s, I/O wait {:.3f} s", r, x.jobs,
-                     x.pairs, acc ? fmt::format("{:.1f}%", 100.0 * x.hits / acc) : "n/a (resident)", format_bytes(x.bytes_read), x.compute_s,
+    s += fmt::format("  rank {}: {} {} MoE-layer jobs ({} rows){}; hit rate {}, read {}; compute {:.3f} s, I/O wait {:.3f} s", r, r ? "served" : "sent",
+                     x.jobs, x.pairs, r ? "" : " to other ranks", acc ? fmt::format("{:.1f}%", 100.0 * x.hits / acc) : "n/a (resident)", format_bytes(x.bytes_read), x.compute_s,
                      x.io_wait_s);
     if (r == 0) s += fmt::format(", network wait {:.3f} s", x.net_wait_s);
     s += "\n";
