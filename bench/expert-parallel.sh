@@ -7,7 +7,7 @@
 #   bench/expert-parallel.sh                       # a 8-layer qwen3-30b-a3b-shaped file, made once
 #   MODEL=/var/tmp/x.gguf BUDGET=6G RANKS="1 2 3" bench/expert-parallel.sh
 # Env: STRATA (binary), MODEL (default: synthesized into $TMPDIR), LAYERS (of the synthesized file),
-# BUDGET (--ram-budget of every rank; default 45% of the file), PP, TG (tokens), THREADS (per rank),
+# BUDGET (--ram-budget of every rank; default 45% of the file), PP, TG (tokens), THREADS (per rank; -c 512 -b 64),
 # RANKS, EXTRA (more strata bench options).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +29,7 @@ drop_cache() { python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); 
 echo "model $MODEL ($size bytes), --ram-budget $BUDGET per rank, pp $PP, tg $TG, $THREADS thread(s) per rank"
 for r in $RANKS; do
   drop_cache
-  cmd=("$STRATA" bench -m "$MODEL" --ram-budget "$BUDGET" -p "$PP" -n "$TG" -t "$THREADS" --disk-probe 0 --no-warm-start --stats-dir "$stats" --json $EXTRA)
+  cmd=("$STRATA" bench -m "$MODEL" --ram-budget "$BUDGET" -p "$PP" -n "$TG" -t "$THREADS" -c 512 -b 64 --disk-probe 0 --no-warm-start --stats-dir "$stats" --json $EXTRA)
   if [ "$r" -gt 1 ]; then
     cmd=(mpirun --allow-run-as-root --oversubscribe -n "$r" "${cmd[@]}" --expert-parallel)
   fi
