@@ -14,6 +14,7 @@
 #include "model/vulkan_executor.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "runtime/model_copy.h"
 #include "runtime/slot_draft.h"
 #include "tokenizer/vocab.h"
 
@@ -58,6 +59,9 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                 "Resident models: read the whole file before the first token (default: decode at once, streaming experts until a background read ends)");
   sub->add_flag("--check-finite,!--no-check-finite", o.check_finite,
                 "Check each pass's logits are finite; a NaN/Inf is an error naming the first layer and tensor that were not (default: on)");
+  sub->add_option("--model-copy", o.model_copies,
+                  "A byte-identical copy of -m (or of its first split part) on another drive, checked at start; streamed experts are "
+                  "read from the drive with the fewest bytes in flight, and a drive whose reads fail leaves the rotation; repeatable");
   sub->add_option("--stats-dir", o.stats_dir, "Directory of the warm-start usage statistics (default $XDG_CACHE_HOME/strata or ~/.cache/strata)");
 }
 
@@ -132,6 +136,7 @@ EngineOptions engine_options(const ModelOptions& o) {
   eo.tier.queue_depth = o.queue_depth;
   STRATA_CHECK(o.io == "auto" || o.io == "pread", "--io must be auto or pread (got '{}')", o.io);
   eo.tier.force_pread = o.io == "pread";
+  eo.tier.model_copies = o.model_copies;
   eo.tier.mlock = o.mlock;
   eo.tier.warm_start = !o.no_warm_start;
   eo.tier.stats_dir = o.stats_dir;
@@ -213,6 +218,7 @@ Loaded load_engine(const ModelOptions& o) {
   GpuChoice gpu = resolve_gpu(o.gpu);  // a loader or device problem of --gpu vulkan fails before the model loads
   Loaded l;
   auto model = Model::load(o.path);
+  for (const std::string& copy : o.model_copies) checked_model_copy(model->gguf(), copy);  // refused now, streaming or not
   const uint64_t heap0 = heap_in_use();
   l.tokenizer = tok::Tokenizer::from_gguf(model->gguf());
   const uint64_t request_bytes = o.before_engine ? o.before_engine(*model, *l.tokenizer) : 0;

@@ -39,6 +39,7 @@ struct ModelOptions {
   bool no_warm_start = false;
   bool load_wait = false;
   std::string stats_dir;
+  std::vector<std::string> model_copies;  // --model-copy (repeatable)
   bool check_finite = true;
   // --expert-parallel (under mpirun): routed experts sharded across the job's ranks.
   bool expert_parallel = false;

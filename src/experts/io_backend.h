@@ -56,6 +56,12 @@ class IoBackend {
 std::unique_ptr<IoBackend> make_io_backend(const std::vector<std::string>& files, const IoOptions& opt, std::string* why = nullptr);
 std::unique_ptr<IoBackend> make_pread_backend(const std::vector<std::string>& files, const IoOptions& opt, bool direct);
 
+// Several drives holding byte-identical copies of the files (--model-copy), one backend each (a
+// ReadOp's file index means the same part on every drive): each read goes to the drive with the
+// fewest bytes in flight; a read that fails on one drive takes that drive out of rotation (a
+// warning on stderr) and is read again from another; names: for messages.
+std::unique_ptr<IoBackend> make_multi_drive_backend(std::vector<std::unique_ptr<IoBackend>> drives, std::vector<std::string> names);
+
 // Test backend: a pread pool whose reads fail on purpose. Syscall k (counted over all reads,
 // retries included) returns -EIO when k % eio_every == 0 and reads only half the requested
 // bytes when k % short_every == 0. Retries must absorb occasional faults; persistent ones fail

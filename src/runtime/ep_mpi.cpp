@@ -16,11 +16,10 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "gguf/ggml_type.h"
-#include "model/expert_layout.h"
 #include "model/forward.h"
 #include "runtime/engine.h"
 #include "runtime/expert_parallel.h"
+#include "runtime/model_copy.h"
 
 namespace strata {
 namespace {
@@ -43,19 +42,6 @@ static_assert(sizeof(JobHeader) == 24);
   std::_Exit(1);
 }
 
-// The model's identity, one line per tensor (name, type, shape, bytes, file part and offset), and
-// the files' sizes last: the same file on every rank gives the same lines.
-std::vector<std::string> table_lines(Engine& eng) {
-  std::vector<std::string> v;
-  for (const auto& t : eng.model().gguf().tensors())
-    v.push_back(fmt::format("{} {} {} {} @{}:{}", t.name, ggml_type_name(t.type), t.shape_string(), t.nbytes, t.part, t.offset));
-  const ExpertLayout lay = expert_layout(eng.model().gguf(), eng.config(), eng.model().weights());
-  std::string sizes = "file sizes";
-  for (uint64_t s : lay.file_sizes) sizes += fmt::format(" {}", s);
-  v.push_back(sizes);
-  return v;
-}
-
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& l : v) s += l + "\n";
@@ -71,15 +57,8 @@ std::vector<std::string> split(const std::string& s) {
 
 // The first difference between rank 0's table and another rank's, "" when none.
 std::string first_difference(const std::vector<std::string>& mine, const std::vector<std::string>& theirs, int rank) {
-  const size_t n = std::max(mine.size(), theirs.size());
-  for (size_t i = 0; i < n; ++i) {
-    const std::string a = i < mine.size() ? mine[i] : "(none)", b = i < theirs.size() ? theirs[i] : "(none)";
-    if (a == b) continue;
-    const std::string name = a.substr(0, a.find(' '));
-    return fmt::format("rank {} holds another model than rank 0: tensor {} differs (rank 0: {}; rank {}: {}); every rank needs a copy of the same file",
-                       rank, i < mine.size() ? "'" + name + "'" : "#" + std::to_string(i), a, rank, b);
-  }
-  return "";
+  const std::string d = first_table_difference(mine, theirs, "rank 0", fmt::format("rank {}", rank));
+  return d.empty() ? d : fmt::format("rank {} holds another model than rank 0: {}; every rank needs a copy of the same file", rank, d);
 }
 
 class MpiEp final : public ExpertParallel, public ExpertOffload {
@@ -105,7 +84,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
   const EpPlan& plan() const override { return plan_; }
 
   void handshake() {
-    const std::vector<std::string> mine = table_lines(eng_);
+    const std::vector<std::string> mine = tensor_table_lines(eng_.model().gguf());
     if (rank_ != 0) {
       const std::string s = join(mine);
       MPI_Send(s.data(), static_cast<int>(s.size()), MPI_BYTE, 0, kTagHello, MPI_COMM_WORLD);

@@ -1,4 +1,5 @@
 #include "runtime/expert_tier.h"
+#include "runtime/model_copy.h"
 
 #include <malloc.h>
 
@@ -149,6 +150,16 @@ std::unique_ptr<IoBackend> ExpertTier::make_backend(const TierOptions& opt) {
   io.force_pread = opt.force_pread;
   std::string why;
   auto backend = opt.faults.active() ? make_faulty_backend(store_->files(), io, opt.faults) : make_io_backend(store_->files(), io, &why);
+  if (!opt.model_copies.empty()) {
+    std::vector<std::unique_ptr<IoBackend>> drives;
+    std::vector<std::string> names{model_.gguf().path()};
+    drives.push_back(std::move(backend));
+    for (const std::string& copy : opt.model_copies) {
+      drives.push_back(make_io_backend(checked_model_copy(model_.gguf(), copy), io, &why));
+      names.push_back(copy);
+    }
+    backend = make_multi_drive_backend(std::move(drives), std::move(names));
+  }
   plan_.io = backend->describe() + (why.empty() ? "" : " (" + why + ")");
   return backend;
 }

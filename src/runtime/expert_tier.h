@@ -30,6 +30,9 @@ struct TierOptions {
   bool force_pread = false;
   bool mlock = false;
   FaultPlan faults;               // tests: inject read failures (pread backend)
+  // --model-copy: byte-identical copies of the file on other drives (checked at start); expert
+  // reads go to the drive with the fewest bytes in flight (experts/io_backend.h).
+  std::vector<std::string> model_copies;
   // Warm start (streaming only): fill the cache at start with the experts earlier runs routed to
   // most, from stats_dir (empty: default_stats_dir()), and add this run's counts there at the end.
   bool warm_start = false;

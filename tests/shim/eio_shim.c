@@ -1,6 +1,6 @@
 /* LD_PRELOAD shim for the tests: pread()/read() on a file whose path contains $STRATA_EIO_PATH
- * fail with EIO for bytes below $STRATA_EIO_BELOW, as a disk with a bad sector in that range
- * would. Everything else goes to libc. */
+ * fail with EIO for bytes below $STRATA_EIO_BELOW (and at or above $STRATA_EIO_FROM, default 0),
+ * as a disk with a bad sector in that range would. Everything else goes to libc. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -23,7 +23,8 @@ static int bad_fd(int fd) {
 
 static int bad_range(off_t offset) {
   const char* below = getenv("STRATA_EIO_BELOW");
-  return below && offset < (off_t)strtoll(below, NULL, 10);
+  const char* from = getenv("STRATA_EIO_FROM");
+  return below && offset < (off_t)strtoll(below, NULL, 10) && (!from || offset >= (off_t)strtoll(from, NULL, 10));
 }
 
 ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
