@@ -104,9 +104,11 @@ int serve(ServeOptions& o) {
     o.server.request_memory = std::max<size_t>(o.server.request_memory, server::request_charge(0));
   }
   server::HttpServer srv(o.server);
-  const int port = srv.bind();
-  srv.start();
-  std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
+  // --expert-parallel: rank 0 serves HTTP; the other ranks serve its experts (inside load_engine).
+  const bool http = !o.model.expert_parallel || expert_parallel_rank() == 0;
+  const int port = http ? srv.bind() : 0;
+  if (http) srv.start();
+  if (http) std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
   o.model.n_seq = o.parallel;
   if (o.server.draft == "model") {
     STRATA_CHECK(!o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
@@ -138,6 +140,7 @@ int serve(ServeOptions& o) {
   if (!interrupted()) drain(srv, o.drain_timeout);
   std::fprintf(stderr, "strata serve: shutting down\n");
   srv.stop();
+  finish_expert_parallel(loaded.ep);
   return 0;
 }
 
@@ -147,6 +150,7 @@ Command add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics), llama-server's /props /slots /tokenize /detokenize, /stats and a web page at /");
   add_model_options(sub, o->model);
+  add_ep_options(sub, o->model);
   sub->add_option("--host", o->server.host,
                   "Address to listen on; without an API key a loopback address also refuses requests whose Host is not loopback "
                   "or whose Origin is another site's")->capture_default_str();

@@ -345,13 +345,22 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
 
 bool expert_parallel_available() { return true; }
 
-std::unique_ptr<ExpertParallel> ExpertParallel::start(Engine& eng, const EpOptions& o) {
+int expert_parallel_rank() {
   int inited = 0;
   MPI_Initialized(&inited);
   if (!inited) {
+    // Serialized: the server's scheduler thread runs the passes, the main thread starts and stops.
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    STRATA_CHECK(provided >= MPI_THREAD_SERIALIZED, "expert parallelism: this MPI library offers no MPI_THREAD_SERIALIZED ({})", provided);
   }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+std::unique_ptr<ExpertParallel> ExpertParallel::start(Engine& eng, const EpOptions& o) {
+  expert_parallel_rank();  // joins the job
   auto ep = std::make_unique<MpiEp>(eng, o);
   ep->handshake();
   return ep;

@@ -69,6 +69,7 @@ std::string EpReport::describe() const {
 
 #ifndef STRATA_MPI
 bool expert_parallel_available() { return false; }
+int expert_parallel_rank() { fail("--expert-parallel: this strata was built without Open MPI (install libopenmpi-dev and rebuild)"); }
 std::unique_ptr<ExpertParallel> ExpertParallel::start(Engine&, const EpOptions&) {
   fail("--expert-parallel: this strata was built without Open MPI (install libopenmpi-dev and rebuild)");
 }

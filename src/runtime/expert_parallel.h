@@ -82,5 +82,8 @@ class ExpertParallel {
 
 // Whether this build has Open MPI (CMake STRATA_MPI).
 bool expert_parallel_available();
+// This process's rank in the MPI job (joining it: MPI_Init), before ExpertParallel::start: the
+// server opens its HTTP port on rank 0 only. Throws when built without Open MPI.
+int expert_parallel_rank();
 
 }  // namespace strata
