@@ -290,6 +290,10 @@ std::string tier_summary(Engine& eng, int n_tokens, double seconds) {
                    "I/O wait {:.2f} s of {:.2f} s ({:.0f}%)",
                    c->policy_name(), acc > 0 ? 100.0 * k.hits / acc : 0.0, k.hits, k.misses, k.transient, format_bytes(k.bytes_read),
                    format_bytes(static_cast<uint64_t>(per_tok)), bw / 1e9, k.wait_s, seconds, seconds > 0 ? 100.0 * k.wait_s / seconds : 0.0);
+  if (const auto d = c->drive_bytes(); !d.empty()) {
+    s += "\ndrives (--model-copy): read";
+    for (size_t i = 0; i < d.size(); ++i) s += fmt::format("{} {}", i ? "," : "", format_bytes(d[i]));
+  }
   if (k.warm_issued || plan.warm_queued)
     s += fmt::format("\nwarm start: {} experts ranked by earlier runs, {} read into the cache, {} of them used", plan.warm_queued, k.warm_issued, k.warm_used);
   if (k.prefetch_issued)

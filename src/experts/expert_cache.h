@@ -53,6 +53,8 @@ struct ExpertCacheCounters {
 class ExpertCache final : public ExpertProvider {
  public:
   ExpertCache(const ExpertStore& store, std::unique_ptr<IoBackend> io, const ExpertCacheOptions& opt);
+  // Bytes each drive has read (--model-copy: IoBackend::drive_bytes; empty with one drive).
+  std::vector<uint64_t> drive_bytes() const { return io_ ? io_->drive_bytes() : std::vector<uint64_t>{}; }
   ~ExpertCache() override;
 
   void begin_batch(int n_tokens) override;

@@ -50,6 +50,8 @@ class IoBackend {
   virtual int reap(ReadOp** out, int max, bool wait) = 0;
   // Ops submitted and not yet returned by reap (finished reads waiting to be reaped included).
   virtual int in_flight() const = 0;
+  // Several drives (make_multi_drive_backend): bytes each has read so far; empty otherwise.
+  virtual std::vector<uint64_t> drive_bytes() const { return {}; }
 };
 
 // io_uring + O_DIRECT when possible, else a pread pool; `why` receives the reason for a fallback.

@@ -18,7 +18,7 @@ namespace {
 class MultiDrive final : public IoBackend {
  public:
   MultiDrive(std::vector<std::unique_ptr<IoBackend>> d, std::vector<std::string> names)
-      : drives_(std::move(d)), names_(std::move(names)), bytes_(drives_.size(), 0), alive_(drives_.size(), 1) {}
+      : drives_(std::move(d)), names_(std::move(names)), bytes_(drives_.size(), 0), read_(drives_.size(), 0), alive_(drives_.size(), 1) {}
 
   std::string describe() const override {
     std::string s = fmt::format("{} drives:", drives_.size());
@@ -42,7 +42,7 @@ class MultiDrive final : public IoBackend {
         const int n = drives_[i]->reap(buf, std::min(max - got, kBatch), false);
         for (int j = 0; j < n; ++j) {
           bytes_[i] -= buf[j]->len;
-          if (buf[j]->result >= 0) out[got++] = buf[j];
+          if (buf[j]->result >= 0) read_[i] += static_cast<uint64_t>(buf[j]->result), out[got++] = buf[j];
           else retire(i, buf[j]);
         }
       }
@@ -51,6 +51,8 @@ class MultiDrive final : public IoBackend {
       if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
+
+  std::vector<uint64_t> drive_bytes() const override { return read_; }
 
   int in_flight() const override {
     int n = 0;
@@ -85,7 +87,7 @@ class MultiDrive final : public IoBackend {
 
   std::vector<std::unique_ptr<IoBackend>> drives_;
   std::vector<std::string> names_;
-  std::vector<uint64_t> bytes_;  // per drive: bytes in flight
+  std::vector<uint64_t> bytes_, read_;  // per drive: bytes in flight, bytes read
   std::vector<uint8_t> alive_;
   size_t last_ = 0;
 };

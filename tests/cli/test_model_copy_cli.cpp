@@ -59,6 +59,12 @@ TEST(ModelCopyCli, TwoCopiesGiveOneCopysOutput) {
   ASSERT_EQ(one.r.code, 0) << one.r.err;
   ASSERT_EQ(two.r.code, 0) << two.r.err;
   EXPECT_NE(two.r.err.find("I/O: 2 drives: ["), std::string::npos) << two.r.err;
+  // Both drives took reads (each read to the one with fewer bytes in flight): "read X, Y" with no 0 B.
+  const size_t at = two.r.err.find("drives (--model-copy): read ");
+  ASSERT_NE(at, std::string::npos) << two.r.err;
+  const std::string line = two.r.err.substr(at, two.r.err.find('\n', at) - at);
+  EXPECT_NE(line.find(", "), std::string::npos) << line;
+  EXPECT_EQ(line.find(" 0 B"), std::string::npos) << line;
   EXPECT_EQ(copy_tokens(one.r), copy_tokens(two.r));
   EXPECT_FALSE(one.logits.empty());
   EXPECT_TRUE(one.logits == two.logits);
