@@ -504,6 +504,26 @@ uint64_t ExpertCache::batch_read_bytes(ExpertKey k) const {
   return expert_read_bytes(k);
 }
 
+bool ExpertCache::peek(int layer, int e, ExpertMats* out) {
+  quiesce();
+  if (layer < 0 || layer >= store_.n_layers() || e < 0 || e >= n_expert_) return false;
+  const Entry& en = entries_[idx(layer, e)];
+  if (en.st != St::Ready || en.transient || en.slot < 0) return false;
+  *out = views(layer, e, en);
+  return true;
+}
+
+void ExpertCache::give_up(int layer, int e) {
+  quiesce();
+  if (layer < 0 || layer >= store_.n_layers() || e < 0 || e >= n_expert_) return;
+  const ExpertKey k{layer, e};
+  const Entry& en = entries_[idx(layer, e)];
+  if (en.st != St::Ready || en.transient || en.slot < 0 || state_->pinned(k)) return;
+  drop_slot(k);
+  state_->drop(k);
+  ++given_up_;
+}
+
 bool ExpertCache::holds(ExpertKey k) const {
   quiesce();
   if (k.layer < 0 || k.layer >= store_.n_layers() || k.expert < 0 || k.expert >= n_expert_) return false;

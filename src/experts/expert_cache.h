@@ -63,6 +63,10 @@ class ExpertCache final : public ExpertProvider {
   bool try_acquire(int layer, int e, ExpertMats* out) override;
   void release(int layer, int e) override;
   void on_abort() override;
+  bool in_memory(int layer, int e) const override { return holds(ExpertKey{layer, e}); }
+  bool peek(int layer, int e, ExpertMats* out) override;
+  void give_up(int layer, int e) override;
+  uint64_t given_up() const { return given_up_; }
   // Warm start: reads these experts (hottest first) into free slots only, never evicting.
   // background = false: at most 16 reads (and the prefetch window) in flight; more are submitted
   // after each layer's demand reads (begin_batch, request), so on-demand reads go first.
@@ -217,6 +221,7 @@ class ExpertCache final : public ExpertProvider {
   mutable std::atomic<bool> warm_stop_{false};
   std::atomic<bool> warm_done_{false};
   uint64_t now_ = 0;
+  uint64_t given_up_ = 0;  // experts whose slots went to a faster tier (give_up)
   ExpertCacheCounters c_;
   std::vector<LayerProf> prof_;
 };

@@ -150,7 +150,7 @@ void route_batch(FwdCtx& c, int layer) {
 
 // 2. Groups (token, slot) pairs by expert; tells the provider at once which experts we need (those
 //    an ExpertOffload does not claim: away[e]).
-void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g, bool* away) {
+void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g, uint8_t* away) {
   const LayerConfig& lc = c.cfg.layers[layer];
   auto& st = c.st;
   const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
@@ -170,8 +170,21 @@ void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g, bool* away) {
   if (c.offload) c.offload->claim(c, layer, g, away);
   st.expert_list.clear();
   for (int e = 0; e < ne; ++e)
-    if (g.counts[e] && !away[e]) st.expert_list.push_back(e);
+    if (g.counts[e] && away[e] != ExpertOffload::kAway) st.expert_list.push_back(e);
   c.experts->request(layer, st.expert_list.data(), static_cast<int>(st.expert_list.size()));
+  if (!c.offload) return;
+  // Copies the provider keeps of experts computed elsewhere: acquired (read when absent) and released.
+  for (size_t i = 0; i < st.expert_list.size();) {
+    const int e = st.expert_list[i];
+    if (away[e] != ExpertOffload::kAwayCopy) {
+      ++i;
+      continue;
+    }
+    c.experts->acquire(layer, e);
+    c.experts->release(layer, e);
+    st.expert_list[i] = st.expert_list.back();
+    st.expert_list.pop_back();
+  }
 }
 
 // Prefetch: applies the routers of the next --lookahead MoE layers to the current hidden state
@@ -476,7 +489,7 @@ void add_shared_experts(FwdCtx& c, const LayerConfig& lc, const LayerWeights& lw
 void moe_routed_experts(FwdCtx& c, int layer) {
   route_batch(c, layer);
   ExpertGroups groups;
-  bool away[kMaxExperts] = {};
+  uint8_t away[kMaxExperts] = {};
   group_by_expert(c, layer, groups, away);
   prefetch_ahead(c, layer);
   ExpertRun(c, layer, groups).run();
