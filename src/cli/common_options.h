@@ -25,6 +25,10 @@ struct ModelOptions {
   std::string gemm = "int8";  // prompt-size products: int8 (llama.cpp's arithmetic) or blas
   std::string gpu = "none";   // --gpu auto|none|vulkan[:N] (gpu/device.h)
   std::string vram_budget;    // --vram-budget: "" = the device's device-local heap less a reserve (model/vram_plan.h)
+  std::string vram_experts = "auto";  // --vram-experts auto|off|SIZE: routed experts in VRAM (model/vram_experts.h)
+  std::string tiers = "exclusive";    // --tiers exclusive|inclusive
+  std::string vram_upload = "64M";    // --vram-upload: promotions uploaded per pass
+  std::string vram_pp = "auto";       // --vram-pp auto|always|off: prompt experts uploaded for a pass by cost
   // Expert tier
   std::string ram_budget;
   int64_t cache_experts = 0;
@@ -83,7 +87,9 @@ GpuChoice resolve_gpu(const std::string& spec);
 // that fit --vram-budget (the plan goes into the engine's memory plan: MemoryPlan::vram). What the
 // executor does not run (the architecture, a weight type, a KV type) or a budget that holds no
 // layer throws for `vulkan` and, for `auto`, prints one line and leaves the model on the CPU.
-void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_budget);
+// With --vram-experts (auto: what the layers leave of the budget) the routed experts the device's
+// layers use get a VRAM cache (--tiers, --vram-upload, the expert cache's --cache-policy).
+void attach_gpu(GpuChoice g, Engine& eng, const ModelOptions& o);
 // --vram-budget's value in bytes (throws naming the option).
 uint64_t parse_vram_budget(const std::string& s);
 // A KV cache type by name (f32, f16, q8_0).

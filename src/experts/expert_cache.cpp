@@ -316,6 +316,7 @@ void ExpertCache::pump_warm(uint64_t window) {
     if (warm_inflight_ + bytes > window) return;
     Entry& en = entries_[idx(k.layer, k.expert)];
     if (state_->resident(k) || en.transient || en.st != St::Absent) continue;
+    if (!elsewhere_.empty() && elsewhere_[idx(k.layer, k.expert)]) continue;  // a faster tier holds it
     if (state_->pool_used(k.layer) + bytes > state_->pool_capacity(k.layer)) continue;  // free room only
     Admission adm = state_->admit(k, /*predicted=*/true);
     if (!adm.admitted) continue;
@@ -522,6 +523,17 @@ void ExpertCache::give_up(int layer, int e) {
   drop_slot(k);
   state_->drop(k);
   ++given_up_;
+}
+
+void ExpertCache::leave_to_faster_tier(std::span<const ExpertKey> keys) {
+  quiesce();
+  if (elsewhere_.empty()) elsewhere_.assign(entries_.size(), 0);
+  for (const ExpertKey& k : keys) {
+    if (k.layer < 0 || k.layer >= store_.n_layers() || k.expert < 0 || k.expert >= n_expert_) continue;
+    elsewhere_[idx(k.layer, k.expert)] = 1;
+    while (entries_[idx(k.layer, k.expert)].st == St::Loading) reap(true);
+    give_up(k.layer, k.expert);
+  }
 }
 
 bool ExpertCache::holds(ExpertKey k) const {

@@ -172,19 +172,6 @@ void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g, uint8_t* away) {
   for (int e = 0; e < ne; ++e)
     if (g.counts[e] && away[e] != ExpertOffload::kAway) st.expert_list.push_back(e);
   c.experts->request(layer, st.expert_list.data(), static_cast<int>(st.expert_list.size()));
-  if (!c.offload) return;
-  // Copies the provider keeps of experts computed elsewhere: acquired (read when absent) and released.
-  for (size_t i = 0; i < st.expert_list.size();) {
-    const int e = st.expert_list[i];
-    if (away[e] != ExpertOffload::kAwayCopy) {
-      ++i;
-      continue;
-    }
-    c.experts->acquire(layer, e);
-    c.experts->release(layer, e);
-    st.expert_list[i] = st.expert_list.back();
-    st.expert_list.pop_back();
-  }
 }
 
 // Prefetch: applies the routers of the next --lookahead MoE layers to the current hidden state
@@ -222,8 +209,9 @@ void prefetch_ahead(FwdCtx& c, int layer) {
 //    weighted per-slot outputs into st.slots.
 class ExpertRun {
  public:
-  ExpertRun(FwdCtx& c, int layer, const ExpertGroups& g)
-      : c_(c), st_(c.st), lc_(c.cfg.layers[layer]), lw_(c.w.layers[layer]), g_(g), layer_(layer), d_(c.cfg.n_embd),
+  // away: ExpertOffload's marks (kAwayCopy experts are acquired and handed over, not computed).
+  ExpertRun(FwdCtx& c, int layer, const ExpertGroups& g, const uint8_t* away)
+      : away_(away), c_(c), st_(c.st), lc_(c.cfg.layers[layer]), lw_(c.w.layers[layer]), g_(g), layer_(layer), d_(c.cfg.n_embd),
         k_(lc_.n_expert_used), f_(lc_.n_ff_exp), n_pending_(static_cast<int>(c.st.expert_list.size())) {}
 
   void run() {
@@ -231,6 +219,11 @@ class ExpertRun {
     while (n_pending_ > 0) {
       ExpertMats em;
       const int e = take(c_.experts->acquire_next(layer_, st_.expert_list.data(), n_pending_, &em));
+      if (away_[e] == ExpertOffload::kAwayCopy) {  // computed elsewhere from these bytes
+        c_.offload->take(c_, layer_, e, em);
+        c_.experts->release(layer_, e);
+        continue;
+      }
       if (waves && fits_wave(e, em)) run_wave(e, em);
       else if (g_.counts[e] > kGroupMaxTokens) run_alone(e, em);
       else run_group(e, em);
@@ -426,7 +419,7 @@ class ExpertRun {
     for (int pi = 0; pi < n_pending_ && ng < max_n;) {
       const int ex = st_.expert_list[pi];
       ExpertMats mx;
-      if (admit(ex, rows0[ng]) && c_.experts->try_acquire(layer_, ex, &mx)) {
+      if (away_[ex] == ExpertOffload::kLocal && admit(ex, rows0[ng]) && c_.experts->try_acquire(layer_, ex, &mx)) {
         if (fits(ex, mx)) {
           add(take(pi), mx);  // the last pending moved into pi: look at pi again
           continue;
@@ -438,6 +431,7 @@ class ExpertRun {
     return ng;
   }
 
+  const uint8_t* away_;
   FwdCtx& c_;
   Model::State& st_;
   const LayerConfig& lc_;
@@ -492,7 +486,7 @@ void moe_routed_experts(FwdCtx& c, int layer) {
   uint8_t away[kMaxExperts] = {};
   group_by_expert(c, layer, groups, away);
   prefetch_ahead(c, layer);
-  ExpertRun(c, layer, groups).run();
+  ExpertRun(c, layer, groups, away).run();
   if (c.offload) c.offload->finish(c, layer, groups, away);
   sum_slots(c, c.cfg.layers[layer].n_expert_used);
   c.trace("ffn_moe_out", layer, c.st.out.data(), c.b.n, c.cfg.n_embd);
