@@ -49,6 +49,11 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "Per token and layer, compute the chosen experts in gate order until their share of the chosen gate weight reaches "
                   "P (at least one; 1: all). Lossy: price it with strata perplexity --kl-divergence")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--route-cache", o.route_cache,
+                  "J[,M]: per token and layer keep the router's top J experts and fill the other slots from its top M (default 2k) "
+                  "preferring experts already in the expert cache, then by score (gate weights as the model computes them). Lossy: "
+                  "price it with strata perplexity --kl-divergence")
+      ->type_name("J[,M]");
   sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight")->check(CLI::Range(1, 4096));
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
@@ -160,15 +165,39 @@ void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_bud
   }
 }
 
-// --moe-k / --moe-min-mass, checked against the model's experts per token.
+// --route-cache J[,M] against the model's k (k_max) and experts per layer (e_max).
+static RouteCacheOptions parse_route_cache(const std::string& s, int k_max, int e_max) {
+  RouteCacheOptions rc;
+  const size_t comma = s.find(',');
+  const auto num = [&](const std::string& t) {
+    size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    STRATA_CHECK(used == t.size() && !t.empty() && v >= 0, "--route-cache '{}': expected J or J,M (whole numbers)", s);
+    return v;
+  };
+  rc.keep = num(s.substr(0, comma));
+  rc.cands = comma == std::string::npos ? std::min(2 * k_max, e_max) : num(s.substr(comma + 1));
+  STRATA_CHECK(rc.keep <= k_max, "--route-cache {}: J is at most the {} experts the model chooses per token", s, k_max);
+  STRATA_CHECK(rc.cands >= k_max && rc.cands <= e_max, "--route-cache {}: M must be between the model's k ({}) and its experts per layer ({})", s,
+               k_max, e_max);
+  return rc;
+}
+
+// --moe-k / --moe-min-mass / --route-cache, checked against the model's experts per token.
 void set_moe_knobs(const ModelOptions& o, Model& m) {
   MoeKnobs knobs;
   knobs.k = o.moe_k;
   knobs.min_mass = o.moe_min_mass;
-  if (!knobs.active()) return;
-  int k_max = 0;
-  for (const LayerConfig& l : m.config().layers) k_max = std::max(k_max, l.n_expert_used);
-  STRATA_CHECK(k_max > 0, "--moe-k / --moe-min-mass: {} has no routed experts", o.path);
+  if (!knobs.active() && o.route_cache.empty()) return;
+  int k_max = 0, e_max = 0;
+  for (const LayerConfig& l : m.config().layers) k_max = std::max(k_max, l.n_expert_used), e_max = std::max(e_max, l.n_expert);
+  STRATA_CHECK(k_max > 0, "--moe-k / --moe-min-mass / --route-cache: {} has no routed experts", o.path);
+  if (!o.route_cache.empty()) knobs.route = parse_route_cache(o.route_cache, k_max, e_max);
   STRATA_CHECK(knobs.k <= k_max, "--moe-k {}: the model chooses {} experts per token", knobs.k, k_max);
   STRATA_CHECK(knobs.min_mass > 0.0f, "--moe-min-mass must be in (0, 1] (got {})", knobs.min_mass);
   m.set_moe_knobs(knobs);

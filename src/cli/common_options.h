@@ -32,6 +32,7 @@ struct ModelOptions {
   int lookahead = 1;
   int moe_k = 0;               // MoeKnobs (model/model.h): --moe-k, --moe-min-mass
   float moe_min_mass = 1.0f;
+  std::string route_cache;     // --route-cache J[,M] (model/route_cache.h); "": off
   int queue_depth = 64;
   std::string io = "auto";
   bool mlock = false;
