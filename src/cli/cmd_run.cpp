@@ -358,6 +358,10 @@ int run(const RunOptions& o) {
       j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots},
                                        {"changed", rc.changed}, {"route_agreement", rc.agreement()}};
     }
+    if (loaded.standin_experts) {
+      const StandInCounters& sc = loaded.standin_experts->counters();
+      j["miss_model"] = {{"experts", sc.experts}, {"bytes", sc.bytes}};
+    }
     j["kernels"] = kernel_choice();
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"gen_cpu_s", gen_cpu_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
                     {"first16_tps", g.t_16 > 0 ? 16.0 / (g.t_16 - t1) : 0.0}};

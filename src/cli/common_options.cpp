@@ -54,6 +54,12 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "preferring experts already in the expert cache, then by score (gate weights as the model computes them). Lossy: "
                   "price it with strata perplexity --kl-divergence")
       ->type_name("J[,M]");
+  sub->add_option("--miss-model", o.miss_model,
+                  "FILE.gguf: a low-bit copy of the model (same architecture and expert shapes; strata quantize --experts-only "
+                  "writes one): an expert not in memory that no token chose among its first J (--route-cache's J, else 1) is "
+                  "computed from this file's bytes instead of being read into the expert cache. Lossy: price it with strata "
+                  "perplexity --kl-divergence")
+      ->type_name("FILE");
   sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight")->check(CLI::Range(1, 4096));
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
@@ -203,6 +209,17 @@ void set_moe_knobs(const ModelOptions& o, Model& m) {
   m.set_moe_knobs(knobs);
 }
 
+// --miss-model: the stand-in, checked against the model, between the model and its expert tier.
+static void attach_standin(const std::string& path, Loaded& l) {
+  Model& m = l.engine->model();
+  l.standin = Model::load(path);
+  check_standin_matches(m, *l.standin);
+  const int keep = m.moe_knobs().route.on() ? m.moe_knobs().route.keep : 1;
+  l.standin_experts = std::make_unique<StandInExperts>(*m.expert_provider(), *l.standin, keep);
+  m.set_expert_provider(l.standin_experts.get());
+  m.add_routing_observer(l.standin_experts.get());
+}
+
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
@@ -225,6 +242,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   set_moe_knobs(o, l.engine->model());
+  if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
   attach_gpu(std::move(gpu), *l.engine, o.n_seq, o.vram_budget);
   return l;
 }

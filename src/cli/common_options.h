@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gpu/device.h"
+#include "model/standin_experts.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -33,6 +34,7 @@ struct ModelOptions {
   int moe_k = 0;               // MoeKnobs (model/model.h): --moe-k, --moe-min-mass
   float moe_min_mass = 1.0f;
   std::string route_cache;     // --route-cache J[,M] (model/route_cache.h); "": off
+  std::string miss_model;      // --miss-model FILE (model/standin_experts.h); "": off
   int queue_depth = 64;
   std::string io = "auto";
   bool mlock = false;
@@ -67,6 +69,10 @@ EngineOptions engine_shape(const ModelOptions& o, int n_seq);
 EngineOptions engine_options(const ModelOptions& o);
 
 struct Loaded {
+  // --miss-model: the stand-in model and the provider between the engine's model and its expert
+  // tier (declared first: they outlive the engine, whose model points at them).
+  std::unique_ptr<Model> standin;
+  std::unique_ptr<StandInExperts> standin_experts;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
