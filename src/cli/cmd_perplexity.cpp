@@ -127,6 +127,14 @@ int run(const PplOptions& o) {
   const double ppl = std::exp(mean), ppl_err = ppl * std::sqrt(var / double(count));
   nlohmann::json j = {{"chunks", w.n_chunk}, {"n_ctx", n_ctx}, {"scored_tokens", count}, {"nll", mean}, {"ppl", ppl}, {"ppl_err", ppl_err},
                       {"seconds", secs}, {"memory", memory_json(eng.tier().plan())}};
+  // The expert tier's reads over every evaluated token (zeros when the experts are resident), and
+  // what the lossy routing knobs did.
+  const ExpertCacheCounters ec = eng.tier().counters();
+  const uint64_t evaluated = static_cast<uint64_t>(w.n_chunk) * static_cast<uint64_t>(n_ctx);
+  j["experts"] = {{"hits", ec.hits}, {"misses", ec.misses}, {"bytes_read", ec.bytes_read}, {"bytes_per_token", ec.bytes_read / evaluated}};
+  if (eng.model().moe_knobs().route.on()) j["route_agreement"] = eng.model().route_counters().agreement();
+  if (loaded.standin_experts)
+    j["miss_model"] = {{"experts", loaded.standin_experts->counters().experts}, {"bytes", loaded.standin_experts->counters().bytes}};
   std::string text = fmt::format("perplexity: {} windows of {} tokens, {} tokens scored: PPL = {:.4f} +/- {:.4f} (mean NLL {:.6f}), {:.1f} s",
                                  w.n_chunk, n_ctx, count, ppl, ppl_err, mean, secs);
   if (base) {
