@@ -97,7 +97,9 @@ TEST(PerplexityCli, FewerExpertsArePricedInKlAndReadFewerBytes) {
 // and fewer misses than the plain routing; malformed or out-of-range values are clear errors.
 TEST(PerplexityCli, RouteCacheIsPricedInKlAndMissesLess) {
   const std::string base = "/tmp/strata_ppl_route_" + std::to_string(::getpid()) + ".bin";
-  const std::string common = " -c 64 -t 2 --json --no-warm-start";
+  // -b 1: token by token, so each routes against the cache a decode step sees (a 64-token pass of
+  // a cold 115-expert cache finds nothing resident at its layer).
+  const std::string common = " -c 64 -b 1 -t 2 --json --no-warm-start";
   const std::string budget = " --ram-budget 64M";
   ASSERT_EQ(run_cmd("perplexity -m " + kModel + " -f " + kText + common + " --kl-divergence-base " + base).code, 0);
   const auto kl = [&](const std::string& knobs) {

@@ -12,20 +12,20 @@
 using namespace strata::test;
 
 namespace {
-const std::string kDir = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny";
-const std::string kModel = kDir + "/model.gguf";
-const std::string kText = kDir + "/traces/heldout-exodus.txt";
+const std::string kQuantDir = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny";
+const std::string kQuantModel = kQuantDir + "/model.gguf";
+const std::string kQuantText = kQuantDir + "/traces/heldout-exodus.txt";
 }  // namespace
 
 TEST(QuantizeCli, ExpertsOnlyStandInIsPricedAndServesMisses) {
   const std::string q4 = "/tmp/strata_quant_cli_" + std::to_string(::getpid()) + ".gguf";
-  const CmdResult q = run_cmd("quantize --experts-only --type q4_0 -t 2 " + kModel + " " + q4);
+  const CmdResult q = run_cmd("quantize --experts-only --type q4_0 -t 2 " + kQuantModel + " " + q4);
   ASSERT_EQ(q.code, 0) << q.err;
   EXPECT_NE(q.out.find("24 routed expert tensors as q4_0"), std::string::npos) << q.out;
 
   const std::string base = "/tmp/strata_quant_base_" + std::to_string(::getpid()) + ".bin";
   const std::string common = " -c 64 -t 2 --json --no-warm-start";
-  ASSERT_EQ(run_cmd("perplexity -m " + kModel + " -f " + kText + common + " --kl-divergence-base " + base).code, 0);
+  ASSERT_EQ(run_cmd("perplexity -m " + kQuantModel + " -f " + kQuantText + common + " --kl-divergence-base " + base).code, 0);
   const CmdResult k = run_cmd("perplexity -m " + q4 + " --kl-divergence " + base + common);
   ASSERT_EQ(k.code, 0) << k.err;
   const auto kl = nlohmann::json::parse(last_line(k.out))["kl_divergence"];
@@ -35,7 +35,7 @@ TEST(QuantizeCli, ExpertsOnlyStandInIsPricedAndServesMisses) {
   std::remove(base.c_str());
 
   const auto run = [&](const std::string& knobs) {
-    const CmdResult r = run_cmd("run -m " + kModel + " -f " + kText + " -n 16 --temp 0 -c 256 -t 2 --ram-budget 64M --no-warm-start --json " + knobs);
+    const CmdResult r = run_cmd("run -m " + kQuantModel + " -f " + kQuantText + " -n 16 --temp 0 -c 256 -t 2 --ram-budget 64M --no-warm-start --json " + knobs);
     EXPECT_EQ(r.code, 0) << knobs << ": " << r.err;
     return nlohmann::json::parse(last_line(r.out));
   };
@@ -50,11 +50,11 @@ TEST(QuantizeCli, ExpertsOnlyStandInIsPricedAndServesMisses) {
 TEST(QuantizeCli, BadOptionsAreClearErrors) {
   const std::string out = "/tmp/strata_quant_bad_" + std::to_string(::getpid()) + ".gguf";
   const std::pair<std::string, std::string> cases[] = {
-      {"quantize --type q4_0 " + kModel + " " + out, "give --experts-only"},
-      {"quantize --experts-only --type nope " + kModel + " " + out, "not a ggml type name"},
-      {"quantize --experts-only --type iq2_xxs " + kModel + " " + out, "no quantizer"},
+      {"quantize --type q4_0 " + kQuantModel + " " + out, "give --experts-only"},
+      {"quantize --experts-only --type nope " + kQuantModel + " " + out, "not a ggml type name"},
+      {"quantize --experts-only --type iq2_xxs " + kQuantModel + " " + out, "no quantizer"},
       {"quantize --experts-only --type q4_0 /nonexistent.gguf " + out, "/nonexistent.gguf"},
-      {"run -m " + kModel + " -p hi -n 1 --miss-model /nonexistent.gguf", "/nonexistent.gguf"},
+      {"run -m " + kQuantModel + " -p hi -n 1 --miss-model /nonexistent.gguf", "/nonexistent.gguf"},
   };
   for (const auto& [cmd, msg] : cases) {
     const CmdResult r = run_cmd(cmd);

@@ -20,19 +20,19 @@
 using namespace strata;
 
 namespace {
-const std::string kModel = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
-std::string tmp_path(const char* tag) { return "/tmp/strata_requant_" + std::string(tag) + "_" + std::to_string(::getpid()) + ".gguf"; }
+const std::string kRequantModel = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
+std::string requant_tmp_path(const char* tag) { return "/tmp/strata_requant_" + std::string(tag) + "_" + std::to_string(::getpid()) + ".gguf"; }
 }  // namespace
 
 TEST(Requantize, ExpertsBecomeTheTypeEverythingElseIsCopied) {
-  const std::string out = tmp_path("q4");
+  const std::string out = requant_tmp_path("q4");
   ThreadPool pool(2);
-  const RequantizeReport r = requantize_experts(kModel, out, GgmlType::Q4_0, &pool);
+  const RequantizeReport r = requantize_experts(kRequantModel, out, GgmlType::Q4_0, &pool);
   EXPECT_EQ(r.expert_tensors, 8 * 3);  // 8 layers of gate, up, down
   EXPECT_GT(r.other_tensors, 8);
   EXPECT_LT(r.expert_bytes_out, r.expert_bytes_in * 6 / 10);  // 4.5 of 8.5 bits per value
 
-  const auto a = GgufModel::open(kModel), b = GgufModel::open(out);
+  const auto a = GgufModel::open(kRequantModel), b = GgufModel::open(out);
   ASSERT_EQ(a->tensors().size(), b->tensors().size());
   ASSERT_EQ(a->metadata().size(), b->metadata().size());
   for (size_t i = 0; i < a->metadata().size(); ++i) {
@@ -70,19 +70,19 @@ TEST(Requantize, ExpertsBecomeTheTypeEverythingElseIsCopied) {
 }
 
 TEST(Requantize, BadTypesAndFilesAreClearErrors) {
-  const std::string out = tmp_path("bad");
+  const std::string out = requant_tmp_path("bad");
   EXPECT_FALSE(can_quantize_to(GgmlType::IQ2_XXS));
   EXPECT_TRUE(can_quantize_to(GgmlType::Q2_K));
   try {
-    requantize_experts(kModel, out, GgmlType::IQ2_XXS, nullptr);
+    requantize_experts(kRequantModel, out, GgmlType::IQ2_XXS, nullptr);
     ADD_FAILURE() << "iq2_xxs has no quantizer";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no quantizer"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("q4_0"), std::string::npos) << e.what();  // lists the types it can write
   }
-  EXPECT_THROW(requantize_experts(kModel, kModel, GgmlType::Q4_0, nullptr), Error);  // onto itself
+  EXPECT_THROW(requantize_experts(kRequantModel, kRequantModel, GgmlType::Q4_0, nullptr), Error);  // onto itself
   // A file without routed experts.
-  const std::string dense = tmp_path("dense");
+  const std::string dense = requant_tmp_path("dense");
   GgufWriter w;
   w.set_string("general.architecture", "llama");
   std::vector<float> x(32, 1.0f);

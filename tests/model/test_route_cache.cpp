@@ -11,7 +11,7 @@ using namespace strata;
 
 namespace {
 // Experts marked true in a bool array are "in memory".
-bool in_set(int e, const void* ctx) { return static_cast<const std::vector<bool>*>(ctx)->at(static_cast<size_t>(e)); }
+bool route_cache_in_set(int e, const void* ctx) { return static_cast<const std::vector<bool>*>(ctx)->at(static_cast<size_t>(e)); }
 }  // namespace
 
 TEST(RouteCache, KeepsTopJThenPrefersResidentCandidates) {
@@ -22,14 +22,14 @@ TEST(RouteCache, KeepsTopJThenPrefersResidentCandidates) {
   res[2] = res[4] = res[0] = true;  // 4 (rank 3) and 2 (rank 5) are among the top 6; 0 (rank 7) is not
   int32_t sel[4];
   // J = 1, M = 6, k = 4: 7 kept; then the resident candidates 4 and 2; then the best other, 6.
-  const int changed = select_cache_aware(score.data(), 8, 4, RouteCacheOptions{1, 6}, in_set, &res, sel);
+  const int changed = select_cache_aware(score.data(), 8, 4, RouteCacheOptions{1, 6}, route_cache_in_set, &res, sel);
   EXPECT_EQ(std::vector<int32_t>(sel, sel + 4), (std::vector<int32_t>{7, 6, 4, 2}));  // score order
   EXPECT_EQ(changed, 1);  // 2 is outside the router's top 4 (7, 6, 5, 4)
   // M = 4: only the top 4 are candidates: nothing changes.
-  EXPECT_EQ(select_cache_aware(score.data(), 8, 4, RouteCacheOptions{1, 4}, in_set, &res, sel), 0);
+  EXPECT_EQ(select_cache_aware(score.data(), 8, 4, RouteCacheOptions{1, 4}, route_cache_in_set, &res, sel), 0);
   EXPECT_EQ(std::vector<int32_t>(sel, sel + 4), (std::vector<int32_t>{7, 6, 5, 4}));
   // J = 0, M = 8: three resident experts (4, 2, 0), then the best non-resident (7).
-  EXPECT_EQ(select_cache_aware(score.data(), 8, 4, RouteCacheOptions{0, 8}, in_set, &res, sel), 2);
+  EXPECT_EQ(select_cache_aware(score.data(), 8, 4, RouteCacheOptions{0, 8}, route_cache_in_set, &res, sel), 2);
   EXPECT_EQ(std::vector<int32_t>(sel, sel + 4), (std::vector<int32_t>{7, 4, 2, 0}));
 }
 
@@ -39,11 +39,11 @@ TEST(RouteCache, JEqualToKOrEverythingResidentIsTheRoutersTopK) {
   int32_t top[3], sel[3];
   top_k(score.data(), n, k, top);
   std::vector<bool> none(10, false), all(10, true);
-  EXPECT_EQ(select_cache_aware(score.data(), n, k, RouteCacheOptions{3, 10}, in_set, &none, sel), 0);  // J = k
+  EXPECT_EQ(select_cache_aware(score.data(), n, k, RouteCacheOptions{3, 10}, route_cache_in_set, &none, sel), 0);  // J = k
   EXPECT_EQ(std::vector<int32_t>(sel, sel + k), std::vector<int32_t>(top, top + k));
-  EXPECT_EQ(select_cache_aware(score.data(), n, k, RouteCacheOptions{0, 10}, in_set, &all, sel), 0);  // all resident
+  EXPECT_EQ(select_cache_aware(score.data(), n, k, RouteCacheOptions{0, 10}, route_cache_in_set, &all, sel), 0);  // all resident
   EXPECT_EQ(std::vector<int32_t>(sel, sel + k), std::vector<int32_t>(top, top + k));
-  EXPECT_EQ(select_cache_aware(score.data(), n, k, RouteCacheOptions{1, 10}, in_set, &none, sel), 0);  // none resident
+  EXPECT_EQ(select_cache_aware(score.data(), n, k, RouteCacheOptions{1, 10}, route_cache_in_set, &none, sel), 0);  // none resident
   EXPECT_EQ(std::vector<int32_t>(sel, sel + k), std::vector<int32_t>(top, top + k));
 }
 
@@ -52,6 +52,6 @@ TEST(RouteCache, NeverPicksAGroupLimitedExpertOverAnAllowedOne) {
   std::vector<float> score = {0.4f, 0.3f, 0.2f, 0.1f, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
   std::vector<bool> res = {false, false, false, false, true, true, true, true};
   int32_t sel[2];
-  EXPECT_EQ(select_cache_aware(score.data(), 8, 2, RouteCacheOptions{0, 8}, in_set, &res, sel), 0);
+  EXPECT_EQ(select_cache_aware(score.data(), 8, 2, RouteCacheOptions{0, 8}, route_cache_in_set, &res, sel), 0);
   EXPECT_EQ(std::vector<int32_t>(sel, sel + 2), (std::vector<int32_t>{0, 1}));
 }

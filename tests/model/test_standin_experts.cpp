@@ -22,7 +22,7 @@ using namespace strata;
 using namespace strata::test;
 
 namespace {
-const std::string kModel = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
+const std::string kStandinFull = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
 
 // The model's resident experts, reported as not in memory (every expert is a miss).
 class NothingInMemory final : public ExpertProvider {
@@ -37,7 +37,7 @@ class NothingInMemory final : public ExpertProvider {
   ExpertProvider& p_;
 };
 
-std::unique_ptr<Engine> engine(const std::string& path) {
+std::unique_ptr<Engine> standin_engine(const std::string& path) {
   EngineOptions eo;
   eo.n_ctx = 64;
   eo.n_threads = 2;
@@ -47,7 +47,7 @@ std::unique_ptr<Engine> engine(const std::string& path) {
 }
 
 // A 20-token prompt's logits at every position, then one decode step's.
-std::vector<float> logits(Engine& eng) {
+std::vector<float> standin_logits(Engine& eng) {
   std::vector<int32_t> toks(20);
   for (int i = 0; i < 20; ++i) toks[static_cast<size_t>(i)] = (i * 389 + 17) % 4096;
   std::vector<float> all, step;
@@ -58,19 +58,19 @@ std::vector<float> logits(Engine& eng) {
   return all;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+bool standin_same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // The full model with a stand-in for its misses, keep = J.
 std::vector<float> with_standin(const Model& standin, int keep, StandInCounters* counts) {
-  auto eng = engine(kModel);
+  auto eng = standin_engine(kStandinFull);
   Model& m = eng->model();
   NothingInMemory misses(*m.expert_provider());
   StandInExperts si(misses, standin, keep);
   m.set_expert_provider(&si);
   m.add_routing_observer(&si);
-  std::vector<float> out = logits(*eng);
+  std::vector<float> out = standin_logits(*eng);
   m.remove_routing_observer(&si);
   m.set_expert_provider(nullptr);
   *counts = si.counters();
@@ -80,33 +80,33 @@ std::vector<float> with_standin(const Model& standin, int keep, StandInCounters*
 
 TEST(StandInExperts, MissesComputedFromTheStandInsBytes) {
   const std::string q4 = "/tmp/strata_standin_q4_" + std::to_string(::getpid()) + ".gguf";
-  requantize_experts(kModel, q4, GgmlType::Q4_0, nullptr);
+  requantize_experts(kStandinFull, q4, GgmlType::Q4_0, nullptr);
   const auto standin = Model::load(q4);
-  EXPECT_NO_THROW(check_standin_matches(*Model::load(kModel), *standin));
-  const std::vector<float> full = logits(*engine(kModel)), low = logits(*engine(q4));
-  ASSERT_FALSE(same_bits(full, low));  // the stand-in's experts do differ
+  EXPECT_NO_THROW(check_standin_matches(*Model::load(kStandinFull), *standin));
+  const std::vector<float> full = standin_logits(*standin_engine(kStandinFull)), low = standin_logits(*standin_engine(q4));
+  ASSERT_FALSE(standin_same_bits(full, low));  // the stand-in's experts do differ
 
   StandInCounters c;
-  EXPECT_TRUE(same_bits(with_standin(*standin, 0, &c), low)) << "every expert from the stand-in: the stand-in model's logits";
+  EXPECT_TRUE(standin_same_bits(with_standin(*standin, 0, &c), low)) << "every expert from the stand-in: the stand-in model's logits";
   // 8 layers x (the prompt's distinct experts + the step's 4): at least 4 per layer and pass.
   EXPECT_GE(c.experts, 2u * 8 * 4);
   EXPECT_EQ(c.bytes % c.experts, 0u);  // every expert of the stand-in is the same size
   EXPECT_EQ(c.bytes / c.experts, 3 * ggml_row_size(GgmlType::Q4_0, 256) * 256);
 
-  EXPECT_TRUE(same_bits(with_standin(*standin, 4, &c), full)) << "J = k protects every choice";
+  EXPECT_TRUE(standin_same_bits(with_standin(*standin, 4, &c), full)) << "J = k protects every choice";
   EXPECT_EQ(c.experts, 0u);
 
   const std::vector<float> mixed = with_standin(*standin, 1, &c);
   EXPECT_GT(c.experts, 0u);
-  EXPECT_FALSE(same_bits(mixed, full));
-  EXPECT_FALSE(same_bits(mixed, low));
+  EXPECT_FALSE(standin_same_bits(mixed, full));
+  EXPECT_FALSE(standin_same_bits(mixed, low));
   std::remove(q4.c_str());
 }
 
 TEST(StandInExperts, AFileOfOtherShapesIsRefused) {
   const std::string other = fixtures_dir() + "/qwen3moe-f32/model.gguf";
   if (!std::filesystem::exists(other)) STRATA_MISSING_FIXTURE(other);
-  const auto full = Model::load(kModel), o = Model::load(other);
+  const auto full = Model::load(kStandinFull), o = Model::load(other);
   try {
     check_standin_matches(*full, *o);
     ADD_FAILURE() << "a random qwen3moe of other shapes was accepted";
