@@ -132,9 +132,7 @@ int run(const PplOptions& o) {
   const ExpertCacheCounters ec = eng.tier().counters();
   const uint64_t evaluated = static_cast<uint64_t>(w.n_chunk) * static_cast<uint64_t>(n_ctx);
   j["experts"] = {{"hits", ec.hits}, {"misses", ec.misses}, {"bytes_read", ec.bytes_read}, {"bytes_per_token", ec.bytes_read / evaluated}};
-  if (eng.model().moe_knobs().route.on()) j["route_agreement"] = eng.model().route_counters().agreement();
-  if (loaded.standin_experts)
-    j["miss_model"] = {{"experts", loaded.standin_experts->counters().experts}, {"bytes", loaded.standin_experts->counters().bytes}};
+  add_knob_figures(loaded, j);
   std::string text = fmt::format("perplexity: {} windows of {} tokens, {} tokens scored: PPL = {:.4f} +/- {:.4f} (mean NLL {:.6f}), {:.1f} s",
                                  w.n_chunk, n_ctx, count, ppl, ppl_err, mean, secs);
   if (base) {

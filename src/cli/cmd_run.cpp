@@ -351,17 +351,7 @@ int run(const RunOptions& o) {
     const ExpertCacheCounters k = eng.tier().counters();
     j["experts"] = {{"hits", k.hits}, {"misses", k.misses}, {"bytes_read", k.bytes_read}, {"wait_s", k.wait_s},
                     {"bytes_per_token", n_gen + static_cast<int>(prompt.size()) > 0 ? k.bytes_read / static_cast<uint64_t>(n_gen + prompt.size()) : 0}};
-    const MoeKnobs& knobs = eng.model().moe_knobs();
-    j["moe_knobs"] = {{"k", knobs.k}, {"min_mass", knobs.min_mass}};
-    if (knobs.route.on()) {
-      const RouteCacheCounters& rc = eng.model().route_counters();
-      j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots},
-                                       {"changed", rc.changed}, {"route_agreement", rc.agreement()}};
-    }
-    if (loaded.standin_experts) {
-      const StandInCounters& sc = loaded.standin_experts->counters();
-      j["miss_model"] = {{"experts", sc.experts}, {"bytes", sc.bytes}};
-    }
+    add_knob_figures(loaded, j);
     j["kernels"] = kernel_choice();
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"gen_cpu_s", gen_cpu_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},
                     {"first16_tps", g.t_16 > 0 ? 16.0 / (g.t_16 - t1) : 0.0}};

@@ -220,6 +220,18 @@ static void attach_standin(const std::string& path, Loaded& l) {
   m.add_routing_observer(l.standin_experts.get());
 }
 
+void add_knob_figures(const Loaded& l, nlohmann::json& j) {
+  const Model& m = l.engine->model();
+  const MoeKnobs& knobs = m.moe_knobs();
+  j["moe_knobs"] = {{"k", knobs.k}, {"min_mass", knobs.min_mass}};
+  if (knobs.route.on()) {
+    const RouteCacheCounters& rc = m.route_counters();
+    j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots},
+                                     {"changed", rc.changed}, {"route_agreement", rc.agreement()}};
+  }
+  if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts}, {"bytes", l.standin_experts->counters().bytes}};
+}
+
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));

@@ -78,6 +78,10 @@ struct Loaded {
   std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
 };
 Loaded load_engine(const ModelOptions& o);
+// --json figures of issue 37's knobs: j["moe_knobs"] (k, min_mass; route_cache's J, M, choices,
+// changed choices and route agreement when it is on) and j["miss_model"] (stand-in experts and
+// their bytes) when --miss-model is given.
+void add_knob_figures(const Loaded& l, nlohmann::json& j);
 // --gpu: `none` gives no device; `auto` a discrete GPU or none, printing one line saying why;
 // `vulkan[:N]` the device, or throws naming why it cannot be opened.
 struct GpuChoice {
