@@ -226,8 +226,8 @@ void add_knob_figures(const Loaded& l, nlohmann::json& j) {
   j["moe_knobs"] = {{"k", knobs.k}, {"min_mass", knobs.min_mass}};
   if (knobs.route.on()) {
     const RouteCacheCounters& rc = m.route_counters();
-    j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots},
-                                     {"changed", rc.changed}, {"route_agreement", rc.agreement()}};
+    j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots.load()},
+                                     {"changed", rc.changed.load()}, {"route_agreement", rc.agreement()}};
   }
   if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts}, {"bytes", l.standin_experts->counters().bytes}};
 }

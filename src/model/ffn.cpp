@@ -117,7 +117,7 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
   }
   if (pick) {
     const int changed = select_cache_aware(select, ne, k, *pick->opt, pick_resident, pick, sel);
-    if (pick->counts) pick->counts->slots += static_cast<uint64_t>(k), pick->counts->changed += static_cast<uint64_t>(changed);
+    if (pick->counts) pick->counts->add(k, changed);
   } else {
     top_k(select, ne, k, sel);
   }

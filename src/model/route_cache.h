@@ -5,6 +5,8 @@
 // cache's RAM, or a device's VRAM), then by score. Lossy: the gate weights of the chosen experts
 // are computed as the architecture computes them (ffn.cpp's finish_weights), so a different
 // expert gets its own gate probability, renormalized and scaled as usual.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 namespace strata {
@@ -17,9 +19,17 @@ struct RouteCacheOptions {
 
 // What cache-conditional routing did since load (route_batch's choices; prefetch predictions not
 // counted): (token, slot) choices made, and those that are not among the router's own top k.
+// Written by the thread that runs the passes, read by any (a server's /stats): relaxed atomics.
 struct RouteCacheCounters {
-  uint64_t slots = 0, changed = 0;
-  double agreement() const { return slots ? 1.0 - double(changed) / double(slots) : 1.0; }
+  std::atomic<uint64_t> slots{0}, changed{0};
+  void add(int k, int n_changed) {
+    slots.fetch_add(static_cast<uint64_t>(k), std::memory_order_relaxed);
+    changed.fetch_add(static_cast<uint64_t>(n_changed), std::memory_order_relaxed);
+  }
+  double agreement() const {
+    const uint64_t s = slots.load(std::memory_order_relaxed), c = changed.load(std::memory_order_relaxed);
+    return s ? 1.0 - double(std::min(c, s)) / double(s) : 1.0;
+  }
 };
 
 // Chooses k of n experts by score [n] (-inf: not selectable: a group limit): the top `keep` by

@@ -149,6 +149,12 @@ json stats_json(const ServedModel& m) {
   j["model"] = m.model_id;
   j["slots"] = {{"total", st.slots}, {"busy", st.busy}, {"queued", st.queued}};
   j["requests"] = {{"completed", st.requests_done}, {"cancelled", st.requests_cancelled}, {"failed", st.requests_failed}};
+  if (m.eng->model().moe_knobs().route.on()) {  // --route-cache: what it chose since start (relaxed atomics)
+    const RouteCacheCounters& rc = m.eng->model().route_counters();
+    j["route_cache"] = {{"slots", rc.slots.load(std::memory_order_relaxed)},
+                        {"changed", rc.changed.load(std::memory_order_relaxed)},
+                        {"route_agreement", rc.agreement()}};
+  }
   return j;
 }
 
