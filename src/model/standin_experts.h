@@ -40,6 +40,9 @@ class StandInExperts final : public ExpertProvider, public RoutingObserver {
   bool try_acquire(int layer, int e, ExpertMats* out) override;
   void release(int layer, int e) override;
   bool in_memory(int layer, int e) const override { return inner_.in_memory(layer, e); }
+  // A faster tier above takes the full model's bytes, never the stand-in's.
+  bool peek(int layer, int e, ExpertMats* out) override { return inner_.peek(layer, e, out); }
+  void give_up(int layer, int e) override { inner_.give_up(layer, e); }
   void on_abort() override { inner_.on_abort(); }
   void begin_batch(int n_tokens) override;
 
