@@ -136,10 +136,12 @@ TEST(PerplexityCli, RouteCacheIsPricedInKlAndMissesLess) {
   EXPECT_LT(cached["experts"]["misses"].get<uint64_t>(), plain["experts"]["misses"].get<uint64_t>());
   EXPECT_LT(cached["experts"]["bytes_read"].get<uint64_t>(), plain["experts"]["bytes_read"].get<uint64_t>());
 
-  // bench --json counts every choice: 8 decode steps x 8 layers x k = 4 (prefetch predictions are not counted).
-  const CmdResult b = run_cmd("bench -m " + kModel + " -p 0 -n 8 -c 256 -t 2 --disk-probe 0 --json" + budget + " --no-warm-start --route-cache 1,16");
+  // bench --json counts every choice: 8 decode steps x 8 layers x k = 4 (prefetch predictions are not counted);
+  // M defaults to 2k.
+  const CmdResult b = run_cmd("bench -m " + kModel + " -p 0 -n 8 -c 256 -t 2 --disk-probe 0 --json" + budget + " --no-warm-start --route-cache 1");
   ASSERT_EQ(b.code, 0) << b.err;
   const auto brc = nlohmann::json::parse(last_line(b.out))["moe_knobs"]["route_cache"];
+  EXPECT_EQ(brc["cands"].get<int>(), 8) << brc.dump();
   EXPECT_EQ(brc["slots"].get<uint64_t>(), 8u * 8 * 4) << brc.dump();
   EXPECT_LE(brc["changed"].get<uint64_t>(), 8u * 8 * 3) << brc.dump();  // J = 1: the first choice never changes
 
