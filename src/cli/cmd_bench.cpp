@@ -226,6 +226,7 @@ int bench(const BenchOptions& o) {
     fmt::print("disk: not measured ({}); peak RSS {}\n", cache ? "--disk-probe 0" : "experts resident", format_bytes(process_peak_rss()));
   if (eng.tier().plan().warm_s > 0) fmt::print("load: {:.1f} s reading the model into the page cache\n", eng.tier().plan().warm_s);
   j["warm_s"] = eng.tier().plan().warm_s;
+  add_knob_figures(loaded, j);
   if (o.json) fmt::print("{}\n", j.dump());
   return 0;
 }

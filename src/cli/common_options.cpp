@@ -62,6 +62,17 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "Per token and layer, compute the chosen experts in gate order until their share of the chosen gate weight reaches "
                   "P (at least one; 1: all). Lossy: price it with strata perplexity --kl-divergence")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--route-cache", o.route_cache,
+                  "J[,M]: per token and layer keep the router's top J experts and fill the other slots from its top M (default 2k) "
+                  "preferring experts already in the expert cache, then by score (gate weights as the model computes them). Lossy: "
+                  "price it with strata perplexity --kl-divergence")
+      ->type_name("J[,M]");
+  sub->add_option("--miss-model", o.miss_model,
+                  "FILE.gguf: a low-bit copy of the model (same architecture and expert shapes; strata quantize --experts-only "
+                  "writes one): an expert not in memory that no token chose among its first J (--route-cache's J, else 1) is "
+                  "computed from this file's bytes instead of being read into the expert cache. Lossy: price it with strata "
+                  "perplexity --kl-divergence")
+      ->type_name("FILE");
   sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight")->check(CLI::Range(1, 4096));
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
@@ -203,18 +214,65 @@ void attach_gpu(GpuChoice g, Engine& eng, const ModelOptions& o) {
   }
 }
 
-// --moe-k / --moe-min-mass, checked against the model's experts per token.
+// --route-cache J[,M] against the model's k (k_max) and experts per layer (e_max).
+static RouteCacheOptions parse_route_cache(const std::string& s, int k_max, int e_max) {
+  RouteCacheOptions rc;
+  const size_t comma = s.find(',');
+  const auto num = [&](const std::string& t) {
+    size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    STRATA_CHECK(used == t.size() && !t.empty() && v >= 0, "--route-cache '{}': expected J or J,M (whole numbers)", s);
+    return v;
+  };
+  rc.keep = num(s.substr(0, comma));
+  rc.cands = comma == std::string::npos ? std::min(2 * k_max, e_max) : num(s.substr(comma + 1));
+  STRATA_CHECK(rc.keep <= k_max, "--route-cache {}: J is at most the {} experts the model chooses per token", s, k_max);
+  STRATA_CHECK(rc.cands >= k_max && rc.cands <= e_max, "--route-cache {}: M must be between the model's k ({}) and its experts per layer ({})", s,
+               k_max, e_max);
+  return rc;
+}
+
+// --moe-k / --moe-min-mass / --route-cache, checked against the model's experts per token.
 void set_moe_knobs(const ModelOptions& o, Model& m) {
   MoeKnobs knobs;
   knobs.k = o.moe_k;
   knobs.min_mass = o.moe_min_mass;
-  if (!knobs.active()) return;
-  int k_max = 0;
-  for (const LayerConfig& l : m.config().layers) k_max = std::max(k_max, l.n_expert_used);
-  STRATA_CHECK(k_max > 0, "--moe-k / --moe-min-mass: {} has no routed experts", o.path);
+  if (!knobs.active() && o.route_cache.empty()) return;
+  int k_max = 0, e_max = 0;
+  for (const LayerConfig& l : m.config().layers) k_max = std::max(k_max, l.n_expert_used), e_max = std::max(e_max, l.n_expert);
+  STRATA_CHECK(k_max > 0, "--moe-k / --moe-min-mass / --route-cache: {} has no routed experts", o.path);
+  if (!o.route_cache.empty()) knobs.route = parse_route_cache(o.route_cache, k_max, e_max);
   STRATA_CHECK(knobs.k <= k_max, "--moe-k {}: the model chooses {} experts per token", knobs.k, k_max);
   STRATA_CHECK(knobs.min_mass > 0.0f, "--moe-min-mass must be in (0, 1] (got {})", knobs.min_mass);
   m.set_moe_knobs(knobs);
+}
+
+// --miss-model: the stand-in, checked against the model, between the model and its expert tier.
+static void attach_standin(const std::string& path, Loaded& l) {
+  Model& m = l.engine->model();
+  l.standin = Model::load(path);
+  check_standin_matches(m, *l.standin);
+  const int keep = m.moe_knobs().route.on() ? m.moe_knobs().route.keep : 1;
+  l.standin_experts = std::make_unique<StandInExperts>(*m.expert_provider(), *l.standin, keep);
+  m.set_expert_provider(l.standin_experts.get());
+  m.add_routing_observer(l.standin_experts.get());
+}
+
+void add_knob_figures(const Loaded& l, nlohmann::json& j) {
+  const Model& m = l.engine->model();
+  const MoeKnobs& knobs = m.moe_knobs();
+  j["moe_knobs"] = {{"k", knobs.k}, {"min_mass", knobs.min_mass}};
+  if (knobs.route.on()) {
+    const RouteCacheCounters& rc = m.route_counters();
+    j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots.load()},
+                                     {"changed", rc.changed.load()}, {"route_agreement", rc.agreement()}};
+  }
+  if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts}, {"bytes", l.standin_experts->counters().bytes}};
 }
 
 Loaded load_engine(const ModelOptions& o) {
@@ -239,6 +297,7 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   set_moe_knobs(o, l.engine->model());
+  if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
   attach_gpu(std::move(gpu), *l.engine, o);
   return l;
 }

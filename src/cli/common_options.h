@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gpu/device.h"
+#include "model/standin_experts.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -36,6 +37,8 @@ struct ModelOptions {
   int lookahead = 1;
   int moe_k = 0;               // MoeKnobs (model/model.h): --moe-k, --moe-min-mass
   float moe_min_mass = 1.0f;
+  std::string route_cache;     // --route-cache J[,M] (model/route_cache.h); "": off
+  std::string miss_model;      // --miss-model FILE (model/standin_experts.h); "": off
   int queue_depth = 64;
   std::string io = "auto";
   bool mlock = false;
@@ -70,11 +73,19 @@ EngineOptions engine_shape(const ModelOptions& o, int n_seq);
 EngineOptions engine_options(const ModelOptions& o);
 
 struct Loaded {
+  // --miss-model: the stand-in model and the provider between the engine's model and its expert
+  // tier (declared first: they outlive the engine, whose model points at them).
+  std::unique_ptr<Model> standin;
+  std::unique_ptr<StandInExperts> standin_experts;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
 };
 Loaded load_engine(const ModelOptions& o);
+// --json figures of issue 37's knobs: j["moe_knobs"] (k, min_mass; route_cache's J, M, choices,
+// changed choices and route agreement when it is on) and j["miss_model"] (stand-in experts and
+// their bytes) when --miss-model is given.
+void add_knob_figures(const Loaded& l, nlohmann::json& j);
 // --gpu: `none` gives no device; `auto` a discrete GPU or none, printing one line saying why;
 // `vulkan[:N]` the device, or throws naming why it cannot be opened.
 struct GpuChoice {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/limits.h"
@@ -46,8 +47,28 @@ void finish_weights(const LayerConfig& lc, const float* probs, const int32_t* se
     for (int j = 0; j < k; ++j) w[j] *= lc.w_scale;
 }
 
+// --route-cache: what route() needs to prefer the experts in memory at `layer`; counts: where
+// the choices are counted (nullptr: not counted, the lookahead's predictions).
+struct CachePick {
+  const RouteCacheOptions* opt;
+  FwdCtx* c;
+  int layer;
+  RouteCacheCounters* counts;
+};
+// In RAM (the expert provider) or claimed by an offload (VRAM).
+bool pick_resident(int e, const void* ctx) {
+  const CachePick& p = *static_cast<const CachePick*>(ctx);
+  return p.c->experts->in_memory(p.layer, e) || (p.c->offload && p.c->offload->holds(p.layer, e));
+}
+// The pick for `layer` when --route-cache is on, else nullopt.
+std::optional<CachePick> cache_pick(FwdCtx& c, int layer, bool count) {
+  if (!c.knobs || !c.knobs->route.on()) return std::nullopt;
+  return CachePick{&c.knobs->route, &c, layer, count ? c.knobs->route_counts : nullptr};
+}
+
 // Router: probabilities, selection and weights for token i. logits [n_expert] -> sel/w [k].
-void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t token, int32_t* sel, float* w) {
+// pick: cache-conditional selection (nullptr: the router's top k).
+void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t token, int32_t* sel, float* w, const CachePick* pick = nullptr) {
   const int ne = lc.n_expert, k = lc.n_expert_used;
   float probs[kMaxExperts], select[kMaxExperts];
   switch (lc.gating) {
@@ -94,7 +115,12 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
       if (!keep[g])
         for (int e = g * per; e < (g + 1) * per; ++e) select[e] = -INFINITY;
   }
-  top_k(select, ne, k, sel);
+  if (pick) {
+    const int changed = select_cache_aware(select, ne, k, *pick->opt, pick_resident, pick, sel);
+    if (pick->counts) pick->counts->add(k, changed);
+  } else {
+    top_k(select, ne, k, sel);
+  }
   finish_weights(lc, probs, sel, w);
 }
 
@@ -138,11 +164,12 @@ void route_batch(FwdCtx& c, int layer) {
   auto& st = c.st;
   const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
   add_bias(st.router.data(), lw.router_b, n);
+  const std::optional<CachePick> pick = cache_pick(c, layer, true);
   for (int i = 0; i < n; ++i) {
     int32_t* sel = st.sel.data() + static_cast<size_t>(i) * k;
     float* w = st.sel_w.data() + static_cast<size_t>(i) * k;
-    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], sel, w);
-    const int kept = c.knobs ? trim_experts(*c.knobs, k, sel, w) : k;
+    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], sel, w, pick ? &*pick : nullptr);
+    const int kept = c.knobs && c.knobs->trims() ? trim_experts(*c.knobs, k, sel, w) : k;
     if (c.observer) c.observer->on_route(layer, i, sel, kept);
   }
   c.trace("ffn_moe_logits", layer, st.router.data(), n, ne);
@@ -189,9 +216,10 @@ void prefetch_ahead(FwdCtx& c, int layer) {
     bool want[kMaxExperts] = {};
     int32_t sel[kMaxExpertsUsed];
     float wts[kMaxExpertsUsed];
+    const std::optional<CachePick> pick = cache_pick(c, la, false);
     for (int i = 0; i < n; ++i) {
-      route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, c.b.tokens[i], sel, wts);
-      const int kept = c.knobs ? trim_experts(*c.knobs, nc.n_expert_used, sel, wts) : nc.n_expert_used;
+      route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, c.b.tokens[i], sel, wts, pick ? &*pick : nullptr);
+      const int kept = c.knobs && c.knobs->trims() ? trim_experts(*c.knobs, nc.n_expert_used, sel, wts) : nc.n_expert_used;
       for (int j = 0; j < kept; ++j) want[sel[j]] = !c.offload || !c.offload->holds(la, sel[j]);
     }
     int32_t list[kMaxExperts];
