@@ -97,9 +97,9 @@ int run(const PplOptions& o) {
     out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(static_cast<size_t>(w.n_chunk) * n_ctx * 4));
   }
 
-  double nll = 0, nll2 = 0, base_nll = 0, kl = 0, kl2 = 0, dnll2 = 0;
-  int64_t count = 0, same = 0;
-  std::vector<float> kls;  // per scored position, for the quantiles
+  double nll = 0, nll2 = 0;
+  int64_t count = 0;
+  KlStats kls;
   std::vector<float> logp, ref(static_cast<size_t>(nv));
   const double t0 = now_s();
   for (int c = 0; c < w.n_chunk; ++c) {
@@ -116,14 +116,7 @@ int run(const PplOptions& o) {
       }
       if (base) {
         if (!base->in.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4))) fail("KL base file is truncated");
-        const double bv = -double(ref[static_cast<size_t>(win[static_cast<size_t>(i) + 1])]);
-        base_nll += bv;
-        dnll2 += (v - bv) * (v - bv);
-        const KlPoint k = kl_divergence(ref.data(), row, nv);
-        kl += k.kl;
-        kl2 += k.kl * k.kl;
-        kls.push_back(static_cast<float>(k.kl));
-        same += k.same_top1;
+        kls.add(v, -double(ref[static_cast<size_t>(win[static_cast<size_t>(i) + 1])]), kl_divergence(ref.data(), row, nv));
       }
       count++;
     });
@@ -134,22 +127,31 @@ int run(const PplOptions& o) {
   const double ppl = std::exp(mean), ppl_err = ppl * std::sqrt(var / double(count));
   nlohmann::json j = {{"chunks", w.n_chunk}, {"n_ctx", n_ctx}, {"scored_tokens", count}, {"nll", mean}, {"ppl", ppl}, {"ppl_err", ppl_err},
                       {"seconds", secs}, {"memory", memory_json(eng.tier().plan())}};
+  // The expert tier's reads over every evaluated token (zeros when the experts are resident), and
+  // what the lossy routing knobs did.
+  const ExpertCacheCounters ec = eng.tier().counters();
+  const uint64_t evaluated = static_cast<uint64_t>(w.n_chunk) * static_cast<uint64_t>(n_ctx);
+  j["experts"] = {{"hits", ec.hits}, {"misses", ec.misses}, {"bytes_read", ec.bytes_read}, {"bytes_per_token", ec.bytes_read / evaluated}};
+  add_knob_figures(loaded, j);
   std::string text = fmt::format("perplexity: {} windows of {} tokens, {} tokens scored: PPL = {:.4f} +/- {:.4f} (mean NLL {:.6f}), {:.1f} s",
                                  w.n_chunk, n_ctx, count, ppl, ppl_err, mean, secs);
   if (base) {
-    const double bm = base_nll / double(count), km = kl / double(count);
-    const double kerr = std::sqrt(std::max(0.0, kl2 / double(count) - km * km) / double(count));
-    // delta PPL's error: of the mean per-token NLL difference d (this run's PPL is base PPL x e^d).
-    const double dm = mean - bm, derr = std::sqrt(std::max(0.0, dnll2 / double(count) - dm * dm) / double(count));
-    std::sort(kls.begin(), kls.end());
-    const auto q = [&](double p) { return double(kls[std::min(kls.size() - 1, static_cast<size_t>(p * double(kls.size())))]); };
-    j["kl_divergence"] = {{"mean", km},       {"err", kerr},    {"median", q(0.5)}, {"p95", q(0.95)}, {"p99", q(0.99)},
-                          {"max", kls.back()}, {"top1_agreement", double(same) / double(count)}, {"base_ppl", std::exp(bm)},
-                          {"delta_ppl", ppl - std::exp(bm)}, {"delta_ppl_err", ppl * derr}};
+    const KlSummary k = kls.summary();
+    j["kl_divergence"] = {{"mean", k.mean},
+                          {"err", k.err},
+                          {"median", k.median},
+                          {"p95", k.p95},
+                          {"p99", k.p99},
+                          {"max", k.max},
+                          {"top1_agreement", k.top1},
+                          {"top1_agreement_err", k.top1_err},
+                          {"base_ppl", k.base_ppl},
+                          {"delta_ppl", k.delta_ppl},
+                          {"delta_ppl_err", k.delta_ppl_err}};
     text += fmt::format("\nKL divergence from the base: mean {:.6f} +/- {:.6f}, median {:.6f}, p95 {:.6f}, p99 {:.6f}, max {:.6f}; top-1 agreement "
-                        "{:.2f}% ({} of {}); base PPL {:.4f}, delta PPL {:+.4f} +/- {:.4f}",
-                        km, kerr, q(0.5), q(0.95), q(0.99), double(kls.back()), 100.0 * double(same) / double(count), same, count, std::exp(bm),
-                        ppl - std::exp(bm), ppl * derr);
+                        "{:.2f} +/- {:.2f}% ({} of {}); base PPL {:.4f}, delta PPL {:+.4f} +/- {:.4f}",
+                        k.mean, k.err, k.median, k.p95, k.p99, k.max, 100.0 * k.top1, 100.0 * k.top1_err, std::llround(k.top1 * double(k.count)),
+                        k.count, k.base_ppl, k.delta_ppl, k.delta_ppl_err);
   }
   if (out.is_open()) {
     out.close();

@@ -22,5 +22,6 @@ Command add_synth(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_gpu(CLI::App& app);
+Command add_quantize(CLI::App& app);
 
 }  // namespace strata::cli

@@ -11,7 +11,9 @@
 #include "core/units.h"
 #include "gpu/device.h"
 #include "model/executor.h"
+#include "model/vram_experts.h"
 #include "model/vulkan_executor.h"
+#include "runtime/device_report.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "runtime/model_copy.h"
@@ -33,11 +35,22 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "dequantized weights; not bit-identical to llama.cpp)");
   sub->add_option("--gpu", o.gpu,
                   "GPU: none (default), auto (a discrete GPU when there is one, else the CPU with a note), vulkan, vulkan:N "
-                  "(strata gpu lists them); attention, dense weights, routers and shared experts run there, routed experts and "
-                  "blocks without device kernels (MLA, DeltaNet) on the CPU; DeepSeek-V4 is refused");
+                  "(strata gpu lists them); attention, dense weights, routers, shared experts and the routed experts in VRAM "
+                  "(--vram-experts) run there, the other routed experts and blocks without device kernels (MLA, DeltaNet) on the CPU; "
+                  "DeepSeek-V4 is refused");
   sub->add_option("--vram-budget", o.vram_budget,
                   "With --gpu: device memory for layer weights, KV cache and scratch (e.g. 24G, 512M; default: the device's memory less "
                   "10%, at least 512M); the leading layers that fit run on the GPU, the rest on the CPU");
+  sub->add_option("--vram-experts", o.vram_experts,
+                  "With --gpu: device memory for routed experts once every layer is on the GPU: auto (default: what the layers leave "
+                  "of --vram-budget), off, or a size; the experts it holds run on the GPU while the CPU computes the others");
+  sub->add_option("--tiers", o.tiers,
+                  "With --vram-experts: exclusive (default: an expert promoted to VRAM gives up its RAM slot) or inclusive (RAM keeps "
+                  "a copy of every expert in VRAM)");
+  sub->add_option("--vram-upload", o.vram_upload, "With --vram-experts: bytes of experts promoted to VRAM per forward pass at most (default 64M)");
+  sub->add_option("--vram-pp", o.vram_pp,
+                  "With --vram-experts: prompt passes upload experts that are not in VRAM and compute them on the GPU when their "
+                  "measured cost is lower there: auto (default), always, off");
   sub->add_option("--ram-budget", o.ram_budget, "Hard memory budget (e.g. 64G, 6G, 512M): dense weights, KV and scratch first, the rest caches experts");
   sub->add_option("--cache-experts", o.cache_experts, "Cap the expert cache at N experts (forces streaming; for tests on tiny models)");
   sub->add_option("--cache-policy", o.policy, "Expert cache policy: default, lru, lfu, lfu-decay[:H], admit-N[:W], pinned[:F], predict");
@@ -50,6 +63,17 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "Per token and layer, compute the chosen experts in gate order until their share of the chosen gate weight reaches "
                   "P (at least one; 1: all). Lossy: price it with strata perplexity --kl-divergence")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--route-cache", o.route_cache,
+                  "J[,M]: per token and layer keep the router's top J experts and fill the other slots from its top M (default 2k) "
+                  "preferring experts already in the expert cache, then by score (gate weights as the model computes them). Lossy: "
+                  "price it with strata perplexity --kl-divergence")
+      ->type_name("J[,M]");
+  sub->add_option("--miss-model", o.miss_model,
+                  "FILE.gguf: a low-bit copy of the model (same architecture and expert shapes; strata quantize --experts-only "
+                  "writes one): an expert not in memory that no token chose among its first J (--route-cache's J, else 1) is "
+                  "computed from this file's bytes instead of being read into the expert cache. Lossy: price it with strata "
+                  "perplexity --kl-divergence")
+      ->type_name("FILE");
   sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight")->check(CLI::Range(1, 4096));
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
@@ -172,24 +196,54 @@ uint64_t parse_vram_budget(const std::string& s) {
   return b;
 }
 
-void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_budget) {
+// --vram-experts: kVramExpertsAuto, 0 (off) or bytes.
+int64_t parse_vram_experts(const std::string& s) {
+  if (s == "auto") return kVramExpertsAuto;
+  if (s == "off" || s == "0") return 0;
+  uint64_t b = 0;
+  try {
+    b = parse_bytes(s);
+  } catch (const Error& e) {
+    fail("--vram-experts: {} (auto, off or a size)", e.what());
+  }
+  return static_cast<int64_t>(b);
+}
+
+void attach_gpu(GpuChoice g, Engine& eng, const ModelOptions& o) {
   if (!g.device) return;
   const std::string dev = g.device->info().summary();
   try {
     VramShape shape;
     shape.n_ctx = eng.kv().n_ctx();
-    shape.n_seq = n_seq;
+    shape.n_seq = o.n_seq;
     shape.n_batch = eng.options().n_batch;
     shape.type_k = eng.options().type_k;
     shape.type_v = eng.options().type_v;
-    shape.budget = vram_budget.empty() ? 0 : parse_vram_budget(vram_budget);
+    shape.budget = o.vram_budget.empty() ? 0 : parse_vram_budget(o.vram_budget);
+    shape.experts = parse_vram_experts(o.vram_experts);
+    STRATA_CHECK(o.tiers == "exclusive" || o.tiers == "inclusive", "--tiers '{}': expected exclusive or inclusive (exclusive-demote is cachesim's alone)",
+                 o.tiers);
+    shape.tiers = parse_tier_mode(o.tiers);
+    shape.expert_policy = o.policy;
+    shape.pp = parse_pp_upload(o.vram_pp);
+    try {
+      shape.upload_per_pass = parse_bytes(o.vram_upload);
+    } catch (const Error& e) {
+      fail("--vram-upload: {}", e.what());
+    }
+    STRATA_CHECK(shape.upload_per_pass > 0, "--vram-upload must be more than 0 (got '{}')", o.vram_upload);
     VramPlan plan;
     auto ex = make_vulkan_executor(std::move(g.device), eng.model(), shape, &plan);
     plan.held = ex->device_memory().used;
     eng.model().set_executor(std::move(ex));
     eng.tier().set_vram(plan);
+    if (VramExperts* v = eng.model().executor()->vram_experts())
+      if (const int n = eng.tier().warm_vram(*v); n > 0) std::fprintf(stderr, "warm start: %d routed experts into VRAM first\n", n);
     const std::string cpu = plan.cpu_blocks.empty() ? "" : "; on the CPU: " + plan.cpu_blocks;
-    if (plan.gpu_layers == plan.n_layer) std::fprintf(stderr, "gpu: %s runs the layers%s\n", dev.c_str(), cpu.c_str());
+    const std::string tiers = plan.expert_slots > 0 ? fmt::format("; {} routed experts in VRAM ({}, {})", plan.expert_slots, format_bytes(plan.experts),
+                                                               o.tiers)
+                           : "";
+    if (plan.gpu_layers == plan.n_layer) std::fprintf(stderr, "gpu: %s runs the layers%s%s\n", dev.c_str(), cpu.c_str(), tiers.c_str());
     else std::fprintf(stderr, "gpu: %s runs layers 0..%d of %d (%s)%s\n", dev.c_str(), plan.gpu_layers - 1, plan.n_layer, plan.note.c_str(), cpu.c_str());
   } catch (const Error& e) {
     if (!g.is_auto) throw;
@@ -197,18 +251,65 @@ void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_bud
   }
 }
 
-// --moe-k / --moe-min-mass, checked against the model's experts per token.
+// --route-cache J[,M] against the model's k (k_max) and experts per layer (e_max).
+static RouteCacheOptions parse_route_cache(const std::string& s, int k_max, int e_max) {
+  RouteCacheOptions rc;
+  const size_t comma = s.find(',');
+  const auto num = [&](const std::string& t) {
+    size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    STRATA_CHECK(used == t.size() && !t.empty() && v >= 0, "--route-cache '{}': expected J or J,M (whole numbers)", s);
+    return v;
+  };
+  rc.keep = num(s.substr(0, comma));
+  rc.cands = comma == std::string::npos ? std::min(2 * k_max, e_max) : num(s.substr(comma + 1));
+  STRATA_CHECK(rc.keep <= k_max, "--route-cache {}: J is at most the {} experts the model chooses per token", s, k_max);
+  STRATA_CHECK(rc.cands >= k_max && rc.cands <= e_max, "--route-cache {}: M must be between the model's k ({}) and its experts per layer ({})", s,
+               k_max, e_max);
+  return rc;
+}
+
+// --moe-k / --moe-min-mass / --route-cache, checked against the model's experts per token.
 void set_moe_knobs(const ModelOptions& o, Model& m) {
   MoeKnobs knobs;
   knobs.k = o.moe_k;
   knobs.min_mass = o.moe_min_mass;
-  if (!knobs.active()) return;
-  int k_max = 0;
-  for (const LayerConfig& l : m.config().layers) k_max = std::max(k_max, l.n_expert_used);
-  STRATA_CHECK(k_max > 0, "--moe-k / --moe-min-mass: {} has no routed experts", o.path);
+  if (!knobs.active() && o.route_cache.empty()) return;
+  int k_max = 0, e_max = 0;
+  for (const LayerConfig& l : m.config().layers) k_max = std::max(k_max, l.n_expert_used), e_max = std::max(e_max, l.n_expert);
+  STRATA_CHECK(k_max > 0, "--moe-k / --moe-min-mass / --route-cache: {} has no routed experts", o.path);
+  if (!o.route_cache.empty()) knobs.route = parse_route_cache(o.route_cache, k_max, e_max);
   STRATA_CHECK(knobs.k <= k_max, "--moe-k {}: the model chooses {} experts per token", knobs.k, k_max);
   STRATA_CHECK(knobs.min_mass > 0.0f, "--moe-min-mass must be in (0, 1] (got {})", knobs.min_mass);
   m.set_moe_knobs(knobs);
+}
+
+// --miss-model: the stand-in, checked against the model, between the model and its expert tier.
+static void attach_standin(const std::string& path, Loaded& l) {
+  Model& m = l.engine->model();
+  l.standin = Model::load(path);
+  check_standin_matches(m, *l.standin);
+  const int keep = m.moe_knobs().route.on() ? m.moe_knobs().route.keep : 1;
+  l.standin_experts = std::make_unique<StandInExperts>(*m.expert_provider(), *l.standin, keep);
+  m.set_expert_provider(l.standin_experts.get());
+  m.add_routing_observer(l.standin_experts.get());
+}
+
+void add_knob_figures(const Loaded& l, nlohmann::json& j) {
+  const Model& m = l.engine->model();
+  const MoeKnobs& knobs = m.moe_knobs();
+  j["moe_knobs"] = {{"k", knobs.k}, {"min_mass", knobs.min_mass}};
+  if (knobs.route.on()) {
+    const RouteCacheCounters& rc = m.route_counters();
+    j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots.load()},
+                                     {"changed", rc.changed.load()}, {"route_agreement", rc.agreement()}};
+  }
+  if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts}, {"bytes", l.standin_experts->counters().bytes}};
 }
 
 Loaded load_engine(const ModelOptions& o) {
@@ -237,7 +338,8 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   set_moe_knobs(o, l.engine->model());
-  attach_gpu(std::move(gpu), *l.engine, o.n_seq, o.vram_budget);
+  if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
+  attach_gpu(std::move(gpu), *l.engine, o);
   if (o.expert_parallel) {
     STRATA_CHECK(!l.engine->model().executor(), "--expert-parallel computes routed experts on the CPUs of the ranks: not with --gpu");
     l.ep = ExpertParallel::start(*l.engine, o.ep);
@@ -327,22 +429,7 @@ std::string layer_profile(Engine& eng, int n_tokens) {
 nlohmann::json device_json(Engine& eng, int n_tokens, double wall_s) {
   const LayerExecutor* ex = eng.model().executor();
   if (!ex) return nullptr;
-  const DeviceStats d = ex->stats();
-  const DeviceMemory m = ex->device_memory();
-  const double nt = std::max(1, n_tokens);
-  return {{"device", ex->name()},
-          {"gpu_layers", ex->n_layers()},
-          {"vram_used", m.used},
-          {"vram_peak", m.peak},
-          {"passes", d.passes},
-          {"bus_up_per_token", static_cast<double>(d.bytes_up) / nt},
-          {"bus_down_per_token", static_cast<double>(d.bytes_down) / nt},
-          {"gpu_s", d.gpu_s},
-          {"gpu_timestamps", d.timestamps},
-          {"gpu_share", wall_s > 0 ? d.gpu_s / wall_s : 0.0},
-          {"cpu_s", d.cpu_s},
-          {"bus_s", d.bus_s},
-          {"executor_s", d.run_s}};
+  return device_report_json(*ex, std::max(1, n_tokens), wall_s);
 }
 
 std::string device_line(Engine& eng, int n_tokens, double wall_s) {
@@ -352,9 +439,15 @@ std::string device_line(Engine& eng, int n_tokens, double wall_s) {
   const double nt = std::max(1, n_tokens);
   std::string busy = d.timestamps ? fmt::format("device busy {:.2f} s, {:.0f}% of {:.2f} s", d.gpu_s, wall_s > 0 ? 100.0 * d.gpu_s / wall_s : 0.0, wall_s)
                                   : std::string("device time not measured (its queue has no timestamps)");
-  return fmt::format("gpu: {}, {} layers: bus {} up + {} down per token; {}; CPU blocks and routed experts {:.2f} s; copies {:.2f} s", ex->name(),
-                     ex->n_layers(), format_bytes(static_cast<uint64_t>(static_cast<double>(d.bytes_up) / nt)),
-                     format_bytes(static_cast<uint64_t>(static_cast<double>(d.bytes_down) / nt)), busy, d.cpu_s, d.bus_s);
+  std::string line = fmt::format("gpu: {}, {} layers: bus {} up + {} down per token; {}; CPU blocks and routed experts {:.2f} s; copies {:.2f} s",
+                                 ex->name(), ex->n_layers(), format_bytes(static_cast<uint64_t>(static_cast<double>(d.bytes_up) / nt)),
+                                 format_bytes(static_cast<uint64_t>(static_cast<double>(d.bytes_down) / nt)), busy, d.cpu_s, d.bus_s);
+  const DeviceExpertStats& e = d.experts;
+  if (e.slots > 0)
+    line += fmt::format("; VRAM experts ({}, {} of {} slots): {:.1f}% of uses, {:.2f} uploads ({}) per token, {:.2f} s uploading", e.tiers, e.resident,
+                        e.slots, 100.0 * e.hit_rate(), static_cast<double>(e.uploads) / nt,
+                        format_bytes(static_cast<uint64_t>(static_cast<double>(e.upload_bytes) / nt)), e.upload_s);
+  return line;
 }
 
 namespace {

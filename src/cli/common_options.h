@@ -8,6 +8,7 @@
 #include <string>
 
 #include "gpu/device.h"
+#include "model/standin_experts.h"
 #include "runtime/engine.h"
 #include "runtime/expert_parallel.h"
 #include "runtime/sampler.h"
@@ -26,6 +27,10 @@ struct ModelOptions {
   std::string gemm = "int8";  // prompt-size products: int8 (llama.cpp's arithmetic) or blas
   std::string gpu = "none";   // --gpu auto|none|vulkan[:N] (gpu/device.h)
   std::string vram_budget;    // --vram-budget: "" = the device's device-local heap less a reserve (model/vram_plan.h)
+  std::string vram_experts = "auto";  // --vram-experts auto|off|SIZE: routed experts in VRAM (model/vram_experts.h)
+  std::string tiers = "exclusive";    // --tiers exclusive|inclusive
+  std::string vram_upload = "64M";    // --vram-upload: promotions uploaded per pass
+  std::string vram_pp = "auto";       // --vram-pp auto|always|off: prompt experts uploaded for a pass by cost
   // Expert tier
   std::string ram_budget;
   int64_t cache_experts = 0;
@@ -33,6 +38,8 @@ struct ModelOptions {
   int lookahead = 1;
   int moe_k = 0;               // MoeKnobs (model/model.h): --moe-k, --moe-min-mass
   float moe_min_mass = 1.0f;
+  std::string route_cache;     // --route-cache J[,M] (model/route_cache.h); "": off
+  std::string miss_model;      // --miss-model FILE (model/standin_experts.h); "": off
   int queue_depth = 64;
   std::string io = "auto";
   bool mlock = false;
@@ -76,6 +83,10 @@ EngineOptions engine_shape(const ModelOptions& o, int n_seq);
 EngineOptions engine_options(const ModelOptions& o);
 
 struct Loaded {
+  // --miss-model: the stand-in model and the provider between the engine's model and its expert
+  // tier (declared first: they outlive the engine, whose model points at them).
+  std::unique_ptr<Model> standin;
+  std::unique_ptr<StandInExperts> standin_experts;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
@@ -84,6 +95,10 @@ struct Loaded {
   std::unique_ptr<ExpertParallel> ep;
 };
 Loaded load_engine(const ModelOptions& o);
+// --json figures of issue 37's knobs: j["moe_knobs"] (k, min_mass; route_cache's J, M, choices,
+// changed choices and route agreement when it is on) and j["miss_model"] (stand-in experts and
+// their bytes) when --miss-model is given.
+void add_knob_figures(const Loaded& l, nlohmann::json& j);
 // --gpu: `none` gives no device; `auto` a discrete GPU or none, printing one line saying why;
 // `vulkan[:N]` the device, or throws naming why it cannot be opened.
 struct GpuChoice {
@@ -96,7 +111,9 @@ GpuChoice resolve_gpu(const std::string& spec);
 // that fit --vram-budget (the plan goes into the engine's memory plan: MemoryPlan::vram). What the
 // executor does not run (the architecture, a weight type, a KV type) or a budget that holds no
 // layer throws for `vulkan` and, for `auto`, prints one line and leaves the model on the CPU.
-void attach_gpu(GpuChoice g, Engine& eng, int n_seq, const std::string& vram_budget);
+// With --vram-experts (auto: what the layers leave of the budget) the routed experts the device's
+// layers use get a VRAM cache (--tiers, --vram-upload, the expert cache's --cache-policy).
+void attach_gpu(GpuChoice g, Engine& eng, const ModelOptions& o);
 // --vram-budget's value in bytes (throws naming the option).
 uint64_t parse_vram_budget(const std::string& s);
 // A KV cache type by name (f32, f16, q8_0).

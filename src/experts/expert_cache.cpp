@@ -316,6 +316,7 @@ void ExpertCache::pump_warm(uint64_t window) {
     if (warm_inflight_ + bytes > window) return;
     Entry& en = entries_[idx(k.layer, k.expert)];
     if (state_->resident(k) || en.transient || en.st != St::Absent) continue;
+    if (!elsewhere_.empty() && elsewhere_[idx(k.layer, k.expert)]) continue;  // a faster tier holds it
     if (state_->pool_used(k.layer) + bytes > state_->pool_capacity(k.layer)) continue;  // free room only
     Admission adm = state_->admit(k, /*predicted=*/true);
     if (!adm.admitted) continue;
@@ -502,6 +503,37 @@ uint64_t ExpertCache::batch_read_bytes(ExpertKey k) const {
   quiesce();
   if (k.layer < 0 || k.layer >= store_.n_layers() || k.expert < 0 || k.expert >= n_expert_ || read_at_[idx(k.layer, k.expert)] != now_) return 0;
   return expert_read_bytes(k);
+}
+
+bool ExpertCache::peek(int layer, int e, ExpertMats* out) {
+  quiesce();
+  if (layer < 0 || layer >= store_.n_layers() || e < 0 || e >= n_expert_) return false;
+  const Entry& en = entries_[idx(layer, e)];
+  if (en.st != St::Ready || en.transient || en.slot < 0) return false;
+  *out = views(layer, e, en);
+  return true;
+}
+
+void ExpertCache::give_up(int layer, int e) {
+  quiesce();
+  if (layer < 0 || layer >= store_.n_layers() || e < 0 || e >= n_expert_) return;
+  const ExpertKey k{layer, e};
+  const Entry& en = entries_[idx(layer, e)];
+  if (en.st != St::Ready || en.transient || en.slot < 0 || state_->pinned(k)) return;
+  drop_slot(k);
+  state_->drop(k);
+  ++given_up_;
+}
+
+void ExpertCache::leave_to_faster_tier(std::span<const ExpertKey> keys) {
+  quiesce();
+  if (elsewhere_.empty()) elsewhere_.assign(entries_.size(), 0);
+  for (const ExpertKey& k : keys) {
+    if (k.layer < 0 || k.layer >= store_.n_layers() || k.expert < 0 || k.expert >= n_expert_) continue;
+    elsewhere_[idx(k.layer, k.expert)] = 1;
+    while (entries_[idx(k.layer, k.expert)].st == St::Loading) reap(true);
+    give_up(k.layer, k.expert);
+  }
 }
 
 bool ExpertCache::holds(ExpertKey k) const {

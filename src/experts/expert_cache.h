@@ -65,6 +65,13 @@ class ExpertCache final : public ExpertProvider {
   bool try_acquire(int layer, int e, ExpertMats* out) override;
   void release(int layer, int e) override;
   void on_abort() override;
+  bool in_memory(int layer, int e) const override { return holds(ExpertKey{layer, e}); }
+  bool peek(int layer, int e, ExpertMats* out) override;
+  void give_up(int layer, int e) override;
+  uint64_t given_up() const { return given_up_; }
+  // These experts live in a faster tier now: the warm fill skips them and copies in RAM are given up
+  // (reads in flight for them land first).
+  void leave_to_faster_tier(std::span<const ExpertKey> keys);
   // Warm start: reads these experts (hottest first) into free slots only, never evicting.
   // background = false: at most 16 reads (and the prefetch window) in flight; more are submitted
   // after each layer's demand reads (begin_batch, request), so on-demand reads go first.
@@ -219,6 +226,8 @@ class ExpertCache final : public ExpertProvider {
   mutable std::atomic<bool> warm_stop_{false};
   std::atomic<bool> warm_done_{false};
   uint64_t now_ = 0;
+  uint64_t given_up_ = 0;  // experts whose slots went to a faster tier (give_up)
+  std::vector<uint8_t> elsewhere_;  // [n_layer * n_expert] left to a faster tier: not warmed here
   ExpertCacheCounters c_;
   std::vector<LayerProf> prof_;
 };

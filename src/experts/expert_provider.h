@@ -38,6 +38,21 @@ class ExpertProvider {
     return true;
   }
   virtual void release(int layer, int e) = 0;
+  // For a faster tier above this one (a VRAM expert cache, model/vram_experts.h):
+  // whether expert e of `layer` is in memory or being read now (a use would read nothing more);
+  virtual bool in_memory(int layer, int e) const {
+    (void)layer, (void)e;
+    return true;
+  }
+  // its bytes when it is in memory now, not pinned (valid until the next call into the provider);
+  // false when it is not;
+  virtual bool peek(int layer, int e, ExpertMats* out) {
+    *out = acquire(layer, e);
+    release(layer, e);
+    return true;
+  }
+  // and giving up its memory: it moved to the faster tier (read again when next needed here).
+  virtual void give_up(int layer, int e) { (void)layer, (void)e; }
   // A forward pass failed midway: drop every pin and wait for reads in flight.
   virtual void on_abort() {}
   // A new forward pass (token clock for the cache policy).

@@ -19,7 +19,41 @@ void put(std::string& out, T v) {
   out.append(b, sizeof(T));
 }
 
+// The bytes of a value of type t (no type id), as a GGUF reader reads them.
+void encode_value(std::string& out, GgufType t, const GgufValue& v) {
+  switch (t) {
+    case GgufType::U8: case GgufType::BOOL: put<uint8_t>(out, static_cast<uint8_t>(v.u)); break;
+    case GgufType::I8: put<int8_t>(out, static_cast<int8_t>(v.i)); break;
+    case GgufType::U16: put<uint16_t>(out, static_cast<uint16_t>(v.u)); break;
+    case GgufType::I16: put<int16_t>(out, static_cast<int16_t>(v.i)); break;
+    case GgufType::U32: put<uint32_t>(out, static_cast<uint32_t>(v.u)); break;
+    case GgufType::I32: put<int32_t>(out, static_cast<int32_t>(v.i)); break;
+    case GgufType::U64: put<uint64_t>(out, v.u); break;
+    case GgufType::I64: put<int64_t>(out, v.i); break;
+    case GgufType::F32: put<float>(out, static_cast<float>(v.f)); break;
+    case GgufType::F64: put<double>(out, v.f); break;
+    case GgufType::STRING: out += GgufWriter::encode_string(v.str); break;
+    case GgufType::ARRAY:
+      put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
+      put<uint64_t>(out, v.count);
+      if (v.elem_type == GgufType::STRING) {
+        for (std::string_view sv : v.strings) out += GgufWriter::encode_string(sv);
+      } else if (v.elem_type == GgufType::ARRAY) {
+        for (const GgufValue& item : v.items) encode_value(out, GgufType::ARRAY, item);
+      } else {
+        out.append(reinterpret_cast<const char*>(v.raw), v.count * gguf_scalar_size(v.elem_type));
+      }
+      break;
+  }
+}
+
 }  // namespace
+
+void GgufWriter::set_value(std::string_view key, const GgufValue& v) {
+  std::string e;
+  encode_value(e, v.type, v);
+  add_kv(key, v.type, std::move(e));
+}
 
 GgufWriter::GgufWriter(uint32_t alignment) : alignment_(alignment) {
   STRATA_CHECK(alignment > 0 && (alignment & (alignment - 1)) == 0, "alignment {} is not a power of two", alignment);

@@ -31,6 +31,8 @@ class GgufWriter {
   void set_array_f32(std::string_view key, const std::vector<float>& v);
   void set_array_bool(std::string_view key, const std::vector<bool>& v);
   void set_array_string(std::string_view key, const std::vector<std::string>& v);
+  // A value read from another file (GgufFile::kv), encoded as it was: copies metadata.
+  void set_value(std::string_view key, const GgufValue& v);
   // Raw: key + type id + already-encoded value bytes (for nested arrays and odd cases).
   void set_raw(std::string_view key, GgufType type, std::string encoded_value);
 

@@ -131,22 +131,41 @@ void Ops::matvec(const DeviceMatrix& w, const Buffer& x, int64_t n_tok, const Bu
                x.bytes(), n_tok, w.cols);
   STRATA_CHECK(y.bytes() >= static_cast<uint64_t>(n_tok * w.rows) * 4, "GPU matvec {}: y holds {} bytes, {} tokens of {} rows need more",
                w.name, y.bytes(), n_tok, w.rows);
-  std::string name = std::string("matvec_") + ggml_type_name(w.type);
+  for (size_t part = 0; part < w.parts.size(); ++part) {
+    const int64_t r0 = static_cast<int64_t>(part) * w.rows_per_part;
+    const int64_t rows = std::min(w.rows_per_part, w.rows - r0);
+    matvec_part(w.type, w.cols, rows, w.row_bytes, r0, w.rows, {&w.parts[part]}, {&x}, n_tok, {&y});
+  }
+}
+
+void Ops::matvec(const MatrixView& w, const BufRange& x, int64_t n_tok, const BufRange& y) {
+  auto room = [](const BufRange& r) { return (r.bytes ? r.bytes : r.buf->bytes() - std::min(r.offset, r.buf->bytes())); };
+  const uint64_t align = std::max<uint64_t>(dev_.info().min_storage_offset_align, 4);
+  STRATA_CHECK(n_tok >= 1 && n_tok <= kMaxGroups && w.w.buf && x.buf && y.buf, "GPU matvec {}: {} tokens (1..{})", w.name, n_tok, kMaxGroups);
+  STRATA_CHECK(w.w.offset % align == 0 && x.offset % align == 0 && y.offset % align == 0, "GPU matvec {}: a binding offset is not a multiple of {}",
+               w.name, align);
+  STRATA_CHECK(room(w.w) >= static_cast<uint64_t>(w.rows) * w.row_bytes && static_cast<uint64_t>(w.rows) * w.row_bytes <= dev_.max_range(),
+               "GPU matvec {}: {} rows of {} bytes do not fit its range", w.name, w.rows, w.row_bytes);
+  STRATA_CHECK(room(x) >= static_cast<uint64_t>(n_tok * w.cols) * 4 && room(y) >= static_cast<uint64_t>(n_tok * w.rows) * 4,
+               "GPU matvec {}: x or y holds fewer than {} tokens", w.name, n_tok);
+  matvec_part(w.type, w.cols, w.rows, w.row_bytes, 0, w.rows, {w.w.buf, w.w.offset, static_cast<uint64_t>(w.rows) * w.row_bytes}, x, n_tok, y);
+}
+
+// One binding of weight rows r0..r0+rows-1 (of total_rows) times n_tok tokens.
+void Ops::matvec_part(GgmlType type, int64_t cols, int64_t rows, uint64_t row_bytes, int64_t r0, int64_t total_rows, const BufRange& w,
+                      const BufRange& x, int64_t n_tok, const BufRange& y) {
+  std::string name = std::string("matvec_") + ggml_type_name(type);
   // Several tokens: kMatmatTokens per workgroup, each weight block read once for all of them (the
   // matrix-matrix form; per token the same sums in the same order as one token alone).
   const uint32_t nt = n_tok > 1 ? kMatmatTokens : 1;
   const uint32_t spec[1] = {nt};
   const Pipeline& p = get(name, 3, 7 * 4, true, spec);
-  for (size_t part = 0; part < w.parts.size(); ++part) {
-    const int64_t r0 = static_cast<int64_t>(part) * w.rows_per_part;
-    const int64_t rows = std::min(w.rows_per_part, w.rows - r0);
-    const uint32_t push[7] = {static_cast<uint32_t>(w.cols), static_cast<uint32_t>(rows), static_cast<uint32_t>(w.row_bytes),
-                              static_cast<uint32_t>(w.cols), static_cast<uint32_t>(r0), static_cast<uint32_t>(w.rows),
-                              static_cast<uint32_t>(n_tok)};
-    const BufRange b[3] = {{&w.parts[part]}, {&x}, {&y}};
-    const auto g = grid(static_cast<uint64_t>(rows));
-    dev_.dispatch(p, b, push, g[0], g[1], static_cast<uint32_t>((n_tok + nt - 1) / nt));
-  }
+  const uint32_t push[7] = {static_cast<uint32_t>(cols), static_cast<uint32_t>(rows), static_cast<uint32_t>(row_bytes),
+                            static_cast<uint32_t>(cols), static_cast<uint32_t>(r0), static_cast<uint32_t>(total_rows),
+                            static_cast<uint32_t>(n_tok)};
+  const BufRange b[3] = {w, x, y};
+  const auto g = grid(static_cast<uint64_t>(rows));
+  dev_.dispatch(p, b, push, g[0], g[1], static_cast<uint32_t>((n_tok + nt - 1) / nt));
 }
 
 void Ops::rmsnorm(const Buffer& x, const Buffer* w, const Buffer& y, int64_t n, int64_t rows, float eps) {
@@ -213,6 +232,12 @@ void Ops::add_bias(const Buffer& x, const Buffer& b, int64_t width, int64_t rows
 }
 
 void Ops::act_quant(const Buffer& x, const Buffer& y, int64_t cols, int64_t rows, GgmlType act) {
+  STRATA_CHECK(x.bytes() >= static_cast<uint64_t>(cols * rows) * 4 && y.bytes() >= static_cast<uint64_t>(cols * rows) * 4,
+               "GPU act_quant: {} rows of {} as {}", rows, cols, ggml_type_name(act));
+  act_quant(BufRange{&x}, BufRange{&y}, cols, rows, act);
+}
+
+void Ops::act_quant(const BufRange& x, const BufRange& y, int64_t cols, int64_t rows, GgmlType act) {
   uint32_t mode = 0, block = 1;
   switch (act) {
     case GgmlType::Q8_0:
@@ -223,13 +248,14 @@ void Ops::act_quant(const Buffer& x, const Buffer& y, int64_t cols, int64_t rows
     default: fail("GPU act_quant: activations of type {}", ggml_type_name(act));
   }
   const int64_t n = cols * rows;
-  STRATA_CHECK(cols >= 1 && rows >= 1 && cols % block == 0 && n <= 0xFFFFFFFFll && x.bytes() >= static_cast<uint64_t>(n) * 4 &&
-                   y.bytes() >= static_cast<uint64_t>(n) * 4,
+  auto room = [](const BufRange& r) { return (r.bytes ? r.bytes : r.buf->bytes() - std::min(r.offset, r.buf->bytes())); };
+  STRATA_CHECK(cols >= 1 && rows >= 1 && cols % block == 0 && n <= 0xFFFFFFFFll && room(x) >= static_cast<uint64_t>(n) * 4 &&
+                   room(y) >= static_cast<uint64_t>(n) * 4,
                "GPU act_quant: {} rows of {} as {}", rows, cols, ggml_type_name(act));
   const uint32_t spec[1] = {mode};
   const Pipeline& p = get("act_quant", 2, 4, false, spec);
   const uint32_t push[1] = {static_cast<uint32_t>(n)};
-  const BufRange b[2] = {{&x}, {&y}};
+  const BufRange b[2] = {x, y};
   const auto gr = grid(static_cast<uint64_t>((n / block + 63) / 64));
   dev_.dispatch(p, b, push, gr[0], gr[1]);
 }

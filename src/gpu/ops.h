@@ -34,6 +34,17 @@ struct DeviceMatrix {
 // type matvec does not run, or one row larger than the storage range.
 DeviceMatrix upload_matrix(Device& dev, const QMatrix& w, std::string_view name);
 
+// A weight matrix inside a larger device buffer (a routed expert in a VRAM cache slot): `rows` rows
+// of `row_bytes` packed from w.offset (a multiple of the device's min_storage_offset_align), within
+// one binding's range.
+struct MatrixView {
+  std::string_view name;
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0, cols = 0;
+  uint64_t row_bytes = 0;
+  BufRange w;
+};
+
 // An f32 tensor in device memory (activations, norm weights, rope tables).
 Buffer upload_f32(Device& dev, const float* x, int64_t n, std::string_view name);
 void download_f32(Device& dev, const Buffer& b, float* x, int64_t n);
@@ -71,10 +82,13 @@ class Ops {
   Device& device() { return dev_; }
   // y [n_tok, w.rows] = x [n_tok, w.cols] * W^T.
   void matvec(const DeviceMatrix& w, const Buffer& x, int64_t n_tok, const Buffer& y);
+  // The same over a matrix view, x and y ranges of larger buffers (offsets aligned as bindings need).
+  void matvec(const MatrixView& w, const BufRange& x, int64_t n_tok, const BufRange& y);
   // y [rows, cols] = x rounded as the CPU quantizes activations of type `act` (the weight type's
   // vec_dot_type: Q8_0, Q8_1, Q8_K, F16 or BF16; cols a multiple of its block), back in f32, so
   // that a product over y is the CPU path's within rounding. F32: y = x.
   void act_quant(const Buffer& x, const Buffer& y, int64_t cols, int64_t rows, GgmlType act);
+  void act_quant(const BufRange& x, const BufRange& y, int64_t cols, int64_t rows, GgmlType act);
   // y [rows, n] = rmsnorm(x [rows, n]) * w [n] (w may be null: no weight). y may be x.
   void rmsnorm(const Buffer& x, const Buffer* w, const Buffer& y, int64_t n, int64_t rows, float eps);
   // In place on x [n_tok, n_heads, head_dim]; cs [n_tok, n_dims]: rope_cache of each token's position.
@@ -106,6 +120,8 @@ class Ops {
 
  private:
   const Pipeline& get(std::string_view name, uint32_t n_buffers, uint32_t push_bytes, bool wg_spec, std::span<const uint32_t> more_spec = {});
+  void matvec_part(GgmlType type, int64_t cols, int64_t rows, uint64_t row_bytes, int64_t r0, int64_t total_rows, const BufRange& w,
+                   const BufRange& x, int64_t n_tok, const BufRange& y);
   Device& dev_;
   uint32_t wg_ = 64;  // threads per workgroup of the reducing shaders
 };

@@ -14,6 +14,7 @@
 namespace strata {
 
 struct FwdCtx;
+class VramExperts;
 
 // The device-local memory an executor holds (its device's count of every allocation).
 struct DeviceMemory {
@@ -27,6 +28,18 @@ struct DeviceLayerTimes {
   double cpu_s = 0;   // host compute inside the layer: routed experts, blocks the device does not run
   double bus_s = 0;   // host time in copies between host and device
 };
+// The VRAM expert cache (model/vram_experts.h), when the executor has one (slots 0: none).
+struct DeviceExpertStats {
+  int slots = 0, resident = 0;
+  uint64_t slot_bytes = 0;
+  std::string tiers;                // "exclusive" or "inclusive"
+  uint64_t vram_hits = 0, cpu = 0;  // (layer, expert) uses computed on the device, on the CPU
+  uint64_t uploads = 0, upload_bytes = 0, evictions = 0;
+  uint64_t gpu_rows = 0;            // (token, expert) rows the device computed
+  uint64_t pp_uploads = 0, pp_upload_bytes = 0;  // experts uploaded for one prompt pass by cost
+  double upload_s = 0;              // host time uploading promotions between passes
+  double hit_rate() const { return vram_hits + cpu ? double(vram_hits) / double(vram_hits + cpu) : 0.0; }
+};
 // What the executor's passes cost since the last reset_stats().
 struct DeviceStats {
   uint64_t passes = 0, tokens = 0;
@@ -34,6 +47,7 @@ struct DeviceStats {
   double run_s = 0, gpu_s = 0, cpu_s = 0, bus_s = 0;  // sums over the layers (run_s: the executor's wall time)
   bool timestamps = false;                // gpu_s measured (the device's queue has timestamps)
   std::vector<DeviceLayerTimes> layers;   // [n_layers()]
+  DeviceExpertStats experts;
 };
 
 class LayerExecutor {
@@ -57,6 +71,8 @@ class LayerExecutor {
   // "" while the device works; once it was lost (a driver reset, a fault), why: its memory (the
   // layers' KV rows) is gone and every later pass fails with this message.
   virtual std::string lost() const { return ""; }
+  // Its VRAM expert cache (model/vram_experts.h), if it has one.
+  virtual VramExperts* vram_experts() { return nullptr; }
 };
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/limits.h"
@@ -46,8 +47,28 @@ void finish_weights(const LayerConfig& lc, const float* probs, const int32_t* se
     for (int j = 0; j < k; ++j) w[j] *= lc.w_scale;
 }
 
+// --route-cache: what route() needs to prefer the experts in memory at `layer`; counts: where
+// the choices are counted (nullptr: not counted, the lookahead's predictions).
+struct CachePick {
+  const RouteCacheOptions* opt;
+  FwdCtx* c;
+  int layer;
+  RouteCacheCounters* counts;
+};
+// In RAM (the expert provider) or claimed by an offload (VRAM).
+bool pick_resident(int e, const void* ctx) {
+  const CachePick& p = *static_cast<const CachePick*>(ctx);
+  return p.c->experts->in_memory(p.layer, e) || (p.c->offload && p.c->offload->holds(p.layer, e));
+}
+// The pick for `layer` when --route-cache is on, else nullopt.
+std::optional<CachePick> cache_pick(FwdCtx& c, int layer, bool count) {
+  if (!c.knobs || !c.knobs->route.on()) return std::nullopt;
+  return CachePick{&c.knobs->route, &c, layer, count ? c.knobs->route_counts : nullptr};
+}
+
 // Router: probabilities, selection and weights for token i. logits [n_expert] -> sel/w [k].
-void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t token, int32_t* sel, float* w) {
+// pick: cache-conditional selection (nullptr: the router's top k).
+void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t token, int32_t* sel, float* w, const CachePick* pick = nullptr) {
   const int ne = lc.n_expert, k = lc.n_expert_used;
   float probs[kMaxExperts], select[kMaxExperts];
   switch (lc.gating) {
@@ -94,7 +115,12 @@ void route(const LayerConfig& lc, const LayerWeights& lw, float* logits, int32_t
       if (!keep[g])
         for (int e = g * per; e < (g + 1) * per; ++e) select[e] = -INFINITY;
   }
-  top_k(select, ne, k, sel);
+  if (pick) {
+    const int changed = select_cache_aware(select, ne, k, *pick->opt, pick_resident, pick, sel);
+    if (pick->counts) pick->counts->add(k, changed);
+  } else {
+    top_k(select, ne, k, sel);
+  }
   finish_weights(lc, probs, sel, w);
 }
 
@@ -138,11 +164,12 @@ void route_batch(FwdCtx& c, int layer) {
   auto& st = c.st;
   const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
   add_bias(st.router.data(), lw.router_b, n);
+  const std::optional<CachePick> pick = cache_pick(c, layer, true);
   for (int i = 0; i < n; ++i) {
     int32_t* sel = st.sel.data() + static_cast<size_t>(i) * k;
     float* w = st.sel_w.data() + static_cast<size_t>(i) * k;
-    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], sel, w);
-    const int kept = c.knobs ? trim_experts(*c.knobs, k, sel, w) : k;
+    route(lc, lw, st.router.data() + static_cast<size_t>(i) * ne, c.b.tokens[i], sel, w, pick ? &*pick : nullptr);
+    const int kept = c.knobs && c.knobs->trims() ? trim_experts(*c.knobs, k, sel, w) : k;
     if (c.observer) c.observer->on_route(layer, i, sel, kept);
   }
   c.trace("ffn_moe_logits", layer, st.router.data(), n, ne);
@@ -150,7 +177,7 @@ void route_batch(FwdCtx& c, int layer) {
 
 // 2. Groups (token, slot) pairs by expert; tells the provider at once which experts we need (those
 //    an ExpertOffload does not claim: away[e]).
-void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g, bool* away) {
+void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g, uint8_t* away) {
   const LayerConfig& lc = c.cfg.layers[layer];
   auto& st = c.st;
   const int n = c.b.n, ne = lc.n_expert, k = lc.n_expert_used;
@@ -170,7 +197,7 @@ void group_by_expert(FwdCtx& c, int layer, ExpertGroups& g, bool* away) {
   if (c.offload) c.offload->claim(c, layer, g, away);
   st.expert_list.clear();
   for (int e = 0; e < ne; ++e)
-    if (g.counts[e] && !away[e]) st.expert_list.push_back(e);
+    if (g.counts[e] && away[e] != ExpertOffload::kAway) st.expert_list.push_back(e);
   c.experts->request(layer, st.expert_list.data(), static_cast<int>(st.expert_list.size()));
 }
 
@@ -189,9 +216,10 @@ void prefetch_ahead(FwdCtx& c, int layer) {
     bool want[kMaxExperts] = {};
     int32_t sel[kMaxExpertsUsed];
     float wts[kMaxExpertsUsed];
+    const std::optional<CachePick> pick = cache_pick(c, la, false);
     for (int i = 0; i < n; ++i) {
-      route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, c.b.tokens[i], sel, wts);
-      const int kept = c.knobs ? trim_experts(*c.knobs, nc.n_expert_used, sel, wts) : nc.n_expert_used;
+      route(nc, nw, st.router.data() + static_cast<size_t>(i) * nc.n_expert, c.b.tokens[i], sel, wts, pick ? &*pick : nullptr);
+      const int kept = c.knobs && c.knobs->trims() ? trim_experts(*c.knobs, nc.n_expert_used, sel, wts) : nc.n_expert_used;
       for (int j = 0; j < kept; ++j) want[sel[j]] = !c.offload || !c.offload->holds(la, sel[j]);
     }
     int32_t list[kMaxExperts];
@@ -209,8 +237,9 @@ void prefetch_ahead(FwdCtx& c, int layer) {
 //    weighted per-slot outputs into st.slots.
 class ExpertRun {
  public:
-  ExpertRun(FwdCtx& c, int layer, const ExpertGroups& g)
-      : c_(c), st_(c.st), lc_(c.cfg.layers[layer]), lw_(c.w.layers[layer]), g_(g), layer_(layer), d_(c.cfg.n_embd),
+  // away: ExpertOffload's marks (kAwayCopy experts are acquired and handed over, not computed).
+  ExpertRun(FwdCtx& c, int layer, const ExpertGroups& g, const uint8_t* away)
+      : away_(away), c_(c), st_(c.st), lc_(c.cfg.layers[layer]), lw_(c.w.layers[layer]), g_(g), layer_(layer), d_(c.cfg.n_embd),
         k_(lc_.n_expert_used), f_(lc_.n_ff_exp), n_pending_(static_cast<int>(c.st.expert_list.size())) {}
 
   void run() {
@@ -218,6 +247,11 @@ class ExpertRun {
     while (n_pending_ > 0) {
       ExpertMats em;
       const int e = take(c_.experts->acquire_next(layer_, st_.expert_list.data(), n_pending_, &em));
+      if (away_[e] == ExpertOffload::kAwayCopy) {  // computed elsewhere from these bytes
+        c_.offload->take(c_, layer_, e, em);
+        c_.experts->release(layer_, e);
+        continue;
+      }
       if (waves && fits_wave(e, em)) run_wave(e, em);
       else if (g_.counts[e] > kGroupMaxTokens) run_alone(e, em);
       else run_group(e, em);
@@ -413,7 +447,7 @@ class ExpertRun {
     for (int pi = 0; pi < n_pending_ && ng < max_n;) {
       const int ex = st_.expert_list[pi];
       ExpertMats mx;
-      if (admit(ex, rows0[ng]) && c_.experts->try_acquire(layer_, ex, &mx)) {
+      if (away_[ex] == ExpertOffload::kLocal && admit(ex, rows0[ng]) && c_.experts->try_acquire(layer_, ex, &mx)) {
         if (fits(ex, mx)) {
           add(take(pi), mx);  // the last pending moved into pi: look at pi again
           continue;
@@ -425,6 +459,7 @@ class ExpertRun {
     return ng;
   }
 
+  const uint8_t* away_;
   FwdCtx& c_;
   Model::State& st_;
   const LayerConfig& lc_;
@@ -476,10 +511,10 @@ void add_shared_experts(FwdCtx& c, const LayerConfig& lc, const LayerWeights& lw
 void moe_routed_experts(FwdCtx& c, int layer) {
   route_batch(c, layer);
   ExpertGroups groups;
-  bool away[kMaxExperts] = {};
+  uint8_t away[kMaxExperts] = {};
   group_by_expert(c, layer, groups, away);
   prefetch_ahead(c, layer);
-  ExpertRun(c, layer, groups).run();
+  ExpertRun(c, layer, groups, away).run();
   if (c.offload) c.offload->finish(c, layer, groups, away);
   sum_slots(c, c.cfg.layers[layer].n_expert_used);
   c.trace("ffn_moe_out", layer, c.st.out.data(), c.b.n, c.cfg.n_embd);
@@ -488,7 +523,8 @@ void moe_routed_experts(FwdCtx& c, int layer) {
 void routed_experts_for(FwdCtx& c, int layer, const ExpertGroups& g, const int32_t* list, int m) {
   c.st.expert_list.assign(list, list + m);
   c.experts->request(layer, c.st.expert_list.data(), m);
-  ExpertRun(c, layer, g).run();
+  const uint8_t away[kMaxExperts] = {};  // every one computed here
+  ExpertRun(c, layer, g, away).run();
 }
 
 void ffn_moe(FwdCtx& c, int layer) {

@@ -92,9 +92,15 @@ struct FwdCtx;
 class ExpertOffload {
  public:
   virtual ~ExpertOffload() = default;
-  // away [n_expert] (all false on entry): set true for the experts it computes.
-  virtual void claim(FwdCtx& c, int layer, const ExpertGroups& g, bool* away) = 0;
-  virtual void finish(FwdCtx& c, int layer, const ExpertGroups& g, const bool* away) = 0;
+  // away [n_expert] (all kLocal on entry): kAway for the experts it computes, kAwayCopy for those it
+  // computes from a copy the provider keeps too (an inclusive tier): they are requested, acquired
+  // and released as usual, so the provider sees the use and keeps (or reads) its copy.
+  static constexpr uint8_t kLocal = 0, kAway = 1, kAwayCopy = 2;
+  virtual void claim(FwdCtx& c, int layer, const ExpertGroups& g, uint8_t* away) = 0;
+  virtual void finish(FwdCtx& c, int layer, const ExpertGroups& g, const uint8_t* away) = 0;
+  // A kAwayCopy expert's bytes, acquired from the provider once the layer's request is made, before
+  // its release (a tier that computes the expert from them uploads them now).
+  virtual void take(FwdCtx& c, int layer, int e, const ExpertMats& m) { (void)c, (void)layer, (void)e, (void)m; }
   // Whether it would claim expert e of a later layer (then the CPU path does not prefetch it).
   virtual bool holds(int layer, int e) const {
     (void)layer, (void)e;

@@ -12,6 +12,7 @@
 #include "kernels/kernel_table.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/route_cache.h"
 #include "model/weights.h"
 
 namespace strata {
@@ -40,14 +41,18 @@ struct RoutingObserver {
   virtual void on_predict(int layer, const int32_t* ids, int n) { (void)layer, (void)ids, (void)n; }
 };
 
-// Fewer routed experts per token, for speed at a measured cost in quality (issue 37; all off by
-// default, and then every result is bit-identical): at most `k` of the router's choices (0: the
-// model's), taken in gate order until their share of the chosen experts' gate mass reaches
-// `min_mass` (1: all); at least one. The kept experts' weights are scaled to the chosen ones' sum.
+// Lossy routing, for speed at a measured cost in quality (issue 37; all off by default, and then
+// every result is bit-identical). Fewer routed experts per token: at most `k` of the router's
+// choices (0: the model's), taken in gate order until their share of the chosen experts' gate mass
+// reaches `min_mass` (1: all); at least one. The kept experts' weights are scaled to the chosen
+// ones' sum. `route`: cache-conditional routing (model/route_cache.h), applied before the trim.
 struct MoeKnobs {
   int k = 0;
   float min_mass = 1.0f;
-  bool active() const { return k > 0 || min_mass < 1.0f; }
+  RouteCacheOptions route;
+  RouteCacheCounters* route_counts = nullptr;  // where route_batch counts (Model::set_moe_knobs sets it)
+  bool trims() const { return k > 0 || min_mass < 1.0f; }
+  bool active() const { return trims() || route.on(); }
 };
 
 // A model's routing observers, in the order they were added: each call reaches every one (its
@@ -195,8 +200,13 @@ class Model {
   // cache (untouched; the pass context needs one).
   void run_routed(const RoutedJob& job, KvCache& kv, float* out);
   // MoeKnobs (validated by the caller against the model's k).
-  void set_moe_knobs(const MoeKnobs& m) { moe_knobs_ = m; }
+  void set_moe_knobs(const MoeKnobs& m) {
+    moe_knobs_ = m;
+    moe_knobs_.route_counts = &route_counts_;
+  }
   const MoeKnobs& moe_knobs() const { return moe_knobs_; }
+  // What --route-cache did since load (zeros when it is off).
+  const RouteCacheCounters& route_counters() const { return route_counts_; }
   // Seconds spent in each layer since the last reset (attention + FFN, I/O waits included).
   const std::vector<double>& layer_seconds() const { return layer_s_; }
   void reset_layer_seconds() { layer_s_.assign(cfg_.layers.size(), 0.0); }
@@ -227,6 +237,7 @@ class Model {
   ExpertOffload* offload_ = nullptr;
   int routed_last_layer_ = -1;  // run_routed: a layer not above the last one starts a new batch
   MoeKnobs moe_knobs_;
+  RouteCacheCounters route_counts_;
   std::vector<double> layer_s_;
   uint64_t head_rows_ = 0;
   std::unique_ptr<State> st_;

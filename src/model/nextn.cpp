@@ -24,6 +24,7 @@ class OffsetExperts final : public ExpertProvider {
   int acquire_next(int l, const int32_t* pending, int n, ExpertMats* out) override { return p_.acquire_next(l + off_, pending, n, out); }
   bool try_acquire(int l, int e, ExpertMats* out) override { return p_.try_acquire(l + off_, e, out); }
   void release(int l, int e) override { p_.release(l + off_, e); }
+  bool in_memory(int l, int e) const override { return p_.in_memory(l + off_, e); }
   void on_abort() override { p_.on_abort(); }
   void begin_batch(int n) override { p_.begin_batch(n); }
 

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "gpu/ops.h"
+#include "model/vram_experts.h"
 #include "model/vulkan_layer.h"
 
 namespace strata {
@@ -169,6 +170,49 @@ std::string vulkan_unsupported(const ModelConfig& cfg, const ModelWeights& w, Gg
   return "";
 }
 
+namespace {
+
+// The expert cache: what the layers leave of the budget (or s.experts bytes of it), in whole slots
+// (device buffers of at most kVramExpertSlab), after the scratch its products need.
+void plan_vram_experts(const ModelConfig& cfg, const ModelWeights& w, const VramShape& s, const std::vector<VulkanBlocks>& blocks, uint64_t used,
+                       VramPlan& p) {
+  if (p.gpu_layers < cfg.n_layer) {
+    p.experts_note = "no VRAM expert cache: not every layer is on the device";
+    return;
+  }
+  const VramExpertLayout lay = vram_expert_layout(cfg, w, blocks, p.gpu_layers, s.n_batch);
+  if (!lay.any()) {
+    p.experts_note = "no VRAM expert cache: " + lay.why;
+    return;
+  }
+  const uint64_t room = s.budget == 0 ? (s.experts > 0 ? static_cast<uint64_t>(s.experts) + lay.scratch_bytes : 0)
+                        : s.budget > used ? s.budget - used : 0;
+  uint64_t bytes = room > lay.scratch_bytes ? room - lay.scratch_bytes : 0;
+  if (s.experts > 0) bytes = std::min<uint64_t>(bytes, static_cast<uint64_t>(s.experts));
+  uint64_t all = 0;  // a slot per routed expert of the device's layers is all it could use
+  for (int l = 0; l < p.gpu_layers; ++l)
+    if (lay.eligible[l]) all += static_cast<uint64_t>(cfg.layers[l].n_expert);
+  // Slots in buffers of kVramExpertSlab at most, as VramExperts allocates them, each rounded to the plan's alignment.
+  const uint64_t per_slab = std::max<uint64_t>(1, kVramExpertSlab / lay.slot_bytes);
+  auto held_by = [&](uint64_t n) {
+    return n / per_slab * up(per_slab * lay.slot_bytes, kVramPlanAlign) + (n % per_slab ? up(n % per_slab * lay.slot_bytes, kVramPlanAlign) : 0);
+  };
+  uint64_t slots = std::min(all, bytes / lay.slot_bytes);
+  while (slots > 0 && held_by(slots) > bytes) --slots;
+  const uint64_t held = held_by(slots);
+  if (slots == 0) {
+    p.experts_note = fmt::format("no VRAM expert cache: {} left, one expert slot needs {} and its scratch {}", format_bytes(room),
+                                 format_bytes(lay.slot_bytes), format_bytes(lay.scratch_bytes));
+    return;
+  }
+  p.expert_slots = static_cast<int>(slots);
+  p.expert_slot_bytes = lay.slot_bytes;
+  p.experts = held;
+  p.expert_scratch = lay.scratch_bytes;
+}
+
+}  // namespace
+
 VramPlan plan_vram(const ModelConfig& cfg, const ModelWeights& w, const VramShape& s) {
   STRATA_CHECK(gpu::kv_cache_supported(s.type_k) && gpu::kv_cache_supported(s.type_v),
                "--gpu vulkan: KV cache {}/{}: the Vulkan executor keeps its KV cache in f32, f16 or q8_0", ggml_type_name(s.type_k),
@@ -215,6 +259,7 @@ VramPlan plan_vram(const ModelConfig& cfg, const ModelWeights& w, const VramShap
     ++p.gpu_layers;
   }
   p.scratch = p.gpu_layers > 0 ? scratch : 0;
+  if (s.experts != 0 && p.gpu_layers > 0) plan_vram_experts(cfg, w, s, blocks, used, p);
   return p;
 }
 
@@ -222,10 +267,15 @@ std::string VramPlan::describe() const {
   if (!planned) return "";
   std::string s = fmt::format("vram plan{}: {} of {} layers on the device (layer weights {} + KV cache {} ({}/{}) + scratch {} = {} of budget {})",
                               device.empty() ? "" : " (" + device + ")", gpu_layers, n_layer, format_bytes(weights), format_bytes(kv),
-                              ggml_type_name(type_k), ggml_type_name(type_v), format_bytes(scratch), format_bytes(total()),
+                              ggml_type_name(type_k), ggml_type_name(type_v), format_bytes(scratch), format_bytes(weights + kv + scratch),
                               budget ? format_bytes(budget) : "none");
   if (!note.empty()) s += "; " + note;
   if (!cpu_blocks.empty()) s += "; on the CPU: " + cpu_blocks;
+  if (expert_slots > 0)
+    s += fmt::format("; routed experts: {} slots of {} ({}) + scratch {}", expert_slots, format_bytes(expert_slot_bytes), format_bytes(experts),
+                     format_bytes(expert_scratch));
+  else if (!experts_note.empty())
+    s += "; " + experts_note;
   return s;
 }
 

@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "experts/tier_sim.h"
 #include "gguf/ggml_type.h"
 #include "gpu/device.h"
 #include "model/model.h"
+#include "model/upload_choice.h"
 
 namespace strata {
 
@@ -29,7 +31,16 @@ struct VramShape {
   uint64_t budget = 0;                      // device-local bytes the executor may hold; 0: no limit
   uint64_t max_range = 0xFFFFFFF0ull;       // the device's storage range (how matrices split into parts)
   std::string device;                       // the device's name, for reports ("": planned without one)
+  // Routed experts in VRAM (model/vram_experts.h) once every layer is placed: 0 none; kVramExpertsAuto
+  // the budget's rest; else at most this many bytes of slots.
+  int64_t experts = 0;
+  // How the VRAM expert cache works (model/vram_experts.h: VramExpertOptions).
+  TierMode tiers = TierMode::exclusive;
+  std::string expert_policy = "default";
+  uint64_t upload_per_pass = 64ull << 20;
+  PpUpload pp = PpUpload::automatic;
 };
+inline constexpr int64_t kVramExpertsAuto = -1;
 
 // The executor's scratch buffers, in 4-byte elements, for passes of n_batch tokens over n_ctx
 // positions (the attention scores in dispatches that fit gpu::kAttnScratchBytes).
@@ -65,7 +76,11 @@ struct VramPlan {
   std::string note;  // why some (or all) layers stay on the CPU; "" when all are placed
   std::string cpu_blocks;  // vulkan_cpu_blocks: blocks of the placed layers the CPU runs ("" none)
   uint64_t held = 0;  // device-local bytes the executor held once built (the device's count; it allocates nothing later)
-  uint64_t total() const { return weights + kv + scratch; }
+  // The VRAM expert cache: whole slots of expert_slot_bytes, and its scratch; why none ("" when planned or not asked).
+  int expert_slots = 0;
+  uint64_t expert_slot_bytes = 0, experts = 0, expert_scratch = 0;
+  std::string experts_note;
+  uint64_t total() const { return weights + kv + scratch + experts + expert_scratch; }
   std::string describe() const;  // one line: "vram plan: 12 of 24 layers on the device ..."
 };
 

@@ -14,11 +14,31 @@
 #include "kernels/quants.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/vram_experts.h"
 #include "model/vulkan_layer.h"
 
 namespace strata {
 
 namespace {
+
+DeviceExpertStats vram_stats(const VramExperts& v) {
+  const VramExpertCounters& k = v.counters();
+  DeviceExpertStats s;
+  s.slots = v.n_slots();
+  s.slot_bytes = v.layout().slot_bytes;
+  s.resident = static_cast<int>(v.state().resident_count());
+  s.tiers = std::string(tier_mode_name(v.mode()));
+  s.vram_hits = k.vram_hits;
+  s.cpu = k.cpu;
+  s.uploads = k.uploads;
+  s.upload_bytes = k.upload_bytes;
+  s.evictions = k.evictions;
+  s.gpu_rows = k.gpu_rows;
+  s.pp_uploads = k.pp_uploads;
+  s.pp_upload_bytes = k.pp_upload_bytes;
+  s.upload_s = k.upload_s;
+  return s;
+}
 
 class VulkanExecutor final : public LayerExecutor {
  public:
@@ -35,6 +55,15 @@ class VulkanExecutor final : public LayerExecutor {
                                 {&cs_b_, sc.rope, "rope cache"}, {&scores_, sc.scores, "attention scores"}})
       *buf = dev_->alloc(static_cast<uint64_t>(std::max<int64_t>(n, 1)) * 4, std::string("vulkan executor ") + what);
     for (int l = 0; l < n_gpu_; ++l) layers_.push_back(upload_layer(m.config(), m.weights(), l));
+    if (plan.expert_slots > 0) {
+      VramExpertOptions o;
+      o.slot_bytes_total = static_cast<uint64_t>(plan.expert_slots) * plan.expert_slot_bytes;
+      o.upload_per_pass = shape.upload_per_pass;
+      o.mode = shape.tiers;
+      o.policy = shape.expert_policy;
+      o.pp = shape.pp;
+      vram_ = std::make_unique<VramExperts>(*dev_, ops_, m.config(), m.weights(), vram_expert_layout(m.config(), m.weights(), blocks_, n_gpu_, n_batch_), o);
+    }
     reset_stats();
   }
 
@@ -42,21 +71,48 @@ class VulkanExecutor final : public LayerExecutor {
 
   int n_layers() const override { return n_gpu_; }
   DeviceMemory device_memory() const override { return {dev_->device_bytes(), dev_->device_peak(), dev_->budget()}; }
-  DeviceStats stats() const override { return stats_; }
+  DeviceStats stats() const override {
+    DeviceStats s = stats_;
+    if (vram_) s.experts = vram_stats(*vram_);
+    return s;
+  }
   void reset_stats() override {
+    if (vram_) vram_->reset_counters();
     stats_ = {};
     stats_.timestamps = dev_->has_timestamps();
     stats_.layers.assign(static_cast<size_t>(n_gpu_), {});
   }
   void set_layer_sync(bool on) override { layer_sync_ = on; }
   std::string lost() const override { return dev_->lost(); }
+  VramExperts* vram_experts() override { return vram_.get(); }
 
   int run_layers(FwdCtx& c) override {
-    const ModelConfig& cfg = c.cfg;
-    const int n = c.b.n, d = cfg.n_embd;
+    const int n = c.b.n;
     const double t_run = clock_s();
     const gpu::DeviceCounters k0 = dev_->counters();
     begin_pass(c);
+    try {
+      run_device_layers(c);
+    } catch (...) {
+      if (vram_) vram_->abort_pass();
+      throw;
+    }
+    const gpu::DeviceCounters& k1 = dev_->counters();
+    stats_.passes++;
+    stats_.tokens += static_cast<uint64_t>(n);
+    stats_.bytes_up += k1.bytes_up - k0.bytes_up;
+    stats_.bytes_down += k1.bytes_down - k0.bytes_down;
+    stats_.gpu_s += k1.gpu_s - k0.gpu_s;
+    stats_.bus_s += k1.transfer_s - k0.transfer_s;
+    stats_.run_s += clock_s() - t_run;
+    return n_gpu_;
+  }
+
+ private:
+  void run_device_layers(FwdCtx& c) {
+    const ModelConfig& cfg = c.cfg;
+    const int n = c.b.n, d = cfg.n_embd;
+    if (vram_) vram_->begin_pass();
     for (int l = 0; l < n_gpu_; ++l) {
       const Mark m = mark();
       if (blocks_[l].attn) attention(c, l);
@@ -74,18 +130,9 @@ class VulkanExecutor final : public LayerExecutor {
       end_layer(c, l, m);
     }
     to_host(c);  // the rows the CPU continues from (the output head, or the layers after n_gpu_)
-    const gpu::DeviceCounters& k1 = dev_->counters();
-    stats_.passes++;
-    stats_.tokens += static_cast<uint64_t>(n);
-    stats_.bytes_up += k1.bytes_up - k0.bytes_up;
-    stats_.bytes_down += k1.bytes_down - k0.bytes_down;
-    stats_.gpu_s += k1.gpu_s - k0.gpu_s;
-    stats_.bus_s += k1.transfer_s - k0.transfer_s;
-    stats_.run_s += clock_s() - t_run;
-    return n_gpu_;
+    if (vram_) vram_->end_pass(*c.experts);  // the pass's promotions go up (the device is idle)
   }
 
- private:
   // Per-layer accounting: what the clocks and the device's counters said when the layer began.
   struct Mark {
     double t = 0, gpu = 0, bus = 0;
@@ -275,10 +322,14 @@ class VulkanExecutor final : public LayerExecutor {
         mv(g.shexp_gate_inp, xn_, n, logits_);  // the router's product is on the host by now
         ops_.mul_sigmoid(sh_, logits_, d, n, 1, 0, false);
       }
-      dev_->submit(false);  // overlap: the device's shared experts beside the host's routed ones
+      // Overlap: the device's shared experts beside the host's routed ones (with a VRAM expert
+      // cache, its claim submits them together with the routed experts it computes).
+      if (!vram_) dev_->submit(false);
     }
     const double t0 = clock_s();
+    c.offload = vram_.get();
     moe_routed_experts(c, l);
+    c.offload = nullptr;
     const double cpu = clock_s() - t0;
     stats_.layers[l].cpu_s += cpu;
     stats_.cpu_s += cpu;
@@ -301,6 +352,7 @@ class VulkanExecutor final : public LayerExecutor {
   int64_t xq_cols_ = 0;
   uint64_t xq_serial_ = 0;
   DeviceStats stats_;
+  std::unique_ptr<VramExperts> vram_;  // routed experts in VRAM (null: all on the CPU)
   std::vector<GpuLayer> layers_;
   gpu::Buffer x_, xn_, xq_, q_, qg_, k_, v_, attn_, out_, sh_, g_, u_, logits_, pos_b_, cell_b_, base_b_, cs_b_, scores_;
   std::vector<uint32_t> pos_;  // [positions | cells | bases] of the pass's tokens

@@ -112,7 +112,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
   }
 
   // ---- rank 0: ExpertOffload ---------------------------------------------------------------
-  void claim(FwdCtx& c, int layer, const ExpertGroups& g, bool* away) override {
+  void claim(FwdCtx& c, int layer, const ExpertGroups& g, uint8_t* away) override {
     if (size_ == 1 || layer >= plan_.n_layer) return;
     auto& st = c.st;
     const int n = c.b.n;
@@ -126,7 +126,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
       if (!g.counts[e]) continue;
       const int o = plan_.owner_of(layer, e);
       if (o <= 0) continue;
-      away[e] = true;
+      away[e] = ExpertOffload::kAway;
       for (int q = g.starts[e]; q < g.starts[e] + g.counts[e]; ++q) peer_[o].pairs.push_back(q);
     }
     mark_.resize(static_cast<size_t>(n));
@@ -174,7 +174,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
     }
   }
 
-  void finish(FwdCtx& c, int layer, const ExpertGroups&, const bool*) override {
+  void finish(FwdCtx& c, int layer, const ExpertGroups&, const uint8_t*) override {
     if (!in_flight_) return;
     const double t0 = clock_();
     int pending = 0;

@@ -17,6 +17,7 @@
 #include "core/page_size.h"
 #include "core/units.h"
 #include "experts/warm_stats.h"
+#include "model/vram_experts.h"
 #include "model/expert_layout.h"
 #include "model/model_summary.h"
 
@@ -309,8 +310,33 @@ void ExpertTier::start_warm(const TierOptions& opt) {
   }
   cache_->seed_popularity(ws->weight, k_used);
   std::vector<ExpertKey> order = ws->ranked();
+  warm_order_ = order;
   plan_.warm_queued = static_cast<int64_t>(order.size());
   cache_->warm(std::move(order), /*background=*/true);
+}
+
+int ExpertTier::warm_vram(VramExperts& vram) {
+  if (!cache_ || warm_order_.empty()) return 0;
+  std::vector<ExpertKey> pick;
+  for (const ExpertKey& k : warm_order_) {
+    if (static_cast<int>(pick.size()) >= vram.n_slots()) break;
+    if (k.layer >= 0 && k.layer < model_.config().n_layer && vram.layout().eligible[k.layer] && k.expert >= 0 &&
+        k.expert < model_.config().layers[k.layer].n_expert)
+      pick.push_back(k);
+  }
+  if (vram.mode() == TierMode::exclusive) cache_->leave_to_faster_tier(pick);
+  MappedExperts file(model_.weights());
+  const int n = vram.warm(file, pick);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  for (const ExpertKey& k : pick) {  // the mapping's pages were only a way in: release them
+    const LayerWeights& lw = model_.weights().layers[k.layer];
+    for (const ExpertTensor* t : {&lw.gate_exps, &lw.up_exps, &lw.down_exps}) {
+      const auto a = reinterpret_cast<uintptr_t>(t->mapped(k.expert).data);
+      const uintptr_t b = a / static_cast<uintptr_t>(page) * static_cast<uintptr_t>(page);
+      ::madvise(reinterpret_cast<void*>(b), a + t->expert_bytes - b, MADV_DONTNEED);
+    }
+  }
+  return n;
 }
 
 // Once per run (a second save would add the same counts again).

@@ -16,6 +16,8 @@
 
 namespace strata {
 
+class VramExperts;
+
 // Resident models: Wait reads the whole file before the first token; Background decodes at once
 // through a small expert cache while a thread reads the file, then switches to resident (only
 // when most of the file is not in memory yet); AlwaysBackground does so even then (tests).
@@ -105,6 +107,12 @@ class ExpertTier {
   // drops it at the start of a pass (poll_load), so do not hold this pointer across
   // Engine::forward: use counters() for figures that span passes.
   ExpertCache* cache() { return cache_.get(); }
+  // Warm start of a VRAM expert cache (model/vram_experts.h) above a streaming RAM tier: the
+  // experts earlier runs used most that its layers hold go up first, read from the file's mapping
+  // (whose pages are released after), and the RAM tier leaves them to it (exclusive tiers: its fill
+  // skips them, copies it read already are given up). Returns how many went up (0 when not streaming
+  // or without statistics).
+  int warm_vram(VramExperts& vram);
   // The expert cache's counters; after a background load switched to resident, those it had at the
   // switch (they stop there). Zero for a model resident from the start.
   ExpertCacheCounters counters() const { return cache_ ? cache_->counters() : retired_; }
@@ -140,6 +148,7 @@ class ExpertTier {
   std::unique_ptr<BackgroundLoad> loader_;
   ExpertCacheCounters retired_;  // the dropped cache's counters (background load ended)
   std::string warm_path_;
+  std::vector<ExpertKey> warm_order_;  // the statistics' ranking (start_warm), for warm_vram
   uint64_t model_key_ = 0;
   bool warm_saved_ = false;
   Model& model_;

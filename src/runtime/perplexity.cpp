@@ -39,6 +39,53 @@ KlPoint kl_divergence(const float* ref_logp, const float* logits, int n) {
   return k;
 }
 
+double percentile(const std::vector<float>& sorted, double fraction) {
+  const size_t n = sorted.size();
+  if (fraction <= 0 || n == 1) return sorted.front();
+  if (fraction >= 1) return sorted.back();
+  const double at = fraction * double(n - 1);
+  const size_t lo = static_cast<size_t>(at);
+  const double t = at - double(lo);
+  return (1 - t) * double(sorted[lo]) + t * double(sorted[std::min(lo + 1, n - 1)]);
+}
+
+void KlStats::add(double nll, double base_nll, const KlPoint& k) {
+  nll_ += nll;
+  base_nll_ += base_nll;
+  dnll2_ += (nll - base_nll) * (nll - base_nll);
+  kl_ += k.kl;
+  kl2_ += k.kl * k.kl;
+  same_ += k.same_top1;
+  kls_.push_back(static_cast<float>(k.kl));
+}
+
+KlSummary KlStats::summary() const {
+  KlSummary s;
+  s.count = count();
+  if (s.count == 0) return s;
+  const double n = double(s.count);
+  // Standard error of a mean from the sums of x and x^2 (population variance / n).
+  const auto stderr_of = [n](double sum, double sum2) {
+    const double m = sum / n;
+    return std::sqrt(std::max(0.0, sum2 / n - m * m) / n);
+  };
+  s.mean = kl_ / n;
+  s.err = stderr_of(kl_, kl2_);
+  std::vector<float> sorted = kls_;
+  std::sort(sorted.begin(), sorted.end());
+  s.median = percentile(sorted, 0.5);
+  s.p95 = percentile(sorted, 0.95);
+  s.p99 = percentile(sorted, 0.99);
+  s.max = sorted.back();
+  s.top1 = double(same_) / n;
+  s.top1_err = s.count > 1 ? std::sqrt(s.top1 * (1 - s.top1) / (n - 1)) : 0.0;
+  s.ppl = std::exp(nll_ / n);
+  s.base_ppl = std::exp(base_nll_ / n);
+  s.delta_ppl = s.ppl - s.base_ppl;
+  s.delta_ppl_err = s.ppl * stderr_of(nll_ - base_nll_, dnll2_);
+  return s;
+}
+
 PplWindows ppl_windows(int64_t n_tokens, int n_ctx, int max_chunks) {
   PplWindows w;
   w.n_ctx = n_ctx;

@@ -19,6 +19,34 @@ struct KlPoint {
 // ref_logp: reference log-probabilities (log_softmax of the reference logits); logits: the row to judge.
 KlPoint kl_divergence(const float* ref_logp, const float* logits, int n);
 
+// Linear interpolation between the closest ranks of sorted values (llama-perplexity's and numpy's
+// default): fraction 0 the smallest, 1 the largest, 0.5 the median. `sorted` must not be empty.
+double percentile(const std::vector<float>& sorted, double fraction);
+
+// What a KL-divergence run reports (llama-perplexity's fields): the KL's mean (with its standard
+// error), median, p95, p99 and max; top-1 agreement with its standard error; both perplexities and
+// their difference with its standard error (from the per-token NLL differences d: PPL = base PPL x
+// e^mean(d), so the error is PPL x stderr(d)).
+struct KlSummary {
+  int64_t count = 0;
+  double mean = 0, err = 0, median = 0, p95 = 0, p99 = 0, max = 0;
+  double top1 = 0, top1_err = 0;
+  double ppl = 0, base_ppl = 0, delta_ppl = 0, delta_ppl_err = 0;
+};
+
+// Accumulates scored positions: this run's NLL of the target, the base's, and the KL point.
+class KlStats {
+ public:
+  void add(double nll, double base_nll, const KlPoint& k);
+  int64_t count() const { return static_cast<int64_t>(kls_.size()); }
+  KlSummary summary() const;  // needs at least one position
+
+ private:
+  double nll_ = 0, base_nll_ = 0, kl_ = 0, kl2_ = 0, dnll2_ = 0;
+  int64_t same_ = 0;
+  std::vector<float> kls_;
+};
+
 // llama-perplexity's windows: the text's tokens cut into n_tokens / n_ctx windows of n_ctx; in
 // each, positions n_ctx/2 .. n_ctx-2 are scored (each predicts the next token).
 struct PplWindows {

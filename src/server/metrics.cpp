@@ -83,6 +83,16 @@ std::string render_samples(const SchedulerStats* s, const RequestCounters& reque
          s->streaming_experts ? (acc > 0 ? s->expert_hits / acc : 0.0) : 1.0);
   metric(out, "strata_expert_bytes_read_total", "counter", "Bytes of experts read from disk.", static_cast<double>(s->expert_bytes_read));
   metric(out, "strata_expert_fetch_wait_seconds_total", "counter", "Seconds the forward pass waited for expert reads.", s->expert_wait_s);
+  const DeviceExpertStats& v = s->vram_experts;
+  if (v.slots > 0) {
+    metric(out, "strata_vram_expert_slots", "gauge", "Expert slots of the VRAM tier.", v.slots);
+    metric(out, "strata_vram_experts_resident", "gauge", "Experts in the VRAM tier now.", v.resident);
+    metric(out, "strata_vram_expert_hits_total", "counter", "Routed expert uses computed on the GPU from VRAM.", static_cast<double>(v.vram_hits));
+    metric(out, "strata_vram_expert_cpu_total", "counter", "Routed expert uses computed on the CPU (RAM hits and disk reads).", static_cast<double>(v.cpu));
+    metric(out, "strata_vram_expert_uploads_total", "counter", "Experts promoted to VRAM.", static_cast<double>(v.uploads));
+    metric(out, "strata_vram_expert_upload_bytes_total", "counter", "Bytes of experts promoted to VRAM.", static_cast<double>(v.upload_bytes));
+    metric(out, "strata_vram_expert_evictions_total", "counter", "Experts that left VRAM for others.", static_cast<double>(v.evictions));
+  }
   return out;
 }
 }  // namespace

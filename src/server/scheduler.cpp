@@ -755,6 +755,7 @@ void Scheduler::update_stats(double t0, double t1, int tokens, int generated) {
     local_.expert_misses = k.misses;
     local_.expert_bytes_read = k.bytes_read;
     local_.expert_wait_s = k.wait_s;
+    if (const LayerExecutor* ex = eng_.model().executor()) local_.vram_experts = ex->stats().experts;
   }
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "model/executor.h"
 #include "runtime/draft.h"
 #include "runtime/slot_draft.h"
 #include "runtime/engine.h"
@@ -166,6 +167,7 @@ struct SchedulerStats {
   bool streaming_experts = false;
   uint64_t expert_hits = 0, expert_misses = 0, expert_bytes_read = 0;
   double expert_wait_s = 0;
+  DeviceExpertStats vram_experts;  // the device's VRAM expert cache (slots 0: none)
   uint64_t draft_passes = 0;      // slot passes that verified drafts
   uint64_t drafts_proposed = 0, drafts_accepted = 0;
   uint64_t draft_experts_demoted = 0;  // experts read only for rejected draft rows, put at the cache's low priority

@@ -40,6 +40,10 @@ json props_json(const ServedModel& m) {
                     {"presence_penalty", s.presence_penalty}, {"frequency_penalty", s.frequency_penalty},
                     {"seed", s.seed},
                     {"speculative.n_max", m.sched->default_draft_max()}, {"speculative.n_min", m.sched->default_draft_min()}};
+  const MoeKnobs& kn = m.eng->model().moe_knobs();  // set at start, per server: read-only since
+  const json knobs{{"k", kn.k},
+                   {"min_mass", kn.min_mass},
+                   {"route_cache", kn.route.on() ? json{{"keep", kn.route.keep}, {"cands", kn.route.cands}} : json(nullptr)}};
   const MemoryPlan plan = m.eng->tier().plan_snapshot();  // an HTTP thread: the engine thread may change it
   const auto token_text = [&](int32_t t) { return t >= 0 && t < m.tok->n_vocab() ? m.tok->token_text(t) : std::string(); };
   return json{{"default_generation_settings", {{"n_ctx", eng.options().n_ctx}, {"params", params}}},
@@ -64,6 +68,7 @@ json props_json(const ServedModel& m) {
                          {"n_expert", n_expert},
                          {"n_expert_used", n_expert_used},
                          {"n_ctx_train", cfg.n_ctx_train}}},
+              {"moe_knobs", knobs},
               {"expert_tier", {{"mode", plan.streaming ? "streaming" : "resident"},
                                {"budget", plan.budget},
                                {"dense_bytes", plan.dense},
@@ -144,6 +149,12 @@ json stats_json(const ServedModel& m) {
   j["model"] = m.model_id;
   j["slots"] = {{"total", st.slots}, {"busy", st.busy}, {"queued", st.queued}};
   j["requests"] = {{"completed", st.requests_done}, {"cancelled", st.requests_cancelled}, {"failed", st.requests_failed}};
+  if (m.eng->model().moe_knobs().route.on()) {  // --route-cache: what it chose since start (relaxed atomics)
+    const RouteCacheCounters& rc = m.eng->model().route_counters();
+    j["route_cache"] = {{"slots", rc.slots.load(std::memory_order_relaxed)},
+                        {"changed", rc.changed.load(std::memory_order_relaxed)},
+                        {"route_agreement", rc.agreement()}};
+  }
   return j;
 }
 

@@ -1,6 +1,7 @@
 #include "server/tier_monitor.h"
 
 #include "model/executor.h"
+#include "runtime/device_report.h"
 
 #include <algorithm>
 #include <chrono>
@@ -86,23 +87,10 @@ void TierMonitor::on_step(int tokens, int generated, double t0, double t1) {
   const float decay = opt_.half_life_tokens > 0 ? static_cast<float>(std::exp2(-tokens / opt_.half_life_tokens)) : 1.0f;
   const LayerExecutor* ex = eng_.model().executor();
   const DeviceStats ds = ex ? ex->stats() : DeviceStats{};
-  const DeviceMemory dm = ex ? ex->device_memory() : DeviceMemory{};
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (ex) {  // the executor's totals since start (the server never resets them)
-      const double nt = static_cast<double>(std::max<uint64_t>(ds.tokens, 1));
-      gpu_ = json{{"device", ex->name()},
-                  {"gpu_layers", ex->n_layers()},
-                  {"vram_used", dm.used},
-                  {"vram_peak", dm.peak},
-                  {"vram_budget", dm.budget},
-                  {"bus_up_per_token", static_cast<double>(ds.bytes_up) / nt},
-                  {"bus_down_per_token", static_cast<double>(ds.bytes_down) / nt},
-                  {"gpu_s", ds.gpu_s},
-                  {"gpu_timestamps", ds.timestamps},
-                  {"gpu_share", ds.run_s > 0 ? std::min(1.0, ds.gpu_s / ds.run_s) : 0.0},
-                  {"cpu_s", ds.cpu_s},
-                  {"bus_s", ds.bus_s}};
+      gpu_ = device_report_json(*ex, static_cast<double>(std::max<uint64_t>(ds.tokens, 1)), ds.run_s);
     }
     streaming_ = streaming;
     for (size_t i = 0; i < heat_.size(); ++i) heat_[i] = heat_[i] * decay + static_cast<float>(pass_counts_[i]);

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "../fixture_sets.h"
 #include "../server/serve_process.h"
 #include "cli_util.h"
@@ -173,6 +175,42 @@ TEST(GpuCli, VramBudgetPlacesTheLeadingLayersAndRunReportsIt) {
   auto bad = run_cmd(run + " --gpu vulkan --vram-budget lots");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("--vram-budget: invalid byte size 'lots'"), std::string::npos) << bad.err;
+}
+
+// The expert tiers through the CLI on the demo model, streaming under --ram-budget 64M with 16 MiB of
+// routed experts in VRAM: the start-up line names the slots and the tiers, `run --json` reports the
+// VRAM tier (exclusive, hits, uploads), the greedy text is the CPU's; a second run with the first
+// run's usage statistics fills VRAM first; malformed options name themselves.
+TEST(GpuCli, VramExpertTiersStreamReportAndWarmStart) {
+  const std::string stats = (std::filesystem::temp_directory_path() / ("strata_vram_warm_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(stats);
+  const std::string run = "run -m " + gpu_tiny_model() + " -p 'And God said unto Moses,' -n 24 --temp 0 -c 128 --json --ram-budget 64M";
+  auto cpu = run_cmd(run + " --no-warm-start");
+  auto first = run_cmd(run + " --gpu vulkan --vram-experts 16M --stats-dir " + stats);
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.err.find("routed experts in VRAM"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("exclusive"), std::string::npos) << first.err;
+  const auto cj = nlohmann::json::parse(last_json_line(cpu.out));
+  const auto gj = nlohmann::json::parse(last_json_line(first.out));
+  EXPECT_EQ(gj["text"], cj["text"]);
+  const auto& x = gj["gpu"]["generation"]["experts"];
+  ASSERT_TRUE(x.is_object()) << gj["gpu"].dump();
+  EXPECT_EQ(x["tiers"], "exclusive");
+  EXPECT_GT(x["slots"].get<int>(), 0);
+  EXPECT_GT(x["vram_hits"].get<uint64_t>(), 0u);
+  EXPECT_GT(x["uploads"].get<uint64_t>(), 0u);
+  EXPECT_LE(x["resident"].get<int>(), x["slots"].get<int>());
+  auto second = run_cmd(run + " --gpu vulkan --vram-experts 16M --stats-dir " + stats);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.err.find("routed experts into VRAM first"), std::string::npos) << second.err;
+  EXPECT_EQ(nlohmann::json::parse(last_json_line(second.out))["text"], cj["text"]);
+  std::filesystem::remove_all(stats);
+  for (const std::string bad : {"--vram-experts lots", "--tiers sideways", "--vram-pp sometimes", "--vram-upload 0"}) {
+    auto r = run_cmd(run + " --no-warm-start --gpu vulkan " + bad);
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_NE(r.err.find(bad.substr(0, bad.find(' '))), std::string::npos) << bad << ": " << r.err;
+  }
 }
 
 // --cache-type-k/-v choose the device's KV cache too: with f32 and with q8_0 (f16 is the default,

@@ -90,3 +90,64 @@ TEST(PerplexityCli, FewerExpertsArePricedInKlAndReadFewerBytes) {
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("chooses 4 experts"), std::string::npos) << bad.err;
 }
+
+// Cache-conditional routing (issue 37's --route-cache J[,M]) on the trained model: J = k, or every
+// expert resident (no budget), give the run's logits exactly; with experts streamed under a 64M
+// budget (115 of 512 cached) J = 1 of 16 candidates has a KL above 0, a route agreement below 1,
+// and fewer misses than the plain routing; malformed or out-of-range values are clear errors.
+TEST(PerplexityCli, RouteCacheIsPricedInKlAndMissesLess) {
+  const std::string base = "/tmp/strata_ppl_route_" + std::to_string(::getpid()) + ".bin";
+  // -b 1: token by token, so each routes against the cache a decode step sees (a 64-token pass of
+  // a cold 115-expert cache finds nothing resident at its layer).
+  const std::string common = " -c 64 -b 1 -t 2 --json --no-warm-start";
+  const std::string budget = " --ram-budget 64M";
+  ASSERT_EQ(run_cmd("perplexity -m " + kModel + " -f " + kText + common + " --kl-divergence-base " + base).code, 0);
+  const auto kl = [&](const std::string& knobs) {
+    const CmdResult r = run_cmd("perplexity -m " + kModel + " --kl-divergence " + base + common + " " + knobs);
+    EXPECT_EQ(r.code, 0) << knobs << ": " << r.err;
+    return nlohmann::json::parse(last_line(r.out))["kl_divergence"];
+  };
+  const auto self = kl(""), self_streamed = kl(budget);
+  const auto same = [](const nlohmann::json& a, const nlohmann::json& b, const std::string& what) {
+    EXPECT_EQ(a["mean"].get<double>(), b["mean"].get<double>()) << what;
+    EXPECT_EQ(a["max"].get<double>(), b["max"].get<double>()) << what;
+    EXPECT_EQ(a["delta_ppl"].get<double>(), b["delta_ppl"].get<double>()) << what;
+  };
+  same(kl("--route-cache 4" + budget), self_streamed, "J = k");
+  same(kl("--route-cache 0,64"), self, "all resident");
+  const auto lossy = kl("--route-cache 1,16" + budget);
+  EXPECT_GT(lossy["mean"].get<double>(), self_streamed["mean"].get<double>());
+  EXPECT_LE(lossy["p99"].get<double>(), lossy["max"].get<double>());
+  std::remove(base.c_str());
+
+  const auto run = [&](const std::string& knobs) {
+    const CmdResult r = run_cmd("run -m " + kModel + " -f " + kText + " -n 24 --temp 0 -c 256 -t 2 --no-warm-start --json" + budget + " " + knobs);
+    EXPECT_EQ(r.code, 0) << knobs << ": " << r.err;
+    return nlohmann::json::parse(last_line(r.out));
+  };
+  const auto plain = run(""), cached = run("--route-cache 1,16");
+  EXPECT_FALSE(plain["moe_knobs"].contains("route_cache"));
+  const auto& rc = cached["moe_knobs"]["route_cache"];
+  EXPECT_EQ(rc["keep"].get<int>(), 1);
+  EXPECT_EQ(rc["cands"].get<int>(), 16);
+  EXPECT_EQ(rc["slots"].get<uint64_t>() % 4, 0u);  // k = 4 choices per token and layer
+  EXPECT_GT(rc["changed"].get<uint64_t>(), 0u);
+  EXPECT_LT(rc["route_agreement"].get<double>(), 1.0);
+  EXPECT_LT(cached["experts"]["misses"].get<uint64_t>(), plain["experts"]["misses"].get<uint64_t>());
+  EXPECT_LT(cached["experts"]["bytes_read"].get<uint64_t>(), plain["experts"]["bytes_read"].get<uint64_t>());
+
+  // bench --json counts every choice: 8 decode steps x 8 layers x k = 4 (prefetch predictions are not counted);
+  // M defaults to 2k.
+  const CmdResult b = run_cmd("bench -m " + kModel + " -p 0 -n 8 -c 256 -t 2 --disk-probe 0 --json" + budget + " --no-warm-start --route-cache 1");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto brc = nlohmann::json::parse(last_line(b.out))["moe_knobs"]["route_cache"];
+  EXPECT_EQ(brc["cands"].get<int>(), 8) << brc.dump();
+  EXPECT_EQ(brc["slots"].get<uint64_t>(), 8u * 8 * 4) << brc.dump();
+  EXPECT_LE(brc["changed"].get<uint64_t>(), 8u * 8 * 3) << brc.dump();  // J = 1: the first choice never changes
+
+  for (const auto& [bad, msg] : {std::pair{"5", "at most the 4 experts"}, {"1,2", "between the model's k (4)"}, {"1,x", "expected J or J,M"}}) {
+    const CmdResult r = run_cmd("perplexity -m " + kModel + " -f " + kText + common + " --route-cache " + bad);
+    EXPECT_NE(r.code, 0) << bad;
+    EXPECT_NE(r.err.find(msg), std::string::npos) << bad << ": " << r.err;
+  }
+}

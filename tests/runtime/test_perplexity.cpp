@@ -62,3 +62,57 @@ TEST(Perplexity, WindowsAsLlamaPerplexity) {
   EXPECT_EQ(ppl_windows(1000, 256, 2).n_chunk, 2);
   EXPECT_EQ(ppl_windows(100, 256, 0).n_chunk, 0);
 }
+
+TEST(Perplexity, PercentileInterpolatesBetweenRanks) {
+  const std::vector<float> v = {1, 2, 3, 4};
+  EXPECT_DOUBLE_EQ(percentile(v, 0.5), 2.5);   // between ranks 1 and 2
+  EXPECT_DOUBLE_EQ(percentile(v, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 1.0), 4.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 0.95), 3.85);  // 0.95 * 3 = 2.85: 3 + 0.85
+  EXPECT_DOUBLE_EQ(percentile({7.0f}, 0.99), 7.0);
+  std::vector<float> hundred(101);
+  for (int i = 0; i <= 100; ++i) hundred[static_cast<size_t>(i)] = static_cast<float>(i);
+  EXPECT_DOUBLE_EQ(percentile(hundred, 0.99), 99.0);
+  EXPECT_DOUBLE_EQ(percentile(hundred, 0.5), 50.0);
+}
+
+// Ten positions whose figures are known: KL 0.1 .. 1.0, eight of ten with the same top-1, this
+// run's NLL 0.1 above the base's at every position but the last (0.3 above).
+TEST(Perplexity, KlStatsOfKnownPositions) {
+  KlStats s;
+  for (int i = 1; i <= 10; ++i) {
+    KlPoint k;
+    k.kl = 0.1 * i;
+    k.same_top1 = i <= 8;
+    s.add(2.0 + (i == 10 ? 0.3 : 0.1), 2.0, k);
+  }
+  const KlSummary r = s.summary();
+  EXPECT_EQ(r.count, 10);
+  EXPECT_NEAR(r.mean, 0.55, 1e-12);
+  // Population variance of 0.1..1.0 is 0.0825; the mean's standard error sqrt(0.0825 / 10).
+  EXPECT_NEAR(r.err, std::sqrt(0.0825 / 10), 1e-9);
+  EXPECT_NEAR(r.median, 0.55, 1e-6);          // between 0.5 and 0.6
+  EXPECT_NEAR(r.p95, 0.1 * (1 + 0.95 * 9), 1e-6);  // 0.9555
+  EXPECT_NEAR(r.p99, 0.1 * (1 + 0.99 * 9), 1e-6);  // 0.9911
+  EXPECT_NEAR(r.max, 1.0, 1e-6);
+  EXPECT_DOUBLE_EQ(r.top1, 0.8);
+  EXPECT_NEAR(r.top1_err, std::sqrt(0.8 * 0.2 / 9), 1e-12);
+  EXPECT_NEAR(r.base_ppl, std::exp(2.0), 1e-9);
+  const double dm = 0.12;  // mean NLL difference: (9 * 0.1 + 0.3) / 10
+  EXPECT_NEAR(r.ppl, std::exp(2.0 + dm), 1e-9);
+  EXPECT_NEAR(r.delta_ppl, std::exp(2.0 + dm) - std::exp(2.0), 1e-9);
+  // The differences' population variance: 0.9 * 0.02^2 + 0.1 * 0.18^2 = 0.0036.
+  EXPECT_NEAR(r.delta_ppl_err, r.ppl * std::sqrt(0.0036 / 10), 1e-9);
+}
+
+TEST(Perplexity, KlStatsOfIdenticalRowsAreZero) {
+  KlStats s;
+  for (int i = 0; i < 5; ++i) s.add(3.0, 3.0, KlPoint{0.0, true});
+  const KlSummary r = s.summary();
+  EXPECT_EQ(r.mean, 0.0);
+  EXPECT_EQ(r.max, 0.0);
+  EXPECT_EQ(r.top1, 1.0);
+  EXPECT_EQ(r.top1_err, 0.0);
+  EXPECT_EQ(r.delta_ppl, 0.0);
+  EXPECT_EQ(r.delta_ppl_err, 0.0);
+}

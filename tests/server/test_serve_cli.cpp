@@ -83,11 +83,11 @@ TEST(ServeCli, DraftModelDraftsAndAnotherVocabularyIsAnErrorAtStart) {
 
 // --draft lookup under a budget: each slot's routing memory (for predicted routing, used while
 // experts stream) is in the memory plan, as drafting bytes, exactly routing_memory_bytes for the
-// server's slots.
+// server's slots. The lossy routing knobs given at start are in /props, the route cache's choices in /stats.
 TEST(ServeCli, LookupRoutingMemoryIsInTheMemoryPlan) {
   SKIP_WITHOUT_SERVER_FIXTURE();
   ServeProcess serve("serve_route_mem_test", {"-m", server_fixture(), "--draft", "lookup", "--port", "0", "--parallel", "2", "-c", "256", "-b", "64",
-                                               "-t", "1", "--ram-budget", "64M"});
+                                               "-t", "1", "--ram-budget", "64M", "--route-cache", "1,6", "--moe-min-mass", "0.9"});
   ASSERT_TRUE(serve.started()) << "cannot start " << STRATA_BINARY;
   ASSERT_TRUE(serve.ready()) << serve.log();
   httplib::Client c("127.0.0.1", serve.port());
@@ -96,6 +96,21 @@ TEST(ServeCli, LookupRoutingMemoryIsInTheMemoryPlan) {
   const json tier = json::parse(props->body)["expert_tier"];
   const uint64_t want = routing_memory_bytes(Model::load(server_fixture())->config(), 256, 64, 2);
   EXPECT_NE(tier["plan"].get<std::string>().find("drafting " + format_bytes(want)), std::string::npos) << tier.dump();
+  // Issue 37's knobs are the server's (every request routes with them), reported as given.
+  const json knobs = json::parse(props->body)["moe_knobs"];
+  EXPECT_EQ(knobs["route_cache"], (json{{"keep", 1}, {"cands", 6}})) << knobs.dump();
+  EXPECT_FLOAT_EQ(knobs["min_mass"].get<float>(), 0.9f) << knobs.dump();
+  EXPECT_EQ(knobs["k"], 0) << knobs.dump();
+  // /stats counts the route cache's choices: 4 generated tokens routed at least k = 3 experts in each of the layers.
+  auto r = c.Post("/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 4}, {"ignore_eos", true}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  auto stats = c.Get("/stats");
+  ASSERT_TRUE(stats);
+  const json rc = json::parse(stats->body)["route_cache"];
+  EXPECT_GE(rc["slots"].get<uint64_t>(), 4u * 3) << stats->body;
+  EXPECT_EQ(rc["slots"].get<uint64_t>() % 3, 0u) << stats->body;
+  EXPECT_LE(rc["route_agreement"].get<double>(), 1.0) << stats->body;
   const int st = serve.stop();
   EXPECT_TRUE(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << serve.log();
 }

@@ -257,6 +257,9 @@ function renderStats(s) {
       (g.vram_budget ? ' of ' + fmtBytes(g.vram_budget) : '');
     $('stat-bus').textContent = fmtBytes(g.bus_up_per_token) + ' up, ' + fmtBytes(g.bus_down_per_token) + ' down';
     $('stat-gpu-share').textContent = g.gpu_timestamps ? fmtPct(g.gpu_share) : 'not measured';
+    const x = g.experts;
+    $('stat-vram-experts').textContent = x ? x.resident + '/' + x.slots + ' slots (' + x.tiers + '), ' + fmtPct(x.vram_hit_rate) + ' of uses on the GPU, ' +
+      x.uploads_per_token.toFixed(2) + ' uploads per token' : 'none';
   }
   $('server-state').textContent = s.slots.busy + '/' + s.slots.total + ' slots busy' + (s.slots.queued ? ', ' + s.slots.queued + ' queued' : '');
   drawHeat(s.heat);

@@ -1,0 +1,104 @@
+#include "model/standin_experts.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "gguf/gguf_names.h"
+
+namespace strata {
+
+void check_standin_matches(const Model& full, const Model& standin) {
+  const ModelConfig &a = full.config(), &b = standin.config();
+  const std::string& p = standin.gguf().path();
+  const auto same = [&](auto x, auto y, const std::string& what) {
+    STRATA_CHECK(x == y, "--miss-model {}: {} is {}, the model's {}", p, what, y, x);
+  };
+  same(full.gguf().architecture(), standin.gguf().architecture(), "the architecture");
+  same(a.n_vocab, b.n_vocab, "the vocabulary size");
+  same(a.n_embd, b.n_embd, "the embedding width");
+  same(a.n_layer, b.n_layer, "the layer count");
+  const GgufValue *ta = full.gguf().find("tokenizer.ggml.tokens"), *tb = standin.gguf().find("tokenizer.ggml.tokens");
+  STRATA_CHECK((ta == nullptr) == (tb == nullptr), "--miss-model {}: tokenizer.ggml.tokens is {} there", p, tb ? "present" : "absent");
+  if (ta) {
+    same(ta->strings.size(), tb->strings.size(), "the token count");
+    for (size_t i = 0; i < ta->strings.size(); ++i)
+      STRATA_CHECK(ta->strings[i] == tb->strings[i], "--miss-model {}: token {} is '{}', the model's '{}'", p, i, tb->strings[i], ta->strings[i]);
+  }
+  for (int l = 0; l < a.n_layer; ++l) {
+    const LayerConfig &x = a.layers[static_cast<size_t>(l)], &y = b.layers[static_cast<size_t>(l)];
+    const std::string at = fmt::format("layer {}'s ", l);
+    same(x.ffn == FfnKind::Moe, y.ffn == FfnKind::Moe, at + "MoE flag");
+    same(x.n_expert, y.n_expert, at + "expert count");
+    same(x.n_expert_used, y.n_expert_used, at + "experts per token");
+    same(x.n_ff_exp, y.n_ff_exp, at + "expert width");
+  }
+  for (const GgufTensor& t : full.gguf().tensors()) {
+    if (t.name.find(tn::kRoutedExpertsMark) == std::string_view::npos) continue;
+    const GgufTensor* u = standin.gguf().tensor(t.name);
+    STRATA_CHECK(u, "--miss-model {}: no tensor {}", p, t.name);
+    STRATA_CHECK(u->ne == t.ne, "--miss-model {}: tensor {} is {}, the model's {}", p, t.name, u->shape_string(), t.shape_string());
+  }
+}
+
+StandInExperts::StandInExperts(ExpertProvider& inner, const Model& standin, int keep) : inner_(inner), mapped_(standin.weights()), keep_(keep) {}
+
+void StandInExperts::begin_batch(int n_tokens) {
+  route_layer_ = layer_ = -1;
+  inner_.begin_batch(n_tokens);
+}
+
+void StandInExperts::on_route(int layer, int token, const int32_t* ids, int k) {
+  (void)token;
+  if (layer != route_layer_) {
+    std::fill(std::begin(protected_), std::end(protected_), false);
+    route_layer_ = layer;
+  }
+  for (int j = 0; j < std::min(keep_, k); ++j) protected_[ids[j]] = true;
+}
+
+// An expert not in memory and not among any token's first `keep` choices of this layer comes from
+// the stand-in. A request for a layer whose routing was not seen (a NextN pass: its blocks are
+// other layers to the provider) takes nothing from the stand-in.
+void StandInExperts::request(int layer, const int32_t* experts, int n) {
+  layer_ = layer;
+  std::fill(std::begin(is_standin_), std::end(is_standin_), false);
+  forward_.clear();
+  for (int i = 0; i < n; ++i) {
+    const int e = experts[i];
+    is_standin_[e] = layer == route_layer_ && !protected_[e] && !inner_.in_memory(layer, e);
+    if (!is_standin_[e]) forward_.push_back(e);
+  }
+  inner_.request(layer, forward_.data(), static_cast<int>(forward_.size()));
+}
+
+ExpertMats StandInExperts::standin_mats(int e) {
+  const ExpertMats m = mapped_.acquire(layer_, e);
+  c_.experts++;
+  for (const QMatrix* q : {&m.gate, &m.up, &m.down}) c_.bytes += ggml_row_size(q->type, static_cast<uint64_t>(q->cols)) * static_cast<uint64_t>(q->rows);
+  return m;
+}
+
+ExpertMats StandInExperts::acquire(int layer, int e) { return standin(layer, e) ? standin_mats(e) : inner_.acquire(layer, e); }
+
+// Stand-ins first (they are mapped: nothing to wait for); once none is pending, every pending
+// expert is one inner was asked for.
+int StandInExperts::acquire_next(int layer, const int32_t* pending, int n, ExpertMats* out) {
+  for (int i = 0; i < n; ++i)
+    if (standin(layer, pending[i])) {
+      *out = standin_mats(pending[i]);
+      return i;
+    }
+  return inner_.acquire_next(layer, pending, n, out);
+}
+
+bool StandInExperts::try_acquire(int layer, int e, ExpertMats* out) {
+  if (!standin(layer, e)) return inner_.try_acquire(layer, e, out);
+  *out = standin_mats(e);
+  return true;
+}
+
+void StandInExperts::release(int layer, int e) {
+  if (!standin(layer, e)) inner_.release(layer, e);
+}
+
+}  // namespace strata

@@ -1,0 +1,68 @@
+#pragma once
+// Low-bit stand-ins for missed experts (issue 37, --miss-model FILE.gguf; after HOBBIT): a second
+// file of the same architecture and expert shapes at fewer bits (strata quantize --experts-only
+// writes one). Per MoE layer, an expert that is not in memory (ExpertProvider::in_memory) and that
+// no token of the pass chose among its first `keep` (the router's top J) is computed from the
+// stand-in's bytes (mapped; read from disk as the kernels touch them) instead of being read whole
+// into the expert cache. It sits between the model and its expert provider and watches the
+// routing (it is both): the model's routing observers see each token's choices, in the router's
+// order, before the layer's request.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/limits.h"
+#include "model/model.h"
+
+namespace strata {
+
+// Throws strata::Error naming the first difference: architecture, vocabulary (size or a token),
+// embedding width, layer count, a layer's FFN kind / experts / experts per token / expert width,
+// or a routed expert tensor's shape or absence.
+void check_standin_matches(const Model& full, const Model& standin);
+
+struct StandInCounters {
+  uint64_t experts = 0;  // (layer, expert) computed from the stand-in, once per pass each
+  uint64_t bytes = 0;    // the stand-in's bytes of those experts (what the kernels read at most)
+};
+
+class StandInExperts final : public ExpertProvider, public RoutingObserver {
+ public:
+  // inner: the model's provider (the expert cache); standin: the stand-in model (checked against
+  // the full model by the caller); keep: a token's first `keep` choices always come from inner.
+  StandInExperts(ExpertProvider& inner, const Model& standin, int keep);
+
+  void request(int layer, const int32_t* experts, int n) override;
+  void prefetch(int layer, const int32_t* experts, int n) override { inner_.prefetch(layer, experts, n); }
+  ExpertMats acquire(int layer, int e) override;
+  int acquire_next(int layer, const int32_t* pending, int n, ExpertMats* out) override;
+  bool try_acquire(int layer, int e, ExpertMats* out) override;
+  void release(int layer, int e) override;
+  bool in_memory(int layer, int e) const override { return inner_.in_memory(layer, e); }
+  // A faster tier above takes the full model's bytes, never the stand-in's.
+  bool peek(int layer, int e, ExpertMats* out) override { return inner_.peek(layer, e, out); }
+  void give_up(int layer, int e) override { inner_.give_up(layer, e); }
+  void on_abort() override { inner_.on_abort(); }
+  void begin_batch(int n_tokens) override;
+
+  void on_route(int layer, int token, const int32_t* ids, int k) override;
+
+  const StandInCounters& counters() const { return c_; }
+
+ private:
+  bool standin(int layer, int e) const { return layer == layer_ && is_standin_[e]; }
+  ExpertMats standin_mats(int e);
+
+  ExpertProvider& inner_;
+  MappedExperts mapped_;
+  int keep_;
+  int route_layer_ = -1;  // the layer whose routing `protected_` holds
+  bool protected_[kMaxExperts] = {};
+  int layer_ = -1;        // the layer whose request `is_standin_` holds
+  bool is_standin_[kMaxExperts] = {};
+  std::vector<int32_t> forward_;  // request()'s experts for inner
+  StandInCounters c_;
+};
+
+}  // namespace strata
