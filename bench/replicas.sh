@@ -22,6 +22,7 @@ PORT=${PORT:-18480}
 command -v haproxy >/dev/null || { echo "replicas.sh: haproxy is not installed (Debian package 'haproxy')" >&2; exit 2; }
 [ -x "$STRATA" ] || { echo "replicas.sh: no $STRATA (make build-cli)" >&2; exit 2; }
 WORK=$(mktemp -d /tmp/strata-bench-replicas.XXXXXX)
+. scripts/fleet.sh
 pids=()
 stop() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; pids=(); }
 trap 'stop; rm -rf "$WORK"' EXIT
@@ -39,20 +40,7 @@ metric_sum() {  # NAME N: the sum of NAME over replicas 1..N
 run() {  # N MODE
   local n=$1 mode=$2 cfg="$WORK/haproxy.cfg"
   sed "s/^    balance hash var(txn.key)$/    balance $([ "$mode" = affinity ] && echo 'hash var(txn.key)' || echo roundrobin)/" deploy/haproxy/strata.cfg >"$cfg"
-  for i in $(seq 1 "$n"); do
-    "$STRATA" serve -m "$MODEL" --port $((PORT + i)) --replica "r$i" --parallel "$PARALLEL" -c 1024 --ram-budget "$RAM_BUDGET" \
-      --no-webui --disk-probe 0 2>"$WORK/r$i.log" &
-    pids+=($!)
-    echo "    server r$i 127.0.0.1:$((PORT + i))" >>"$cfg"
-  done
-  STRATA_LB_BIND=127.0.0.1:$PORT STRATA_LB_STATS=127.0.0.1:$((PORT + 100)) haproxy -db -f "$cfg" >"$WORK/haproxy.log" 2>&1 &
-  pids+=($!)
-  for i in $(seq 1 "$n"); do
-    until curl -sf "http://127.0.0.1:$((PORT + i))/health" >/dev/null; do
-      kill -0 "${pids[$((i - 1))]}" 2>/dev/null || { echo "replicas.sh: replica r$i exited:" >&2; tail -3 "$WORK/r$i.log" >&2; exit 1; }
-      sleep 0.2
-    done
-  done
+  start_fleet "$n" "$cfg" "$WORK" --parallel "$PARALLEL" -c 1024 --ram-budget "$RAM_BUDGET" --no-webui --disk-probe 0
   until curl -s "http://127.0.0.1:$((PORT + 100))/stats;csv" | awk -F, -v n="$n" '$1=="strata" && $2!="BACKEND" && $18=="UP" {u++} END {exit !(u==n)}'; do sleep 0.2; done
   local out
   out=$(python3 - "$PORT" "$CONVS" "$TURNS" "$TOKENS" <<'PY'

@@ -36,19 +36,7 @@ trap stop_all EXIT INT TERM
 
 cfg="$RUN_DIR/haproxy.cfg"
 cp deploy/haproxy/strata.cfg "$cfg"
-for i in $(seq 1 "$N"); do
-  "$STRATA" serve -m "$MODEL" --host 127.0.0.1 --port $((PORT + i)) --replica "r$i" "$@" 2>"$RUN_DIR/r$i.log" &
-  pids+=($!)
-  echo "    server r$i 127.0.0.1:$((PORT + i))" >>"$cfg"
-done
-STRATA_LB_BIND=127.0.0.1:$PORT STRATA_LB_STATS=127.0.0.1:$((PORT + 100)) haproxy -f "$cfg" -db >"$RUN_DIR/haproxy.log" 2>&1 &
-pids+=($!)
-# Ready when every replica answers /health 200 (a replica whose process ended is an error).
-for i in $(seq 1 "$N"); do
-  until curl -sf "http://127.0.0.1:$((PORT + i))/health" >/dev/null; do
-    kill -0 "${pids[$((i - 1))]}" 2>/dev/null || { echo "cluster.sh: replica r$i exited:" >&2; tail -5 "$RUN_DIR/r$i.log" >&2; exit 1; }
-    sleep 0.2
-  done
-done
+. scripts/fleet.sh
+start_fleet "$N" "$cfg" "$RUN_DIR" "$@"
 echo "strata cluster: $N replicas of $MODEL behind http://127.0.0.1:$PORT (HAProxy status: http://127.0.0.1:$((PORT + 100))/stats; logs in $RUN_DIR)"
 wait "${pids[-1]}" || true  # until HAProxy ends (or Ctrl-C)

@@ -28,16 +28,25 @@ struct DeviceLayerTimes {
   double cpu_s = 0;   // host compute inside the layer: routed experts, blocks the device does not run
   double bus_s = 0;   // host time in copies between host and device
 };
-// The VRAM expert cache (model/vram_experts.h), when the executor has one (slots 0: none).
-struct DeviceExpertStats {
+// What the VRAM expert cache (model/vram_experts.h) did since its last reset_counters().
+struct VramExpertCounters {
+  uint64_t passes = 0;
+  uint64_t vram_hits = 0;    // (layer, expert) uses computed from VRAM
+  uint64_t cpu = 0;          // ... computed on the CPU (RAM hits and disk reads)
+  uint64_t offered = 0;      // RAM hits offered to the VRAM policy
+  uint64_t uploads = 0, upload_bytes = 0;
+  uint64_t evictions = 0;    // experts that left VRAM for others
+  uint64_t cancelled = 0;    // admitted, but gone from RAM by the end of the pass: not uploaded
+  uint64_t deferred = 0;     // not offered: the pass's upload bytes were spent
+  uint64_t gpu_rows = 0;     // (token, expert) rows computed on the device
+  uint64_t pp_uploads = 0, pp_upload_bytes = 0;  // experts uploaded for one pass by prompt processing's choice
+  double upload_s = 0;       // host time in end_pass's uploads
+};
+// ... as the executor reports it, with the cache's shape (slots 0: the executor has none).
+struct DeviceExpertStats : VramExpertCounters {
   int slots = 0, resident = 0;
   uint64_t slot_bytes = 0;
-  std::string tiers;                // "exclusive" or "inclusive"
-  uint64_t vram_hits = 0, cpu = 0;  // (layer, expert) uses computed on the device, on the CPU
-  uint64_t uploads = 0, upload_bytes = 0, evictions = 0;
-  uint64_t gpu_rows = 0;            // (token, expert) rows the device computed
-  uint64_t pp_uploads = 0, pp_upload_bytes = 0;  // experts uploaded for one prompt pass by cost
-  double upload_s = 0;              // host time uploading promotions between passes
+  std::string tiers;  // "exclusive" or "inclusive"
   double hit_rate() const { return vram_hits + cpu ? double(vram_hits) / double(vram_hits + cpu) : 0.0; }
 };
 // What the executor's passes cost since the last reset_stats().

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "experts/cache_state.h"
+#include "model/executor.h"
 #include "experts/tier_sim.h"
 #include "gpu/ops.h"
 #include "model/forward.h"
@@ -69,19 +70,7 @@ struct VramExpertOptions {
   std::string policy = "default";
 };
 
-struct VramExpertCounters {
-  uint64_t passes = 0;
-  uint64_t vram_hits = 0;    // (layer, expert) uses computed from VRAM
-  uint64_t cpu = 0;          // ... computed on the CPU (RAM hits and disk reads)
-  uint64_t offered = 0;      // RAM hits offered to the VRAM policy
-  uint64_t uploads = 0, upload_bytes = 0;
-  uint64_t evictions = 0;    // experts that left VRAM for others
-  uint64_t cancelled = 0;    // admitted, but gone from RAM by the end of the pass: not uploaded
-  uint64_t deferred = 0;     // not offered: the pass's upload bytes were spent
-  uint64_t gpu_rows = 0;     // (token, expert) rows computed on the device
-  uint64_t pp_uploads = 0, pp_upload_bytes = 0;  // experts uploaded for one pass by prompt processing's choice
-  double upload_s = 0;       // host time in end_pass's uploads
-};
+// VramExpertCounters: model/executor.h (the device's reports extend them).
 
 class VramExperts final : public ExpertOffload {
  public:

@@ -22,21 +22,12 @@ namespace strata {
 namespace {
 
 DeviceExpertStats vram_stats(const VramExperts& v) {
-  const VramExpertCounters& k = v.counters();
   DeviceExpertStats s;
+  static_cast<VramExpertCounters&>(s) = v.counters();
   s.slots = v.n_slots();
   s.slot_bytes = v.layout().slot_bytes;
   s.resident = static_cast<int>(v.state().resident_count());
   s.tiers = std::string(tier_mode_name(v.mode()));
-  s.vram_hits = k.vram_hits;
-  s.cpu = k.cpu;
-  s.uploads = k.uploads;
-  s.upload_bytes = k.upload_bytes;
-  s.evictions = k.evictions;
-  s.gpu_rows = k.gpu_rows;
-  s.pp_uploads = k.pp_uploads;
-  s.pp_upload_bytes = k.pp_upload_bytes;
-  s.upload_s = k.upload_s;
   return s;
 }
 

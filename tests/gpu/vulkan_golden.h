@@ -78,6 +78,69 @@ struct VkGoldenRun {
   int gpu_layers = -1;
 };
 
+// The worst figures of one golden set's walk.
+struct VkGoldenWalk {
+  double worst_cos = 1, worst_cpu_cos = 1, worst_agree = 1;
+  int good = 0, prompts = 0;  // prompts, and those with last-position cosine >= 0.999 against llama.cpp
+};
+
+// Every prompt of `set` through `gpu` (and the CPU path `cpu`), held to llama.cpp's logits and the
+// CPU's as the header says. Bit for bit: `twin` (an engine built as `gpu`) runs the same passes in
+// lockstep, prompt and teacher-forced steps; without one, `gpu` runs each prompt twice.
+inline VkGoldenWalk vk_walk_golden(const std::string& set, Engine& gpu, Engine& cpu, Engine* twin = nullptr) {
+  const std::string dir = test::fixtures_dir() + "/" + set;
+  const int nv = gpu.config().n_vocab;
+  VkGoldenWalk w;
+  for (const auto& p : test::golden_prompts(set)) {
+    const auto j = test::read_json(dir + "/golden/" + p + ".json");
+    const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto ref = test::read_f32(dir + "/golden/" + p + ".last_logits.f32");
+    EXPECT_EQ(ref.size(), static_cast<size_t>(nv));
+    if (ref.size() != static_cast<size_t>(nv)) return w;
+    const int n = static_cast<int>(prompt.size());
+    std::vector<float> row, again, c;
+    gpu.eval(0, prompt.data(), n, 0, false, row);
+    (twin ? *twin : gpu).eval(0, prompt.data(), n, 0, false, again);
+    cpu.eval(0, prompt.data(), n, 0, false, c);
+    EXPECT_EQ(row.size(), static_cast<size_t>(nv));
+    EXPECT_EQ(0, std::memcmp(row.data(), again.data(), row.size() * 4)) << set << "/" << p << ": the same passes, run to run";
+    const double cos = test::compare_logits(row.data(), ref.data(), ref.size()).cosine;
+    const double cc = test::compare_logits(row.data(), c.data(), c.size()).cosine;
+    EXPECT_GE(cos, 0.99) << set << "/" << p;
+    EXPECT_GE(cc, 0.999) << set << "/" << p << ": against the CPU path";
+    w.good += cos >= 0.999;
+    ++w.prompts;
+    w.worst_cos = std::min(w.worst_cos, cos);
+    w.worst_cpu_cos = std::min(w.worst_cpu_cos, cc);
+    // Teacher-forced: llama.cpp's greedy tokens fed one by one; the GPU's argmax agrees.
+    const auto& steps = j["greedy"]["steps"];
+    int agree = 0, counted = 0, pos = n;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const int32_t want = steps[s]["token"].get<int32_t>();
+      agree += Sampler::argmax(row.data(), nv) == want;
+      ++counted;
+      if (s + 1 == steps.size()) break;
+      gpu.eval(0, &want, 1, pos, false, row);
+      if (twin) {
+        twin->eval(0, &want, 1, pos, false, again);
+        EXPECT_EQ(0, std::memcmp(row.data(), again.data(), static_cast<size_t>(nv) * 4)) << set << "/" << p << " step " << s;
+      }
+      ++pos;
+    }
+    const double rate = counted ? static_cast<double>(agree) / counted : 1.0;
+    w.worst_agree = std::min(w.worst_agree, rate);
+    EXPECT_GE(rate, 0.9) << set << "/" << p << " teacher-forced top-1 agreement";
+  }
+  EXPECT_GT(w.prompts, 0);
+  EXPECT_GE(w.good, w.prompts - 1) << set << ": last-position cosine >= 0.999 needed for all but one prompt";
+  return w;
+}
+
+inline void vk_print_walk(const std::string& set, const VkGoldenWalk& w, const char* what = "vulkan") {
+  std::printf("[%-18s] %s: worst cosine %.6f against llama.cpp, %.6f against the CPU path, teacher-forced agreement %.3f\n", set.c_str(), what,
+              w.worst_cos, w.worst_cpu_cos, w.worst_agree);
+}
+
 inline void vk_check_golden_set(const std::string& set, const VkGoldenRun& run = {}) {
   const std::string dir = test::fixtures_dir() + "/" + set;
   if (!std::filesystem::exists(dir + "/model.gguf")) STRATA_MISSING_FIXTURE(dir + "/model.gguf");
@@ -89,52 +152,11 @@ inline void vk_check_golden_set(const std::string& set, const VkGoldenRun& run =
     ASSERT_EQ(gpu_eng->model().executor()->n_layers(), run.gpu_layers) << "layers placed under " << budget << " bytes";
   }
   EXPECT_NE(gpu_eng->model().executor()->name().find(vk_device().info().name), std::string::npos);
-  const int nv = gpu_eng->config().n_vocab;
-  double worst_cos = 1, worst_cpu_cos = 1, worst_agree = 1;
-  int good = 0, prompts = 0;
-  for (const auto& p : test::golden_prompts(set)) {
-    const auto j = test::read_json(dir + "/golden/" + p + ".json");
-    const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
-    const auto ref = test::read_f32(dir + "/golden/" + p + ".last_logits.f32");
-    ASSERT_EQ(ref.size(), static_cast<size_t>(nv));
-    const int n = static_cast<int>(prompt.size());
-    std::vector<float> row, again, cpu;
-    gpu_eng->eval(0, prompt.data(), n, 0, false, row);
-    gpu_eng->eval(0, prompt.data(), n, 0, false, again);
-    cpu_eng->eval(0, prompt.data(), n, 0, false, cpu);
-    ASSERT_EQ(row.size(), static_cast<size_t>(nv));
-    EXPECT_EQ(0, std::memcmp(row.data(), again.data(), row.size() * 4)) << set << "/" << p << ": run to run";
-    const auto c = test::compare_logits(row.data(), ref.data(), ref.size());
-    const auto cc = test::compare_logits(row.data(), cpu.data(), cpu.size());
-    EXPECT_GE(c.cosine, 0.99) << set << "/" << p;
-    good += c.cosine >= 0.999;
-    ++prompts;
-    worst_cos = std::min(worst_cos, c.cosine);
-    worst_cpu_cos = std::min(worst_cpu_cos, cc.cosine);
-    EXPECT_GE(cc.cosine, 0.999) << set << "/" << p << ": against the CPU path";
-    // Teacher-forced: llama.cpp's greedy tokens fed one by one; the GPU's argmax agrees.
-    const auto& steps = j["greedy"]["steps"];
-    int agree = 0, counted = 0, pos = n;
-    std::vector<float> next;
-    for (size_t s = 0; s < steps.size(); ++s) {
-      const int32_t want = steps[s]["token"].get<int32_t>();
-      agree += Sampler::argmax(row.data(), nv) == want;
-      ++counted;
-      if (s + 1 == steps.size()) break;
-      gpu_eng->eval(0, &want, 1, pos++, false, next);
-      row.assign(next.begin(), next.begin() + nv);
-    }
-    const double rate = counted ? static_cast<double>(agree) / counted : 1.0;
-    worst_agree = std::min(worst_agree, rate);
-    EXPECT_GE(rate, 0.9) << set << "/" << p << " teacher-forced top-1 agreement";
-  }
-  ASSERT_GT(prompts, 0);
+  const VkGoldenWalk w = vk_walk_golden(set, *gpu_eng, *cpu_eng);
   if (budget > 0) {
     EXPECT_LE(gpu_eng->model().executor()->device_memory().peak, budget) << "device memory past --vram-budget";
   }
-  EXPECT_GE(good, prompts - 1) << set << ": last-position cosine >= 0.999 needed for all but one prompt";
-  std::printf("[%-18s] vulkan: worst cosine %.6f against llama.cpp, %.6f against the CPU path, teacher-forced agreement %.3f\n", set.c_str(),
-              worst_cos, worst_cpu_cos, worst_agree);
+  vk_print_walk(set, w);
 }
 
 }  // namespace strata::testing

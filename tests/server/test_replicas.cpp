@@ -1,5 +1,7 @@
 // Replicas of `strata serve` behind HAProxy (deploy/haproxy/strata.cfg) on loopback: conversation
 // affinity, drain on SIGTERM, fail-over after kill -9; and the server's fleet states in process.
+#include <spawn.h>
+
 #include <atomic>
 #include <map>
 #include <set>
@@ -262,6 +264,55 @@ TEST(ReplicaState, HealthLoadingReadyDrainingAndTheReplicaLabel) {
   srv.stop();
   EXPECT_THROW(server::check_replica_name("r 1"), strata::Error);
   EXPECT_THROW(server::check_replica_name(std::string(65, 'r')), strata::Error);
+}
+
+// The README's scripts/cluster.sh as written: two replicas of the demo model behind HAProxy; a chat
+// request through the balancer is answered by a named replica; SIGTERM stops the script and its children.
+TEST(Replicas, ClusterScriptServesThroughHaproxyAndStopsOnSigterm) {
+  const std::string root = std::string(STRATA_SOURCE_DIR) + "/..";
+  const std::string model = root + "/models/strata-moe-tiny/model.gguf";
+  ASSERT_TRUE(std::filesystem::exists(model)) << model;
+  const int port = free_loopback_port();
+  ASSERT_GT(port, 0);
+  const std::string out = "/tmp/strata_cluster_" + std::to_string(::getpid()) + ".out";
+  const std::string run_dir = "/tmp/strata_cluster_" + std::to_string(::getpid());
+  std::vector<std::string> env{"PORT=" + std::to_string(port), "STRATA=" + std::string(STRATA_BINARY), "RUN_DIR=" + run_dir};
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  std::vector<std::string> args{"/bin/bash", root + "/scripts/cluster.sh", "2", model, "--", "--ram-budget", "160M", "--disk-probe", "0", "--no-webui"};
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  bool exited = false;
+  const bool ready = wait_until([&] {
+    exited = exited || ::waitpid(pid, nullptr, WNOHANG) == pid;
+    return exited || slurp_file(out).find("strata cluster: 2 replicas") != std::string::npos;
+  });
+  ASSERT_TRUE(ready && !exited) << slurp_file(out);
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  auto r = c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":4})", "application/json");
+  ASSERT_TRUE(r) << slurp_file(out);
+  EXPECT_EQ(r->status, 200) << r->body;
+  const std::string replica = r->get_header_value("X-Strata-Replica");
+  EXPECT_TRUE(replica == "r1" || replica == "r2") << replica;
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  EXPECT_TRUE(wait_until([&] { return ::waitpid(pid, &st, WNOHANG) == pid; })) << "cluster.sh did not end on SIGTERM";
+  // Its replicas are gone: nothing answers their ports.
+  httplib::Client r1("127.0.0.1", port + 1);
+  r1.set_connection_timeout(2, 0);
+  EXPECT_TRUE(wait_until([&] { return !r1.Get("/health"); })) << "replica r1 still answers after the script ended";
+  std::filesystem::remove_all(run_dir);
+  std::remove(out.c_str());
 }
 
 TEST(Replicas, MissingHaproxyFailsNamingThePackage) {
