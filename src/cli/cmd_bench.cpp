@@ -167,7 +167,10 @@ int bench(const BenchOptions& o) {
   if (ex) ex->reset_stats();
   if (o.n_prompt > 0) {
     const double t0 = clock_s();
-    eng.eval(0, prompt.data(), o.n_prompt, 0, false, logits);
+    {
+      const PromptPass pp(loaded, o.n_prompt, o.model.pp_min_tokens);  // --pp-model
+      eng.eval(0, prompt.data(), o.n_prompt, 0, false, logits);
+    }
     const double dt = clock_s() - t0;
     ExpertCacheCounters c1 = eng.tier().counters();
     phases.push_back({"pp", o.n_prompt, dt, diff(c1, c0), device_json(eng, o.n_prompt, dt), device_line(eng, o.n_prompt, dt)});
@@ -239,6 +242,7 @@ Command add_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   auto* sub = app.add_subcommand("bench", "Prompt processing and generation speed, with the expert tier's figures");
   add_model_options(sub, o->model);
+  add_pp_options(sub, o->model);
   add_ep_options(sub, o->model);
   sub->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens (pp)");
   sub->add_option("-n,--n-gen", o->n_gen, "Generated tokens (tg)");

@@ -105,7 +105,15 @@ int run(const PplOptions& o) {
   for (int c = 0; c < w.n_chunk; ++c) {
     std::vector<int32_t> win(tokens.begin() + static_cast<int64_t>(c) * n_ctx, tokens.begin() + static_cast<int64_t>(c + 1) * n_ctx);
     if (tk.add_bos() && !base) win[0] = tk.bos();
-    eng.eval_rows(0, win.data(), n_ctx, 0, w.first, [&](int i, const float* row) {
+    // --pp-model: the unscored context as a prompt through the low-bit file, then the scored rest.
+    const bool split = loaded.pp_experts && w.first >= o.model.pp_min_tokens;
+    if (split) {
+      const PromptPass pp(loaded, w.first, o.model.pp_min_tokens);
+      eng.eval_rows(0, win.data(), w.first, 0, w.first - 1, [](int, const float*) {});
+    }
+    const int from = split ? w.first : 0;
+    eng.eval_rows(0, win.data() + from, n_ctx - from, from, w.first - from, [&](int at, const float* row) {
+      const int i = at + from;
       if (i >= n_ctx - 1) return;
       const double v = token_nll(row, nv, win[static_cast<size_t>(i) + 1]);
       nll += v;
@@ -171,6 +179,7 @@ Command add_perplexity(CLI::App& app) {
   auto o = std::make_shared<PplOptions>();
   auto* sub = app.add_subcommand("perplexity", "Perplexity over a text file (llama-perplexity's windows), and KL divergence against saved logits");
   add_model_options(sub, o->model);
+  add_pp_options(sub, o->model);
   add_ep_options(sub, o->model);
   sub->add_option("-f,--file", o->file, "Text file to score");
   sub->add_option("--chunks", o->chunks, "Score at most this many windows (0: all)");

@@ -296,10 +296,13 @@ int run(const RunOptions& o) {
   const int n_prompt = static_cast<int>(prompt.size());
   nlohmann::json prompt_topk = nlohmann::json::array();
   // --top-logits: every prompt row, pass by pass (the plan holds one pass's rows, not the prompt's).
-  eng.eval_rows(0, prompt.data(), n_prompt, 0, o.top_logits > 0 ? 0 : n_prompt - 1, [&](int i, const float* row) {
-    if (o.top_logits > 0) prompt_topk.push_back(topk_json(row, nv, o.top_logits));
-    if (i == n_prompt - 1) logits.assign(row, row + nv);
-  });
+  {
+    const PromptPass pp(loaded, n_prompt, o.model.pp_min_tokens);  // --pp-model
+    eng.eval_rows(0, prompt.data(), n_prompt, 0, o.top_logits > 0 ? 0 : n_prompt - 1, [&](int i, const float* row) {
+      if (o.top_logits > 0) prompt_topk.push_back(topk_json(row, nv, o.top_logits));
+      if (i == n_prompt - 1) logits.assign(row, row + nv);
+    });
+  }
   const double t1 = now_s(), cpu1 = process_cpu_s();
   nlohmann::json gpu_prompt = device_json(eng, static_cast<int>(prompt.size()), t1 - t0);
   const std::string gpu_prompt_line = device_line(eng, static_cast<int>(prompt.size()), t1 - t0);
@@ -371,6 +374,7 @@ Command add_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand("run", "Generate text from a prompt");
   add_model_options(sub, o->model);
+  add_pp_options(sub, o->model);
   add_ep_options(sub, o->model);
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("-f,--file", o->prompt_file, "Read the prompt from a file (byte for byte)");

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "experts/expert_cache.h"
+#include "runtime/expert_tier.h"
 #include "gpu/device.h"
 #include "model/executor.h"
 #include "model/vram_experts.h"
@@ -290,6 +292,29 @@ void set_moe_knobs(const ModelOptions& o, Model& m) {
 }
 
 // --miss-model: the stand-in, checked against the model, between the model and its expert tier.
+void add_pp_options(CLI::App* sub, ModelOptions& o) {
+  sub->add_option("--pp-model", o.pp_model,
+                  "FILE.gguf: a low-bit copy of the model (as --miss-model): a prompt of at least --pp-min-tokens tokens is "
+                  "evaluated with this file's routed experts wherever the expert is not in memory; decoding uses the model's own, "
+                  "and the expert cache reads the prompt's most used experts when it ends. Lossy: price it with strata perplexity "
+                  "--kl-divergence (the scored tokens follow a context evaluated this way)")
+      ->type_name("FILE");
+  sub->add_option("--pp-min-tokens", o.pp_min_tokens, "With --pp-model: the shortest prompt it takes (default 512)")->check(CLI::Range(1, 1 << 30));
+}
+
+PromptPass::PromptPass(Loaded& l, int n_prompt, int min_tokens) : l_(l) {
+  if (!l_.pp_experts || n_prompt < min_tokens) return;
+  l_.pp_experts->set_active(true);
+  on_ = true;
+}
+
+PromptPass::~PromptPass() {
+  if (!on_) return;
+  l_.pp_experts->set_active(false);
+  std::vector<ExpertKey> hot = l_.pp_experts->hottest();
+  if (ExpertCache* cache = l_.engine->tier().cache(); cache && !hot.empty()) cache->warm(std::move(hot));
+}
+
 static void attach_standin(const std::string& path, Loaded& l) {
   Model& m = l.engine->model();
   l.standin = Model::load(path);
@@ -298,6 +323,17 @@ static void attach_standin(const std::string& path, Loaded& l) {
   l.standin_experts = std::make_unique<StandInExperts>(*m.expert_provider(), *l.standin, keep);
   m.set_expert_provider(l.standin_experts.get());
   m.add_routing_observer(l.standin_experts.get());
+}
+
+// --pp-model: a stand-in with no protected choices, inactive until a long prompt (PromptPass).
+static void attach_pp(const std::string& path, Loaded& l) {
+  Model& m = l.engine->model();
+  l.pp = Model::load(path);
+  check_standin_matches(m, *l.pp, "--pp-model");
+  l.pp_experts = std::make_unique<StandInExperts>(*m.expert_provider(), *l.pp, 0);
+  l.pp_experts->set_active(false);
+  m.set_expert_provider(l.pp_experts.get());
+  m.add_routing_observer(l.pp_experts.get());
 }
 
 void add_knob_figures(const Loaded& l, nlohmann::json& j) {
@@ -310,6 +346,7 @@ void add_knob_figures(const Loaded& l, nlohmann::json& j) {
                                      {"changed", rc.changed.load()}, {"route_agreement", rc.agreement()}};
   }
   if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts}, {"bytes", l.standin_experts->counters().bytes}};
+  if (l.pp_experts) j["pp_model"] = {{"experts", l.pp_experts->counters().experts}, {"bytes", l.pp_experts->counters().bytes}};
 }
 
 Loaded load_engine(const ModelOptions& o) {
@@ -339,6 +376,7 @@ Loaded load_engine(const ModelOptions& o) {
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   set_moe_knobs(o, l.engine->model());
   if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
+  if (!o.pp_model.empty()) attach_pp(o.pp_model, l);
   attach_gpu(std::move(gpu), *l.engine, o);
   if (o.expert_parallel) {
     STRATA_CHECK(!l.engine->model().executor(), "--expert-parallel computes routed experts on the CPUs of the ranks: not with --gpu");

@@ -40,6 +40,8 @@ struct ModelOptions {
   float moe_min_mass = 1.0f;
   std::string route_cache;     // --route-cache J[,M] (model/route_cache.h); "": off
   std::string miss_model;      // --miss-model FILE (model/standin_experts.h); "": off
+  std::string pp_model;        // --pp-model FILE: long prompts' routed experts from a low-bit file; "": off
+  int pp_min_tokens = 512;     // --pp-min-tokens: the shortest prompt --pp-model takes
   int queue_depth = 64;
   std::string io = "auto";
   bool mlock = false;
@@ -87,6 +89,9 @@ struct Loaded {
   // tier (declared first: they outlive the engine, whose model points at them).
   std::unique_ptr<Model> standin;
   std::unique_ptr<StandInExperts> standin_experts;
+  // --pp-model: the same for long prompts (active only while one is evaluated: PromptPass).
+  std::unique_ptr<Model> pp;
+  std::unique_ptr<StandInExperts> pp_experts;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
@@ -95,6 +100,25 @@ struct Loaded {
   std::unique_ptr<ExpertParallel> ep;
 };
 Loaded load_engine(const ModelOptions& o);
+
+// --pp-model for one prompt: a prompt of at least --pp-min-tokens tokens is evaluated (while this
+// lives) with the routed experts of the low-bit file that are not in memory; when it ends, the
+// experts it computed from that file go to the expert cache's warm fill (most used first; free
+// slots only, read beside decoding), so decoding starts with them. Nothing without --pp-model.
+class PromptPass {
+ public:
+  PromptPass(Loaded& l, int n_prompt, int min_tokens);
+  ~PromptPass();
+  PromptPass(const PromptPass&) = delete;
+  PromptPass& operator=(const PromptPass&) = delete;
+  bool active() const { return on_; }
+
+ private:
+  Loaded& l_;
+  bool on_ = false;
+};
+// The --pp-model options (run, bench, perplexity).
+void add_pp_options(CLI::App* sub, ModelOptions& o);
 // --json figures of issue 37's knobs: j["moe_knobs"] (k, min_mass; route_cache's J, M, choices,
 // changed choices and route agreement when it is on) and j["miss_model"] (stand-in experts and
 // their bytes) when --miss-model is given.

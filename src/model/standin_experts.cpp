@@ -7,22 +7,22 @@
 
 namespace strata {
 
-void check_standin_matches(const Model& full, const Model& standin) {
+void check_standin_matches(const Model& full, const Model& standin, std::string_view option) {
   const ModelConfig &a = full.config(), &b = standin.config();
   const std::string& p = standin.gguf().path();
   const auto same = [&](auto x, auto y, const std::string& what) {
-    STRATA_CHECK(x == y, "--miss-model {}: {} is {}, the model's {}", p, what, y, x);
+    STRATA_CHECK(x == y, "{} {}: {} is {}, the model's {}", option, p, what, y, x);
   };
   same(full.gguf().architecture(), standin.gguf().architecture(), "the architecture");
   same(a.n_vocab, b.n_vocab, "the vocabulary size");
   same(a.n_embd, b.n_embd, "the embedding width");
   same(a.n_layer, b.n_layer, "the layer count");
   const GgufValue *ta = full.gguf().find("tokenizer.ggml.tokens"), *tb = standin.gguf().find("tokenizer.ggml.tokens");
-  STRATA_CHECK((ta == nullptr) == (tb == nullptr), "--miss-model {}: tokenizer.ggml.tokens is {} there", p, tb ? "present" : "absent");
+  STRATA_CHECK((ta == nullptr) == (tb == nullptr), "{} {}: tokenizer.ggml.tokens is {} there", option, p, tb ? "present" : "absent");
   if (ta) {
     same(ta->strings.size(), tb->strings.size(), "the token count");
     for (size_t i = 0; i < ta->strings.size(); ++i)
-      STRATA_CHECK(ta->strings[i] == tb->strings[i], "--miss-model {}: token {} is '{}', the model's '{}'", p, i, tb->strings[i], ta->strings[i]);
+      STRATA_CHECK(ta->strings[i] == tb->strings[i], "{} {}: token {} is '{}', the model's '{}'", option, p, i, tb->strings[i], ta->strings[i]);
   }
   for (int l = 0; l < a.n_layer; ++l) {
     const LayerConfig &x = a.layers[static_cast<size_t>(l)], &y = b.layers[static_cast<size_t>(l)];
@@ -35,12 +35,30 @@ void check_standin_matches(const Model& full, const Model& standin) {
   for (const GgufTensor& t : full.gguf().tensors()) {
     if (t.name.find(tn::kRoutedExpertsMark) == std::string_view::npos) continue;
     const GgufTensor* u = standin.gguf().tensor(t.name);
-    STRATA_CHECK(u, "--miss-model {}: no tensor {}", p, t.name);
-    STRATA_CHECK(u->ne == t.ne, "--miss-model {}: tensor {} is {}, the model's {}", p, t.name, u->shape_string(), t.shape_string());
+    STRATA_CHECK(u, "{} {}: no tensor {}", option, p, t.name);
+    STRATA_CHECK(u->ne == t.ne, "{} {}: tensor {} is {}, the model's {}", option, p, t.name, u->shape_string(), t.shape_string());
   }
 }
 
-StandInExperts::StandInExperts(ExpertProvider& inner, const Model& standin, int keep) : inner_(inner), mapped_(standin.weights()), keep_(keep) {}
+StandInExperts::StandInExperts(ExpertProvider& inner, const Model& standin, int keep) : inner_(inner), mapped_(standin.weights()), keep_(keep) {
+  for (const LayerConfig& l : standin.config().layers) n_expert_ = std::max(n_expert_, l.n_expert);
+  uses_.assign(standin.config().layers.size() * static_cast<size_t>(n_expert_), 0);
+}
+
+std::vector<ExpertKey> StandInExperts::hottest(std::vector<uint32_t>* uses) {
+  std::vector<ExpertKey> keys;
+  for (size_t i = 0; i < uses_.size(); ++i)
+    if (uses_[i]) keys.push_back({static_cast<int>(i) / n_expert_, static_cast<int>(i) % n_expert_});
+  std::stable_sort(keys.begin(), keys.end(), [&](ExpertKey a, ExpertKey b) {
+    return uses_[static_cast<size_t>(a.layer) * n_expert_ + a.expert] > uses_[static_cast<size_t>(b.layer) * n_expert_ + b.expert];
+  });
+  if (uses) {
+    uses->clear();
+    for (const ExpertKey& k : keys) uses->push_back(uses_[static_cast<size_t>(k.layer) * n_expert_ + k.expert]);
+  }
+  std::fill(uses_.begin(), uses_.end(), 0u);
+  return keys;
+}
 
 void StandInExperts::begin_batch(int n_tokens) {
   route_layer_ = layer_ = -1;
@@ -65,7 +83,7 @@ void StandInExperts::request(int layer, const int32_t* experts, int n) {
   forward_.clear();
   for (int i = 0; i < n; ++i) {
     const int e = experts[i];
-    is_standin_[e] = layer == route_layer_ && !protected_[e] && !inner_.in_memory(layer, e);
+    is_standin_[e] = active_ && layer == route_layer_ && !protected_[e] && !inner_.in_memory(layer, e);
     if (!is_standin_[e]) forward_.push_back(e);
   }
   inner_.request(layer, forward_.data(), static_cast<int>(forward_.size()));
@@ -74,6 +92,8 @@ void StandInExperts::request(int layer, const int32_t* experts, int n) {
 ExpertMats StandInExperts::standin_mats(int e) {
   const ExpertMats m = mapped_.acquire(layer_, e);
   c_.experts++;
+  const size_t u = static_cast<size_t>(layer_) * n_expert_ + e;
+  if (u < uses_.size()) uses_[u]++;
   for (const QMatrix* q : {&m.gate, &m.up, &m.down}) c_.bytes += ggml_row_size(q->type, static_cast<uint64_t>(q->cols)) * static_cast<uint64_t>(q->rows);
   return m;
 }

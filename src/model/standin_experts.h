@@ -7,12 +7,17 @@
 // into the expert cache. It sits between the model and its expert provider and watches the
 // routing (it is both): the model's routing observers see each token's choices, in the router's
 // order, before the layer's request.
+// The same provider serves `--pp-model FILE.gguf` (a low-bit file for long prompts): keep 0 and
+// active only while a long prompt is evaluated (set_active); the experts it computed from the
+// stand-in then, hottest first (hottest()), are what the expert cache reads for decoding.
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/limits.h"
+#include "experts/cache_policy.h"
 #include "model/model.h"
 
 namespace strata {
@@ -20,7 +25,8 @@ namespace strata {
 // Throws strata::Error naming the first difference: architecture, vocabulary (size or a token),
 // embedding width, layer count, a layer's FFN kind / experts / experts per token / expert width,
 // or a routed expert tensor's shape or absence.
-void check_standin_matches(const Model& full, const Model& standin);
+// option: the option named in the message ("--miss-model", "--pp-model").
+void check_standin_matches(const Model& full, const Model& standin, std::string_view option = "--miss-model");
 
 struct StandInCounters {
   uint64_t experts = 0;  // (layer, expert) computed from the stand-in, once per pass each
@@ -49,6 +55,13 @@ class StandInExperts final : public ExpertProvider, public RoutingObserver {
   void on_route(int layer, int token, const int32_t* ids, int k) override;
 
   const StandInCounters& counters() const { return c_; }
+  // Inactive: every expert comes from the inner provider (the stand-in's counts stop). Between passes.
+  void set_active(bool on) { active_ = on; }
+  bool active() const { return active_; }
+  // The (layer, expert)s computed from the stand-in since the last call, most used first (ties:
+  // lower layer, then lower expert), and each one's count of passes in `uses` when given; the counts
+  // restart.
+  std::vector<ExpertKey> hottest(std::vector<uint32_t>* uses = nullptr);
 
  private:
   bool standin(int layer, int e) const { return layer == layer_ && is_standin_[e]; }
@@ -63,6 +76,9 @@ class StandInExperts final : public ExpertProvider, public RoutingObserver {
   bool is_standin_[kMaxExperts] = {};
   std::vector<int32_t> forward_;  // request()'s experts for inner
   StandInCounters c_;
+  bool active_ = true;
+  int n_expert_ = 0;              // the most experts of a layer (uses_' row)
+  std::vector<uint32_t> uses_;    // [n_layer * n_expert_]: passes that computed the expert from the stand-in
 };
 
 }  // namespace strata

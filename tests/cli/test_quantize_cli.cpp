@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "../model/golden_util.h"
 #include "cli_util.h"
 
 using namespace strata::test;
@@ -61,4 +62,53 @@ TEST(QuantizeCli, BadOptionsAreClearErrors) {
     EXPECT_NE(r.code, 0) << cmd;
     EXPECT_NE(r.err.find(msg), std::string::npos) << cmd << ": " << r.err;
   }
+}
+
+// --pp-model: a prompt shorter than --pp-min-tokens runs as without it (the same text, nothing from
+// the low-bit file); a long one takes its missed experts from the file during the prompt only (the
+// count does not grow with the tokens decoded); perplexity prices it on the tokens that follow a
+// context evaluated that way; a file of other shapes is refused naming the option; serve has no such
+// option.
+TEST(QuantizeCli, PpModelTakesLongPromptsOnlyAndIsPriced) {
+  const std::string q4 = "/tmp/strata_pp_cli_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_EQ(run_cmd("quantize --experts-only --type q4_0 -t 2 " + kQuantModel + " " + q4).code, 0);
+  const auto run = [&](const std::string& knobs, int n) {
+    const CmdResult r = run_cmd("run -m " + kQuantModel + " -f " + kQuantText + " -n " + std::to_string(n) +
+                                " --temp 0 -c 256 -t 2 --ram-budget 64M --no-warm-start --json " + knobs);
+    EXPECT_EQ(r.code, 0) << knobs << ": " << r.err;
+    return std::make_pair(r.out, nlohmann::json::parse(last_line(r.out)));
+  };
+  const auto plain = run("", 16);
+  const auto short_prompt = run("--pp-model " + q4 + " --pp-min-tokens 100000", 16);
+  EXPECT_EQ(short_prompt.second["pp_model"]["experts"], 0);
+  EXPECT_EQ(short_prompt.second["text"], plain.second["text"]) << "a prompt below --pp-min-tokens is evaluated as without it";
+  const auto long1 = run("--pp-model " + q4 + " --pp-min-tokens 8", 1), long16 = run("--pp-model " + q4 + " --pp-min-tokens 8", 16);
+  EXPECT_GT(long1.second["pp_model"]["experts"].get<uint64_t>(), 0u);
+  EXPECT_EQ(long16.second["pp_model"]["experts"], long1.second["pp_model"]["experts"]) << "decoding took experts from the low-bit file";
+  EXPECT_FALSE(long16.second["text"].get<std::string>().empty());
+
+  const std::string base = "/tmp/strata_pp_base_" + std::to_string(::getpid()) + ".bin";
+  const std::string common = " -c 64 -t 2 --json --no-warm-start --ram-budget 64M";  // streaming: misses to take
+  ASSERT_EQ(run_cmd("perplexity -m " + kQuantModel + " -f " + kQuantText + common + " --kl-divergence-base " + base).code, 0);
+  const auto kl = [&](const std::string& knobs) {
+    const CmdResult k = run_cmd("perplexity -m " + kQuantModel + " --kl-divergence " + base + common + " " + knobs);
+    EXPECT_EQ(k.code, 0) << k.err;
+    return nlohmann::json::parse(last_line(k.out));
+  };
+  const auto none = kl(""), off = kl("--pp-model " + q4 + " --pp-min-tokens 64"), on = kl("--pp-model " + q4 + " --pp-min-tokens 16");
+  EXPECT_EQ(off["kl_divergence"], none["kl_divergence"]) << "a context shorter than --pp-min-tokens: as without --pp-model";
+  EXPECT_LT(none["kl_divergence"]["mean"].get<double>(), 1e-6);
+  EXPECT_GT(on["kl_divergence"]["mean"].get<double>(), 100 * none["kl_divergence"]["mean"].get<double>() + 1e-7) << "the low-bit context costs something";
+  EXPECT_LT(on["kl_divergence"]["mean"].get<double>(), 0.05);
+  EXPECT_GT(on["pp_model"]["experts"].get<uint64_t>(), 0u);
+  std::remove(base.c_str());
+
+  const std::string other = fixtures_dir() + "/qwen3moe-f32/model.gguf";
+  const CmdResult bad = run_cmd("run -m " + kQuantModel + " -p hi -n 1 --pp-model " + other);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--pp-model " + other), std::string::npos) << bad.err;
+  const CmdResult serve = run_cmd("serve -m " + kQuantModel + " --pp-model " + q4);
+  EXPECT_NE(serve.code, 0);
+  EXPECT_NE(serve.err.find("--pp-model"), std::string::npos) << serve.err;
+  std::remove(q4.c_str());
 }

@@ -103,6 +103,50 @@ TEST(StandInExperts, MissesComputedFromTheStandInsBytes) {
   std::remove(q4.c_str());
 }
 
+// --pp-model's use: inactive, the provider is the inner one (the full model's bits, nothing
+// counted); active, the stand-in's; hottest() ranks what the active passes took, then restarts.
+TEST(StandInExperts, InactiveIsTheInnerProviderAndHottestRanksUses) {
+  const std::string q4 = "/tmp/strata_standin_pp_" + std::to_string(::getpid()) + ".gguf";
+  requantize_experts(kStandinFull, q4, GgmlType::Q4_0, nullptr);
+  const auto standin = Model::load(q4);
+  const std::vector<float> full = standin_logits(*standin_engine(kStandinFull)), low = standin_logits(*standin_engine(q4));
+  auto eng = standin_engine(kStandinFull);
+  Model& m = eng->model();
+  NothingInMemory misses(*m.expert_provider());
+  StandInExperts si(misses, *standin, 0);
+  m.set_expert_provider(&si);
+  m.add_routing_observer(&si);
+  si.set_active(false);
+  EXPECT_TRUE(standin_same_bits(standin_logits(*eng), full)) << "inactive: the full model's experts";
+  EXPECT_EQ(si.counters().experts, 0u);
+  EXPECT_TRUE(si.hottest().empty());
+  si.set_active(true);
+  EXPECT_TRUE(standin_same_bits(standin_logits(*eng), low)) << "active: every miss from the stand-in";
+  std::vector<uint32_t> uses;
+  const std::vector<ExpertKey> hot = si.hottest(&uses);
+  ASSERT_FALSE(hot.empty());
+  ASSERT_EQ(uses.size(), hot.size());
+  // Two passes (the prompt, the step): each expert listed once, used by one or both, most used
+  // first; the uses add up to what the stand-in computed.
+  std::vector<bool> seen(8 * 64, false);
+  uint64_t total = 0;
+  for (size_t i = 0; i < hot.size(); ++i) {
+    const ExpertKey k = hot[i];
+    ASSERT_TRUE(k.layer >= 0 && k.layer < 8 && k.expert >= 0 && k.expert < 64) << k.layer << "/" << k.expert;
+    EXPECT_FALSE(seen[static_cast<size_t>(k.layer) * 64 + k.expert]) << "listed twice";
+    seen[static_cast<size_t>(k.layer) * 64 + k.expert] = true;
+    EXPECT_TRUE(uses[i] == 1 || uses[i] == 2) << uses[i];
+    if (i > 0) EXPECT_LE(uses[i], uses[i - 1]) << "not most used first at " << i;
+    total += uses[i];
+  }
+  EXPECT_EQ(total, si.counters().experts);
+  EXPECT_EQ(uses.front(), 2u) << "the step's experts were the prompt's too in some layer";
+  EXPECT_TRUE(si.hottest().empty()) << "the counts restart";
+  m.remove_routing_observer(&si);
+  m.set_expert_provider(nullptr);
+  std::remove(q4.c_str());
+}
+
 TEST(StandInExperts, AFileOfOtherShapesIsRefused) {
   const std::string other = fixtures_dir() + "/qwen3moe-f32/model.gguf";
   if (!std::filesystem::exists(other)) STRATA_MISSING_FIXTURE(other);
