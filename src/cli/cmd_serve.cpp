@@ -21,6 +21,10 @@
 namespace strata::cli {
 namespace {
 
+// --expert-parallel: how long a job whose rank stopped answering waits for the failed requests'
+// answers to go out before it ends.
+constexpr double kEpFailFlushS = 5.0;
+
 struct ServeOptions {
   ModelOptions model;
   server::ServerOptions server;
@@ -110,6 +114,7 @@ int serve(ServeOptions& o) {
   if (http) srv.start();
   if (http) std::fprintf(stderr, "strata serve: listening on http://%s:%d (loading %s)\n", o.server.host.c_str(), port, o.model.path.c_str());
   o.model.n_seq = o.parallel;
+  o.model.ep.fail_passes = true;  // --expert-parallel: a silent rank fails the requests, then the job ends (below)
   if (o.server.draft == "model") {
     STRATA_CHECK(!o.draft_model.empty(), "--draft model needs the draft model's file (-md FILE)");
     o.model.draft_model = o.draft_model;
@@ -136,7 +141,17 @@ int serve(ServeOptions& o) {
   if (o.server.draft != "none" && !loaded.engine->model().rewindable())
     std::fprintf(stderr, "strata serve: speculation off: architecture %s cannot cut rejected drafts back\n", loaded.engine->config().arch.c_str());
   if (o.server.webui) std::fprintf(stderr, "strata serve: web page at http://%s:%d/\n", o.server.host.c_str(), port);
-  while (!interrupted() && !g_term.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // --expert-parallel: once a rank stopped answering, the requests it had failed with the reason
+  // and new ones get 503; then the whole job ends (the other ranks may be stuck or gone).
+  const auto ep_lost = [&] { return loaded.ep ? srv.lost() : std::string(); };
+  while (!interrupted() && !g_term.load() && ep_lost().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (const std::string why = ep_lost(); !why.empty()) {
+    // The failed requests' answers go out first (bounded: kEpFailFlushS).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kEpFailFlushS);
+    while (srv.requests_in_flight() > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    srv.stop();
+    loaded.ep->abort_job("strata serve: " + why + "; the requests in flight failed; ending the job");
+  }
   if (!interrupted()) drain(srv, o.drain_timeout);
   std::fprintf(stderr, "strata serve: shutting down\n");
   srv.stop();

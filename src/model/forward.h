@@ -98,6 +98,8 @@ class ExpertOffload {
   static constexpr uint8_t kLocal = 0, kAway = 1, kAwayCopy = 2;
   virtual void claim(FwdCtx& c, int layer, const ExpertGroups& g, uint8_t* away) = 0;
   virtual void finish(FwdCtx& c, int layer, const ExpertGroups& g, const uint8_t* away) = 0;
+  // Why it cannot compute any more ("": it can). A pass it failed threw; the later ones throw too.
+  virtual std::string lost() const { return {}; }
   // A kAwayCopy expert's bytes, acquired from the provider once the layer's request is made, before
   // its release (a tier that computes the expert from them uploads them now).
   virtual void take(FwdCtx& c, int layer, int e, const ExpertMats& m) { (void)c, (void)layer, (void)e, (void)m; }

@@ -195,6 +195,7 @@ class Model {
   void set_lookahead(int d) { lookahead_ = d; }
   // Routed experts some of which are computed elsewhere (model/forward.h; nullptr: all here).
   void set_offload(ExpertOffload* o) { offload_ = o; }
+  const ExpertOffload* offload() const { return offload_; }
   // Computes job's pairs with this process's expert provider as forward() computes them, and writes
   // each pair's weighted row (its slot of the layer's sum) to out [n_pairs, n_embd]. kv: the engine's
   // cache (untouched; the pass context needs one).

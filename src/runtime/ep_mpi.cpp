@@ -114,6 +114,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
   // ---- rank 0: ExpertOffload ---------------------------------------------------------------
   void claim(FwdCtx& c, int layer, const ExpertGroups& g, uint8_t* away) override {
     if (size_ == 1 || layer >= plan_.n_layer) return;
+    if (!lost_.empty()) throw Error(lost_);  // a rank stopped answering: no pass computes any more
     auto& st = c.st;
     const int n = c.b.n;
     if (layer == first_moe_) {
@@ -190,9 +191,13 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
         },
         t0 + opt_.timeout_s, clock_);
     root_.net_wait_s += clock_() - t0;
-    if (!ok)
-      die(fmt::format("expert parallelism: rank {} did not answer MoE layer {} within {} s (--ep-timeout); ending the job", pending, layer,
-                      opt_.timeout_s));
+    if (!ok) {
+      const std::string why = fmt::format("expert parallelism: rank {} did not answer MoE layer {} within {} s (--ep-timeout)", pending, layer,
+                                          opt_.timeout_s);
+      if (!opt_.fail_passes) die(why + "; ending the job");
+      lost_ = why;
+      throw Error(why);
+    }
     in_flight_ = false;
     auto& st = c.st;
     const int k = c.cfg.layers[layer].n_expert_used;
@@ -216,6 +221,9 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
       die(fmt::format("expert parallelism: rank {}: {}", rank_, e.what()));
     }
   }
+
+  std::string lost() const override { return lost_; }
+  [[noreturn]] void abort_job(const std::string& why) override { die(why); }
 
   EpReport stop() override {
     if (stopped_) return report_;
@@ -331,6 +339,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
 
   Engine& eng_;
   EpOptions opt_;
+  std::string lost_;  // fail_passes: why passes fail now ("": they run)
   std::function<double()> clock_;
   int rank_ = 0, size_ = 1, d_ = 0, first_moe_ = 0;
   EpPlan plan_;

@@ -26,6 +26,9 @@ class Engine;
 struct EpOptions {
   double timeout_s = 60;  // --ep-timeout: longest wait for a rank's answer (and for the start-up check)
   double replicate = 0;   // --ep-replicate: fraction of each layer's hottest experts on every rank
+  // serve: a rank silent past the timeout fails the pass (ExpertOffload::lost names it; the server
+  // fails the requests in flight, then ends the job: abort_job) instead of ending the job at once.
+  bool fail_passes = false;
 };
 
 // What one rank did (gathered by rank 0 at the end).
@@ -78,6 +81,8 @@ class ExpertParallel {
   // Rank 0: stops the other ranks and gathers their figures. After it (or without it, at
   // destruction) the process has left the job.
   virtual EpReport stop() = 0;
+  // Ends the whole job now (MPI_Abort) after printing `why`: the other ranks may be gone or stuck.
+  [[noreturn]] virtual void abort_job(const std::string& why) = 0;
 };
 
 // Whether this build has Open MPI (CMake STRATA_MPI).

@@ -367,6 +367,7 @@ void check_replica_name(const std::string& name) {
 
 int HttpServer::port() const { return impl_->port; }
 bool HttpServer::ready() const { return impl_->ready.load(); }
+std::string HttpServer::lost() const { return impl_->device_lost(); }
 std::string HttpServer::model_id() const { return impl_->id; }
 Scheduler* HttpServer::scheduler() { return impl_->sched.get(); }
 

@@ -97,6 +97,9 @@ class HttpServer {
 
   int port() const;
   bool ready() const;
+  // Why the engine cannot compute any more (a lost GPU, an expert-parallel rank that did not answer:
+  // the requests it had failed, new ones get 503); "" while it can.
+  std::string lost() const;
   std::string model_id() const;
   Scheduler* scheduler();
 

@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include "model/executor.h"
+#include "model/forward.h"
 
 #include <algorithm>
 #include <cmath>
@@ -233,9 +234,12 @@ std::string Scheduler::device_lost() const {
 // submit() refuses new requests. Returns why ("" when the executor, if any, still works).
 std::string Scheduler::mark_device_lost() {
   const LayerExecutor* ex = eng_.model().executor();
-  if (!ex || ex->lost().empty()) return "";
+  const ExpertOffload* off = eng_.model().offload();  // another process's experts (--expert-parallel)
+  std::string why = ex ? ex->lost() : std::string();
+  if (why.empty() && off) why = off->lost();
+  if (why.empty()) return "";
   std::lock_guard<std::mutex> lk(mu_);
-  device_lost_ = ex->lost();
+  device_lost_ = why;
   return device_lost_;
 }
 
