@@ -111,7 +111,6 @@ std::vector<std::vector<std::pair<uint64_t, uint64_t>>> dense_ranges(const Model
   return out;
 }
 
-}  // namespace
 
 uint64_t share_of(uint64_t bytes, double share) {
   STRATA_CHECK(share > 0 && share <= 1, "expert cache share {} is outside (0, 1]", share);

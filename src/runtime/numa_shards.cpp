@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
+#include <atomic>
 #include <cstring>
 #include <exception>
-#include <mutex>
 #include <thread>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/spin_pause.h"
 #include "core/thread_pool.h"
 #include "core/units.h"
 #include "experts/expert_cache.h"
@@ -53,8 +53,28 @@ uint64_t numa_place_dense(const Model& model, const NumaTopology& topo, NumaMode
   return bytes;
 }
 
+namespace {
+
+// Spins before a handoff sleeps (as ThreadPool's workers do): a layer's job and its answer are
+// microseconds apart when the nodes keep up.
+constexpr int kHandoffSpins = 4096;
+
+// Waits until a.load() != seen (spinning first, then atomic wait); returns the new value.
+uint32_t await_change(const std::atomic<uint32_t>& a, uint32_t seen) {
+  uint32_t v;
+  for (int spin = 0; (v = a.load(std::memory_order_acquire)) == seen; ++spin) {
+    if (spin < kHandoffSpins) spin_pause();
+    else a.wait(seen, std::memory_order_acquire);
+  }
+  return v;
+}
+
+}  // namespace
+
 // One node's shard: a thread pinned to the node's CPUs that waits for a job, computes it with
-// Model::run_routed (its own pool, scratch and expert provider) and signals it done.
+// Model::run_routed (its own pool, scratch and expert provider) and signals it done. The handoff is
+// two generation counters: claim() bumps `posted`, the thread sets `done` to it when the job is
+// computed (its results, counters and error written before, read by the engine's thread after).
 struct NumaShards::Shard {
   int node = 0;
   std::unique_ptr<ThreadPool> pool;
@@ -63,10 +83,10 @@ struct NumaShards::Shard {
   std::unique_ptr<MappedExperts> mapped;
   std::unique_ptr<RoutedWorker> worker;
   std::thread thread;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ready = false, busy = false, stop = false;
-  std::exception_ptr error;  // the start's or the last job's
+  std::atomic<uint32_t> posted{0}, done{0};
+  std::atomic<uint32_t> started{0};  // 1: the thread's set-up ended (error holds its failure)
+  std::atomic<bool> stop{false};
+  std::exception_ptr error;  // the set-up's or the last job's
   // The job (written by claim while the thread is idle; read by it while busy).
   std::vector<int32_t> pairs;  // indices into st.tok_of / st.slot_of
   std::vector<uint8_t> mark;   // [n] the token has a pair here
@@ -75,69 +95,64 @@ struct NumaShards::Shard {
   RoutedJob job;
   NumaNodeStats st;
 
+  bool idle() const { return done.load(std::memory_order_acquire) == posted.load(std::memory_order_relaxed); }
+
+  void set_up(Engine& eng, const NumaNode& n, uint64_t cache_bytes, int64_t max_experts) {
+    numa_pin_thread(n.pin_cpus);  // the pool's workers and the cache's threads start here: they inherit it
+    pool = std::make_unique<ThreadPool>(std::max(1, static_cast<int>(n.pin_cpus.size())));
+    Model& m = eng.model();
+    ExpertProvider* provider = nullptr;
+    if (cache_bytes > 0) {
+      store = std::make_unique<ExpertStore>(expert_layout(m.gguf(), m.config(), m.weights()));
+      const TierOptions& to = eng.options().tier;
+      IoOptions io;
+      io.queue_depth = to.queue_depth;
+      io.force_pread = to.force_pread;
+      ExpertCacheOptions co;
+      co.cache_bytes = cache_bytes;
+      co.max_experts = max_experts;
+      co.policy = to.policy;
+      co.mlock = to.mlock;
+      cache = std::make_unique<ExpertCache>(*store, make_io_backend(store->files(), io), co);
+      numa_bind(cache->arena(), cache->arena_bytes(), n.mem_node, fmt::format("node {}'s expert cache", node));
+      provider = cache.get();
+    } else {
+      mapped = std::make_unique<MappedExperts>(m.weights());
+      provider = mapped.get();
+    }
+    worker = m.make_routed_worker(eng.kv(), eng.options().n_batch, pool.get(), provider);
+  }
+
   void run(Engine& eng, const NumaNode& n, uint64_t cache_bytes, int64_t max_experts) {
     try {
-      numa_pin_thread(n.pin_cpus);  // the pool's workers and the cache's threads start here: they inherit it
-      const int threads = std::max(1, static_cast<int>(n.pin_cpus.size()));
-      pool = std::make_unique<ThreadPool>(threads);
-      Model& m = eng.model();
-      ExpertProvider* provider = nullptr;
-      if (cache_bytes > 0) {
-        store = std::make_unique<ExpertStore>(expert_layout(m.gguf(), m.config(), m.weights()));
-        const TierOptions& to = eng.options().tier;
-        IoOptions io;
-        io.queue_depth = to.queue_depth;
-        io.force_pread = to.force_pread;
-        ExpertCacheOptions co;
-        co.cache_bytes = cache_bytes;
-        co.max_experts = max_experts;
-        co.policy = to.policy;
-        co.mlock = to.mlock;
-        cache = std::make_unique<ExpertCache>(*store, make_io_backend(store->files(), io), co);
-        numa_bind(cache->arena(), cache->arena_bytes(), n.mem_node, fmt::format("node {}'s expert cache", node));
-        provider = cache.get();
-      } else {
-        mapped = std::make_unique<MappedExperts>(m.weights());
-        provider = mapped.get();
-      }
-      worker = m.make_routed_worker(eng.kv(), eng.options().n_batch, pool.get(), provider);
+      set_up(eng, n, cache_bytes, max_experts);
     } catch (...) {
-      std::lock_guard<std::mutex> lk(mu);
       error = std::current_exception();
     }
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      ready = true;
-    }
-    cv.notify_all();
+    started.store(1, std::memory_order_release);
+    started.notify_all();
     if (error) return;
-    for (;;) {
-      std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return busy || stop; });
-      if (stop) return;
-      lk.unlock();
-      std::exception_ptr err;
+    for (uint32_t seen = 0;;) {
+      seen = await_change(posted, seen);
+      if (stop.load(std::memory_order_acquire)) return;
       const double t0 = clock_s();
       try {
         eng.model().run_routed(job, eng.kv(), out.data(), *worker);
       } catch (...) {
-        err = std::current_exception();
+        error = std::current_exception();
       }
-      lk.lock();
       st.compute_s += clock_s() - t0;
       ++st.jobs;
       st.pairs += static_cast<uint64_t>(job.n_pairs);
-      error = err;
-      busy = false;
-      lk.unlock();
-      cv.notify_all();
+      done.store(seen, std::memory_order_release);
+      done.notify_one();
     }
   }
 
   // Waits for the job in flight (if any); rethrows its error.
   void wait() {
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return !busy; });
+    const uint32_t want = posted.load(std::memory_order_relaxed);
+    for (uint32_t d = done.load(std::memory_order_acquire); d != want;) d = await_change(done, d);
     if (error) {
       std::exception_ptr e = error;
       error = nullptr;
@@ -175,19 +190,14 @@ struct NumaShards::Shard {
       pw[j] = s.sel_w[at];
     }
     job = RoutedJob{layer, n, n_tok, tok, rows.data(), np, ptok, pslot, pexp, pw.data()};
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      busy = true;
-    }
-    cv.notify_all();
+    posted.fetch_add(1, std::memory_order_release);
+    posted.notify_one();
   }
 
   void shut() {
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      stop = true;
-    }
-    cv.notify_all();
+    stop.store(true, std::memory_order_release);
+    posted.fetch_add(1, std::memory_order_release);
+    posted.notify_one();
     if (thread.joinable()) thread.join();
   }
 };
@@ -212,8 +222,7 @@ NumaShards::NumaShards(Engine& eng, NumaTopology topo, EpPlan plan) : eng_(eng),
       const NumaNode node = topo_.nodes[static_cast<size_t>(r)];
       s->thread = std::thread([sp, &eng, node, bytes, max_experts] { sp->run(eng, node, bytes, max_experts); });
       shards_.push_back(std::move(s));
-      std::unique_lock<std::mutex> lk(sp->mu);
-      sp->cv.wait(lk, [&] { return sp->ready; });
+      sp->started.wait(0, std::memory_order_acquire);
       if (sp->error) std::rethrow_exception(sp->error);
     }
   } catch (...) {
@@ -305,11 +314,11 @@ std::vector<NumaNodeStats> NumaShards::stats() const {
   for (double s : eng_.model().layer_seconds()) layers += s;
   n0.compute_s = std::max(0.0, layers - n0.wait_s - n0.io_wait_s);
   for (const auto& sp : shards_) {
-    Shard& s = *sp;
-    std::lock_guard<std::mutex> lk(s.mu);  // the counters are the thread's between jobs
+    const Shard& s = *sp;
+    if (!s.idle()) continue;  // the counters are the thread's while it computes (between passes it never does)
     NumaNodeStats& x = v[static_cast<size_t>(s.node)];
     x.jobs = s.st.jobs, x.pairs = s.st.pairs, x.compute_s = s.st.compute_s;
-    if (s.cache && !s.busy) {
+    if (s.cache) {
       const ExpertCacheCounters& c = s.cache->counters();
       x.hits = c.hits, x.misses = c.misses, x.bytes_read = c.bytes_read, x.io_wait_s = c.wait_s;
       x.cache_bytes = s.cache->arena_bytes();

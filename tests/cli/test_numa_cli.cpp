@@ -71,6 +71,7 @@ void numa_expect_identical(const std::string& budget) {
   EXPECT_NE(err.find("numa shard: 2 NUMA nodes (STRATA_NUMA_TOPOLOGY)"), std::string::npos) << err;
   EXPECT_NE(err.find("  node 1: 1 threads"), std::string::npos) << err;
   if (!budget.empty()) {
+    EXPECT_TRUE(one["memory"]["streaming"].get<bool>()) << one["memory"].dump();
     EXPECT_TRUE(two["memory"]["streaming"].get<bool>()) << two["memory"].dump();
     EXPECT_GT(nodes[1]["misses"].get<int>(), 0) << "node 1's experts did not stream through its own cache";
     EXPECT_GT(nodes[1]["cache_bytes"].get<uint64_t>(), 0u);
@@ -82,9 +83,11 @@ void numa_expect_identical(const std::string& budget) {
 
 #ifdef STRATA_HAVE_NUMA
 TEST(NumaCli, ShardLogitsMatchOneNode) { numa_expect_identical(""); }
-// A budget that streams the experts (dense, KV and scratch take most of it): each node's cache
-// holds a part of its share and reads the rest through its own queue.
-TEST(NumaCli, StreamingShardLogitsMatchOneNode) { numa_expect_identical(" -c 64 --ram-budget 26M"); }
+// A budget that streams the experts (dense, KV and scratch take 25.4 MiB of it): each node's cache is
+// its half of the rest and reads through its own queue.
+TEST(NumaCli, StreamingShardLogitsMatchOneNode) { numa_expect_identical(" -c 64 --ram-budget 28M"); }
+// A cache of 4 experts (2 per node).
+TEST(NumaCli, CappedCacheShardLogitsMatchOneNode) { numa_expect_identical(" --cache-experts 4"); }
 
 TEST(NumaCli, InterleaveGivesTheSameLogits) {
   if (!std::filesystem::exists(numa_model())) STRATA_MISSING_FIXTURE(numa_model());
