@@ -331,10 +331,13 @@ std::string NumaShards::describe() const {
   std::string s = "numa shard: " + topo_.describe() + "\n";
   for (const NumaNodeStats& x : stats()) {
     const NumaNode& n = topo_.nodes[static_cast<size_t>(x.node)];
-    s += fmt::format("  node {}: {} threads, {} routed experts ({}), {}\n", x.node, x.node == 0 ? eng_.pool().size() : static_cast<int>(n.pin_cpus.size()),
+    const std::string scratch =
+        x.node > 0 ? fmt::format("; scratch {} (outside the memory plan)", format_bytes(shards_[static_cast<size_t>(x.node - 1)]->worker->scratch_bytes())) : "";
+    s += fmt::format("  node {}: {} threads, {} routed experts ({}), {}{}\n", x.node, x.node == 0 ? eng_.pool().size() : static_cast<int>(n.pin_cpus.size()),
                      x.experts, format_bytes(x.expert_bytes),
                      x.cache_bytes ? fmt::format("expert cache {} bound to memory node {}", format_bytes(x.cache_bytes), n.mem_node)
-                                   : std::string("experts resident (views of the mapped file)"));
+                                   : std::string("experts resident (views of the mapped file)"),
+                     scratch);
   }
   return s;
 }
