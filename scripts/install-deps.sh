@@ -13,7 +13,7 @@ PKGS=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   qemu-user-static nlohmann-json3-dev libcli11-dev libfmt-dev liburing-dev libpcre2-dev
   libcpp-httplib-dev libopenblas-dev libutf8proc-dev nodejs
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin libnuma-dev
   chromium haproxy curl
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools
 )

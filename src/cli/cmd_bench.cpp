@@ -231,6 +231,7 @@ int bench(const BenchOptions& o) {
   j["warm_s"] = eng.tier().plan().warm_s;
   const nlohmann::json ep = finish_expert_parallel(loaded.ep);
   if (!ep.is_null()) j["expert_parallel"] = ep;
+  if (const nlohmann::json numa = finish_numa(loaded); !numa.is_null()) j["numa"] = numa;
   add_knob_figures(loaded, j);
   if (o.json) fmt::print("{}\n", j.dump());
   return 0;

@@ -168,6 +168,7 @@ int run(const PplOptions& o) {
   }
   const nlohmann::json ep = finish_expert_parallel(loaded.ep);
   if (!ep.is_null()) j["expert_parallel"] = ep;
+  if (const nlohmann::json numa = finish_numa(loaded); !numa.is_null()) j["numa"] = numa;
   if (o.json) std::printf("%s\n", j.dump().c_str());
   else std::printf("%s\n", text.c_str());
   return 0;

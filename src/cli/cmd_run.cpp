@@ -341,6 +341,7 @@ int run(const RunOptions& o) {
   if (o.prof) std::fprintf(stderr, "[PROF] generation, per token:\n%s", layer_profile(eng, std::max(1, n_gen - 1)).c_str());
   std::fprintf(stderr, "%s\n", tier_summary(eng, static_cast<int>(prompt.size()) + n_gen, t2 - t0).c_str());
   const nlohmann::json ep = finish_expert_parallel(loaded.ep);
+  const nlohmann::json numa = finish_numa(loaded);
   if (eng.model().executor())
     std::fprintf(stderr, "prompt %s\ngeneration %s\n", gpu_prompt_line.c_str(), device_line(eng, std::max(1, n_gen), gen_s).c_str());
   if (o.json) {
@@ -356,6 +357,7 @@ int run(const RunOptions& o) {
     j["experts"] = {{"hits", k.hits}, {"misses", k.misses}, {"bytes_read", k.bytes_read}, {"wait_s", k.wait_s},
                     {"bytes_per_token", n_gen + static_cast<int>(prompt.size()) > 0 ? k.bytes_read / static_cast<uint64_t>(n_gen + prompt.size()) : 0}};
     if (!ep.is_null()) j["expert_parallel"] = ep;
+    if (!numa.is_null()) j["numa"] = numa;
     add_knob_figures(loaded, j);
     j["kernels"] = kernel_choice();
     j["timings"] = {{"prompt_s", pp_s}, {"gen_s", gen_s}, {"gen_cpu_s", gen_cpu_s}, {"prompt_tps", pp_tps}, {"gen_tps", tg_tps}, {"ttft_ms", (g.t_first - t0) * 1000.0},

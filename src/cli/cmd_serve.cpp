@@ -156,6 +156,7 @@ int serve(ServeOptions& o) {
   std::fprintf(stderr, "strata serve: shutting down\n");
   srv.stop();
   finish_expert_parallel(loaded.ep);
+  finish_numa(loaded);
   return 0;
 }
 

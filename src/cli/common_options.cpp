@@ -101,6 +101,27 @@ void add_ep_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--ep-replicate", o.ep.replicate,
                   "--expert-parallel: fraction of each layer's hottest experts (by the usage statistics) on every rank, computed by rank 0")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--numa", o.numa,
+                  "NUMA nodes of this machine (libnuma): shard (each node computes its share of the routed experts with its own pinned "
+                  "threads, expert cache bound to its memory and I/O queue; dense weights bound to node 0; bit-identical output), "
+                  "interleave (dense weights' pages interleaved over the nodes), off (default)")
+      ->check(CLI::IsMember({"off", "shard", "interleave"}));
+  // Tests and experiments: a faked layout (NODE:CPUS;...; core/numa_topology.h), also $STRATA_NUMA_TOPOLOGY.
+  sub->add_option("--numa-topology", o.numa_topology, "")->group("");
+}
+
+nlohmann::json finish_numa(const Loaded& l) {
+  if (!l.numa) return nullptr;
+  std::fprintf(stderr, "%s", l.numa->report().c_str());
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NumaNodeStats& x : l.numa->stats()) {
+    const NumaNode& n = l.numa->topology().nodes[static_cast<size_t>(x.node)];
+    nodes.push_back({{"node", x.node},           {"cpus", n.cpus},         {"mem_node", n.mem_node},     {"experts", x.experts},
+                     {"expert_bytes", x.expert_bytes}, {"cache_bytes", x.cache_bytes}, {"hits", x.hits}, {"misses", x.misses},
+                     {"bytes_read", x.bytes_read}, {"jobs", x.jobs},       {"pairs", x.pairs},           {"compute_s", x.compute_s},
+                     {"io_wait_s", x.io_wait_s}, {"wait_s", x.wait_s}});
+  }
+  return {{"mode", "shard"}, {"source", l.numa->topology().source}, {"nodes", nodes}};
 }
 
 nlohmann::json finish_expert_parallel(std::unique_ptr<ExpertParallel>& ep) {
@@ -355,8 +376,20 @@ Loaded load_engine(const ModelOptions& o) {
   install_interrupt_handler();
   GpuChoice gpu = resolve_gpu(o.gpu);  // a loader or device problem of --gpu vulkan fails before the model loads
   Loaded l;
+  const NumaMode numa = parse_numa_mode(o.numa);
+  NumaTopology topo;
+  if (numa != NumaMode::Off) {
+    STRATA_CHECK(!o.expert_parallel, "--numa {}: not with --expert-parallel (each rank is one process; pin ranks with mpirun instead)", o.numa);
+    STRATA_CHECK(!gpu.device, "--numa {}: routed experts are computed on the CPUs of the nodes: not with --gpu", o.numa);
+    STRATA_CHECK(o.miss_model.empty(), "--numa {}: not with --miss-model", o.numa);
+    topo = resolve_numa_topology(o.numa_topology);  // throws without libnuma, or naming a bad spec
+  } else {
+    STRATA_CHECK(o.numa_topology.empty(), "--numa-topology needs --numa shard or --numa interleave");
+  }
   auto model = Model::load(o.path);
   for (const std::string& copy : o.model_copies) checked_model_copy(model->gguf(), copy);  // refused now, streaming or not
+  EpPlan numa_plan;
+  if (numa == NumaMode::Shard) numa_plan = plan_for_model(*model, topo.size(), 0, o.stats_dir);
   const uint64_t heap0 = heap_in_use();
   l.tokenizer = tok::Tokenizer::from_gguf(model->gguf());
   const uint64_t request_bytes = o.before_engine ? o.before_engine(*model, *l.tokenizer) : 0;
@@ -365,6 +398,11 @@ Loaded load_engine(const ModelOptions& o) {
   // --expert-parallel: no warm start on any rank (a rank's cache would fill with other shards'
   // experts, and rank 0's counts would record only its own shard); the plan reads the statistics.
   if (o.expert_parallel) mo.no_warm_start = true;
+  // --numa shard: the same (node 0's cache holds node 0's share), and node 0's threads on its CPUs.
+  if (numa == NumaMode::Shard) {
+    mo.no_warm_start = true;
+    if (mo.n_threads <= 0) mo.n_threads = static_cast<int>(topo.nodes[0].pin_cpus.size());
+  }
   if (!o.draft_model.empty()) {  // the draft against the target's vocabulary, its memory in the target's plan
     const std::unique_ptr<tok::Vocab> target_vocab = tok::Vocab::from_gguf(model->gguf());
     l.draft = load_draft_engine(o.draft_model, o.path, *target_vocab, engine_shape(o, o.draft_seq));
@@ -373,7 +411,16 @@ Loaded load_engine(const ModelOptions& o) {
   EngineOptions eo = engine_options(mo);
   eo.tier.vocab_bytes = heap1 > heap0 ? heap1 - heap0 : 0;
   eo.tier.request_bytes = request_bytes;
+  if (numa == NumaMode::Shard) eo.tier.cache_share = share_of_node(numa_plan, 0);
   l.engine = std::make_unique<Engine>(std::move(model), eo);
+  uint64_t dense = 0;
+  if (numa != NumaMode::Off) dense = numa_place_dense(l.engine->model(), topo, numa);
+  if (numa == NumaMode::Interleave)
+    std::fprintf(stderr, "numa interleave: %s\n  dense weights %s interleaved over the nodes' memory\n", topo.describe().c_str(), format_bytes(dense).c_str());
+  if (numa == NumaMode::Shard) {
+    l.numa = std::make_unique<NumaShards>(*l.engine, topo, std::move(numa_plan));
+    std::fprintf(stderr, "%s  dense weights %s bound to node 0's memory (not replicated)\n", l.numa->describe().c_str(), format_bytes(dense).c_str());
+  }
   set_moe_knobs(o, l.engine->model());
   if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
   if (!o.pp_model.empty()) attach_pp(o.pp_model, l);

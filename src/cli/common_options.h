@@ -11,6 +11,7 @@
 #include "model/standin_experts.h"
 #include "runtime/engine.h"
 #include "runtime/expert_parallel.h"
+#include "runtime/numa_shards.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,6 +54,9 @@ struct ModelOptions {
   // --expert-parallel (under mpirun): routed experts sharded across the job's ranks.
   bool expert_parallel = false;
   EpOptions ep;
+  // --numa shard|interleave|off (runtime/numa_shards.h); --numa-topology (hidden): a faked layout.
+  std::string numa = "off";
+  std::string numa_topology;
   // Drafting (set by the commands, not CLI options here): a draft model (-md FILE) with draft_seq
   // slots, loaded by load_engine after the target model (whose vocabulary it must share) and before
   // the target's engine, whose memory plan counts what it holds (draft_bytes, set then); the
@@ -72,11 +76,14 @@ struct ModelOptions {
 
 void add_model_options(CLI::App* sub, ModelOptions& o);
 void add_sampling_options(CLI::App* sub, SamplerParams& p);
-// --expert-parallel, --ep-timeout, --ep-replicate (run, bench, perplexity).
+// --expert-parallel, --ep-timeout, --ep-replicate, --numa, --numa-topology (run, bench, perplexity, serve).
 void add_ep_options(CLI::App* sub, ModelOptions& o);
 // The end of an expert-parallel job on rank 0 (nothing without one): stops the other ranks,
 // prints their figures to stderr and returns them as JSON (null without one).
 nlohmann::json finish_expert_parallel(std::unique_ptr<ExpertParallel>& ep);
+// The end of a --numa shard run (nothing without one): prints each node's figures to stderr and
+// returns them as JSON ({"nodes": [...]}; null without one).
+nlohmann::json finish_numa(const struct Loaded& l);
 
 // The one place EngineOptions are built from the command line: the shape (context, batch, threads,
 // slots, cache types) alone (a draft model's engine), or with the expert tier and what the command
@@ -95,6 +102,8 @@ struct Loaded {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
+  // --numa shard: the other nodes' shards (before the engine goes).
+  std::unique_ptr<NumaShards> numa;
   // --expert-parallel: the job (rank 0; the other ranks serve inside load_engine and exit there).
   // Last, so that it leaves the job before the engine goes.
   std::unique_ptr<ExpertParallel> ep;

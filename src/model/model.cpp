@@ -142,9 +142,14 @@ uint64_t Model::State::bytes() const {
 }
 
 void Model::prepare(KvCache& kv, int n_batch, int n_threads) {
-  st_->ensure(cfg_, n_batch, kv.n_ctx(), n_threads);
-  st_->seq_count.reserve(static_cast<size_t>(std::max(1, kv.n_seq())));
-  for (auto* v : {&st_->solo, &st_->in_gemm, &st_->in_gemm_out}) v->reserve(static_cast<size_t>(n_batch));
+  prepare_state(*st_, kv, n_batch, n_threads);
+  if (arch_->make_state && !kv.ext()) kv.ext() = arch_->make_state(cfg_, kv, n_batch, n_threads);
+}
+
+void Model::prepare_state(State& st, KvCache& kv, int n_batch, int n_threads) const {
+  st.ensure(cfg_, n_batch, kv.n_ctx(), n_threads);
+  st.seq_count.reserve(static_cast<size_t>(std::max(1, kv.n_seq())));
+  for (auto* v : {&st.solo, &st.in_gemm, &st.in_gemm_out}) v->reserve(static_cast<size_t>(n_batch));
   // The widest quantized activation row any weight matrix asks for (F32 weights read x directly).
   uint64_t max_row = 0;
   for (const auto& t : gguf_->tensors()) {
@@ -152,8 +157,25 @@ void Model::prepare(KvCache& kv, int n_batch, int n_threads) {
     const GgmlType at = matmul_act_type(t.type);
     if (at != GgmlType::F32 && t.ne[0] % ggml_info(at).block_size == 0) max_row = std::max(max_row, ggml_row_size(at, t.ne[0]));
   }
-  st_->reserve_matmul(n_batch, max_row);
-  if (arch_->make_state && !kv.ext()) kv.ext() = arch_->make_state(cfg_, kv, n_batch, n_threads);
+  st.reserve_matmul(n_batch, max_row);
+}
+
+RoutedWorker::~RoutedWorker() = default;
+uint64_t RoutedWorker::scratch_bytes() const { return st_ ? st_->bytes() : 0; }
+
+std::unique_ptr<RoutedWorker> Model::make_routed_worker(KvCache& kv, int n_batch, ThreadPool* pool, ExpertProvider* experts) const {
+  std::unique_ptr<RoutedWorker> w(new RoutedWorker());
+  w->st_ = std::make_unique<State>();
+  w->pool_ = pool;
+  w->experts_ = experts;
+  prepare_state(*w->st_, kv, n_batch, pool ? pool->size() : 1);
+  return w;
+}
+
+void Model::run_routed(const RoutedJob& j, KvCache& kv, float* out) { run_routed_on(j, kv, out, *st_, pool_, experts_, routed_last_layer_); }
+
+void Model::run_routed(const RoutedJob& j, KvCache& kv, float* out, RoutedWorker& w) {
+  run_routed_on(j, kv, out, *w.st_, w.pool_, w.experts_, w.last_layer_);
 }
 
 uint64_t Model::scratch_bytes() const { return st_->bytes(); }
@@ -212,13 +234,12 @@ void Model::forward(const Batch& b, KvCache& kv, float* logits) {
   hidden_rows_ = b.n;  // st.x: the final hidden rows, before the output norm
 }
 
-void Model::run_routed(const RoutedJob& j, KvCache& kv, float* out) {
+void Model::run_routed_on(const RoutedJob& j, KvCache& kv, float* out, State& st, ThreadPool* pool, ExpertProvider* experts, int& last_layer) {
   STRATA_CHECK(j.layer >= 0 && j.layer < cfg_.n_layer && cfg_.layers[j.layer].ffn == FfnKind::Moe, "routed job: layer {} is not a MoE layer", j.layer);
   STRATA_CHECK(j.n > 0 && j.n_tok <= j.n && j.n_pairs >= 0, "routed job: {} rows of a {}-token batch", j.n_tok, j.n);
   const LayerConfig& lc = cfg_.layers[j.layer];
   const int d = cfg_.n_embd, k = lc.n_expert_used, ne = lc.n_expert;
-  st_->ensure(cfg_, j.n, kv.n_ctx(), pool_ ? pool_->size() : 1);
-  State& st = *st_;
+  st.ensure(cfg_, j.n, kv.n_ctx(), pool ? pool->size() : 1);
   for (int t = 0; t < j.n_tok; ++t) {
     STRATA_CHECK(j.tok[t] >= 0 && j.tok[t] < j.n, "routed job: token row {} outside the batch of {}", j.tok[t], j.n);
     std::memcpy(st.xn.data() + static_cast<size_t>(j.tok[t]) * d, j.rows + static_cast<size_t>(t) * d, sizeof(float) * d);
@@ -237,13 +258,13 @@ void Model::run_routed(const RoutedJob& j, KvCache& kv, float* out) {
   }
   Batch b;
   b.n = j.n;
-  FwdCtx c{cfg_, w_, kernels(), pool_, st, kv, b, experts_, nullptr};
-  if (j.layer <= routed_last_layer_) experts_->begin_batch(j.n);
-  routed_last_layer_ = j.layer;
+  FwdCtx c{cfg_, w_, kernels(), pool, st, kv, b, experts, nullptr};
+  if (j.layer <= last_layer) experts->begin_batch(j.n);
+  last_layer = j.layer;
   try {
     routed_experts_for(c, j.layer, g, list, m);
   } catch (...) {
-    experts_->on_abort();
+    experts->on_abort();
     throw;
   }
   for (int p = 0; p < j.n_pairs; ++p)

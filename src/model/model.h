@@ -97,6 +97,7 @@ struct TensorObserver {
 class Model;
 class LayerExecutor;  // model/executor.h
 class ExpertOffload;  // model/forward.h
+class RoutedWorker;
 
 // Expert parallelism's remote side (Model::run_routed): one MoE layer's routed (token, slot) pairs
 // of another process's batch of n tokens that fall on this process's experts.
@@ -200,6 +201,11 @@ class Model {
   // each pair's weighted row (its slot of the layer's sum) to out [n_pairs, n_embd]. kv: the engine's
   // cache (untouched; the pass context needs one).
   void run_routed(const RoutedJob& job, KvCache& kv, float* out);
+  // The same on another thread while this model's passes run: with w's own scratch, thread pool and
+  // expert provider (a NUMA node's shard: runtime/numa_shards.h).
+  void run_routed(const RoutedJob& job, KvCache& kv, float* out, RoutedWorker& w);
+  // A worker for run_routed with scratch for jobs of up to n_batch tokens (allocated now).
+  std::unique_ptr<RoutedWorker> make_routed_worker(KvCache& kv, int n_batch, ThreadPool* pool, ExpertProvider* experts) const;
   // MoeKnobs (validated by the caller against the model's k).
   void set_moe_knobs(const MoeKnobs& m) {
     moe_knobs_ = m;
@@ -224,6 +230,8 @@ class Model {
 
  private:
   void run_layers(struct FwdCtx& c);
+  void run_routed_on(const RoutedJob& j, KvCache& kv, float* out, State& st, ThreadPool* pool, ExpertProvider* experts, int& last_layer);
+  void prepare_state(State& st, KvCache& kv, int n_batch, int n_threads) const;
   Model() = default;
   std::unique_ptr<GgufModel> gguf_;
   ModelConfig cfg_;
@@ -252,6 +260,21 @@ class Model {
   void setup_nextn();
   void nextn_input(int j, const NextnBatch& b);
   void nextn_head(int j, int m, float* logits);
+};
+
+// Model::run_routed's side of its own: scratch, thread pool and expert provider.
+class RoutedWorker {
+ public:
+  ~RoutedWorker();
+  uint64_t scratch_bytes() const;
+
+ private:
+  friend class Model;
+  RoutedWorker() = default;
+  std::unique_ptr<Model::State> st_;
+  ThreadPool* pool_ = nullptr;
+  ExpertProvider* experts_ = nullptr;
+  int last_layer_ = -1;  // a layer not above the last one starts a new batch
 };
 
 // Resident experts: views into the mapped GGUF (location by formula).

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -92,7 +93,8 @@ bool mostly_in_memory(const Model& model) {
   return all > 0 && in * 10 >= all * 9;
 }
 
-// Per part: the file ranges of everything but routed experts, merged ([begin, end), sorted).
+}  // namespace
+
 std::vector<std::vector<std::pair<uint64_t, uint64_t>>> dense_ranges(const Model& model) {
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> ranges(model.gguf().parts().size()), out(ranges.size());
   for (const auto& t : model.gguf().tensors())
@@ -109,6 +111,13 @@ std::vector<std::vector<std::pair<uint64_t, uint64_t>>> dense_ranges(const Model
   return out;
 }
 
+
+uint64_t share_of(uint64_t bytes, double share) {
+  STRATA_CHECK(share > 0 && share <= 1, "expert cache share {} is outside (0, 1]", share);
+  return share >= 1 ? bytes : static_cast<uint64_t>(static_cast<double>(bytes) * share);
+}
+
+namespace {
 // Every expert in a slot of its size class, plus the transient buffers (largest class).
 uint64_t all_slot_bytes(const ExpertStore& store) {
   uint64_t all = kDefaultTransientSlots * align_up(store.max_slot_bytes(), io_align());
@@ -260,9 +269,10 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
     return;
   }
   cache_bytes = std::min(cache_bytes, all_slots);
+  plan_.experts_budget = cache_bytes;
   ExpertCacheOptions co;
-  co.cache_bytes = cache_bytes;
-  co.max_experts = opt.cache_experts;
+  co.cache_bytes = share_of(cache_bytes, opt.cache_share);
+  co.max_experts = opt.cache_experts > 0 ? std::max<int64_t>(1, std::llround(static_cast<double>(opt.cache_experts) * opt.cache_share)) : 0;
   co.policy = opt.policy;
   co.mlock = opt.mlock;
   cache_ = std::make_unique<ExpertCache>(*store_, make_backend(opt), co);

@@ -44,6 +44,9 @@ struct TierOptions {
   // Memory that drafting holds beside the model (a draft model's engine, the NextN KV rows),
   // planned like the KV cache: the expert cache gets what is left after it.
   uint64_t draft_bytes = 0;
+  // --numa shard: the share (0..1] of the expert cache this tier takes; the rest of what the budget
+  // leaves for experts (MemoryPlan::experts_budget) goes to the other nodes' shards.
+  double cache_share = 1.0;
   // Logits rows the engine's callers hold (EngineOptions::logit_rows, n_vocab floats each).
   uint64_t logits_bytes = 0;
   // The vocabulary's tables beside the model: the tokenizer's, and the grammar index when
@@ -66,6 +69,7 @@ struct MemoryPlan {
   uint64_t requests = 0;          // TierOptions::request_bytes
   uint64_t experts_total = 0;     // routed expert bytes in the file
   uint64_t expert_cache = 0;      // bytes given to the expert cache (0 when resident)
+  uint64_t experts_budget = 0;    // streaming: what the budget leaves for expert caches (all --numa nodes together)
   int64_t cache_slots = 0;
   int size_classes = 1;           // distinct expert slot sizes (each class has its own slots)
   int64_t experts = 0;
@@ -157,6 +161,14 @@ class ExpertTier {
   std::unique_ptr<ExpertStore> store_;
   std::unique_ptr<ExpertCache> cache_;
 };
+
+// Per part of the model's file: the ranges of everything but routed experts, merged ([begin, end),
+// sorted; small gaps ride along).
+std::vector<std::vector<std::pair<uint64_t, uint64_t>>> dense_ranges(const Model& model);
+
+// bytes * share, rounded down (share in (0, 1]; throws otherwise): a --numa node's part of the
+// expert budget.
+uint64_t share_of(uint64_t bytes, double share);
 
 // Peak resident set of this process (VmHWM) and current (VmRSS), bytes.
 uint64_t process_peak_rss();
