@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "experts/warm_stats.h"
 #include "gpu/device.h"
 #include "model/executor.h"
 #include "model/vram_experts.h"
@@ -74,6 +75,13 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "computed from this file's bytes instead of being read into the expert cache. Lossy: price it with strata "
                   "perplexity --kl-divergence")
       ->type_name("FILE");
+  sub->add_option("--quality-budget", o.quality_budget,
+                  "KL: take the knob setting (--route-cache, --moe-min-mass, --moe-k) with the fewest expert bytes per token whose "
+                  "mean KL divergence, as strata calibrate measured it, is at most KL; prints the choice. Not with those options. A "
+                  "missing, malformed or other model's calibration file: a warning, and the knobs stay off")
+      ->check(CLI::Range(0.0, 1e9));
+  sub->add_option("--calibration", o.calibration,
+                  "With --quality-budget: the calibration file (default: the one strata calibrate wrote beside the warm-start statistics)");
   sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight")->check(CLI::Range(1, 4096));
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
@@ -300,6 +308,41 @@ static void attach_standin(const std::string& path, Loaded& l) {
   m.add_routing_observer(l.standin_experts.get());
 }
 
+// --quality-budget: the calibrated setting that fits, applied as if given on the command line; a
+// file that cannot be used (or a setting the model refuses) leaves the knobs off with a warning.
+static QualityChoice apply_quality_budget(const ModelOptions& o, Model& m) {
+  QualityChoice q;
+  q.budget = o.quality_budget;
+  const uint64_t key = model_identity(m.gguf());
+  const std::string dir = o.stats_dir.empty() ? default_stats_dir() : o.stats_dir;
+  q.file = !o.calibration.empty() ? o.calibration : dir.empty() ? std::string() : calibration_path(dir, key);
+  std::optional<Calibration> c;
+  if (q.file.empty()) q.why = "no statistics directory ($XDG_CACHE_HOME and $HOME unset): give --calibration FILE";
+  else if (c = load_calibration(q.file, key, &q.why); !c && q.why.empty())
+    q.why = fmt::format("{}: no calibration file (strata calibrate -m {} -f TEXT writes it)", q.file, o.path);
+  if (c) {
+    if (const std::optional<size_t> i = choose_setting(*c, q.budget)) {
+      q.setting = c->settings[*i];
+      q.calibrated_ram_budget = c->ram_budget;
+      ModelOptions mo = o;
+      mo.moe_k = q.setting.knobs.moe_k;
+      mo.moe_min_mass = q.setting.knobs.moe_min_mass;
+      mo.route_cache = q.setting.knobs.route_cache;
+      try {
+        set_moe_knobs(mo, m);
+        q.applied = true;
+      } catch (const Error& e) {
+        q.why = fmt::format("{}: setting '{}': {}", q.file, q.setting.knobs.name(), e.what());
+        m.set_moe_knobs(MoeKnobs{});
+      }
+    } else {
+      q.why = fmt::format("{}: no calibrated setting has a mean KL of at most {}", q.file, q.budget);
+    }
+  }
+  std::fprintf(stderr, "%s\n", q.describe().c_str());
+  return q;
+}
+
 void add_knob_figures(const Loaded& l, nlohmann::json& j) {
   const Model& m = l.engine->model();
   const MoeKnobs& knobs = m.moe_knobs();
@@ -309,13 +352,26 @@ void add_knob_figures(const Loaded& l, nlohmann::json& j) {
     j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots.load()},
                                      {"changed", rc.changed.load()}, {"route_agreement", rc.agreement()}};
   }
-  if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts}, {"bytes", l.standin_experts->counters().bytes}};
+  if (l.quality) j["moe_knobs"]["quality_budget"] = quality_choice_json(*l.quality);
+  if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts.load()}, {"bytes", l.standin_experts->counters().bytes.load()}};
+}
+
+// --quality-budget picks the knobs itself: given with any of them, it is refused.
+static void check_quality_budget_alone(const ModelOptions& o) {
+  if (o.quality_budget < 0) return;
+  std::string given;
+  if (o.moe_k != 0) given += fmt::format(" --moe-k {}", o.moe_k);
+  if (o.moe_min_mass != 1.0f) given += fmt::format(" --moe-min-mass {}", o.moe_min_mass);
+  if (!o.route_cache.empty()) given += " --route-cache " + o.route_cache;
+  if (!o.miss_model.empty()) given += " --miss-model " + o.miss_model;
+  STRATA_CHECK(given.empty(), "--quality-budget chooses --route-cache / --moe-min-mass / --moe-k from the calibration file: not with{}", given);
 }
 
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
   install_interrupt_handler();
+  check_quality_budget_alone(o);
   GpuChoice gpu = resolve_gpu(o.gpu);  // a loader or device problem of --gpu vulkan fails before the model loads
   Loaded l;
   auto model = Model::load(o.path);
@@ -337,7 +393,8 @@ Loaded load_engine(const ModelOptions& o) {
   eo.tier.vocab_bytes = heap1 > heap0 ? heap1 - heap0 : 0;
   eo.tier.request_bytes = request_bytes;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
-  set_moe_knobs(o, l.engine->model());
+  if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
+  else set_moe_knobs(o, l.engine->model());
   if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
   attach_gpu(std::move(gpu), *l.engine, o);
   if (o.expert_parallel) {

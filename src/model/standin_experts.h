@@ -7,6 +7,7 @@
 // into the expert cache. It sits between the model and its expert provider and watches the
 // routing (it is both): the model's routing observers see each token's choices, in the router's
 // order, before the layer's request.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,9 +23,10 @@ namespace strata {
 // or a routed expert tensor's shape or absence.
 void check_standin_matches(const Model& full, const Model& standin);
 
+// Written by the thread that runs the passes, read by any (a server's /stats): relaxed atomics.
 struct StandInCounters {
-  uint64_t experts = 0;  // (layer, expert) computed from the stand-in, once per pass each
-  uint64_t bytes = 0;    // the stand-in's bytes of those experts (what the kernels read at most)
+  std::atomic<uint64_t> experts{0};  // (layer, expert) computed from the stand-in, once per pass each
+  std::atomic<uint64_t> bytes{0};    // the stand-in's bytes of those experts (what the kernels read at most)
 };
 
 class StandInExperts final : public ExpertProvider, public RoutingObserver {
