@@ -33,9 +33,9 @@ std::string calib_slurp(const std::string& path) {
 TEST(CalibrateCli, WritesTheFileAndTheBudgetPicksFromIt) {
   const std::string dir = "/tmp/strata_calib_cli_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
-  // Two windows of 64 tokens, token by token (the default -b 1), under a 64M budget.
+  // One window of 64 tokens, token by token (the default -b 1), under a 64M budget.
   const std::string common = " -m " + kCalModel + " -c 64 -t 2 --ram-budget 64M --stats-dir " + dir;
-  const CmdResult cal = run_cmd("calibrate" + common + " -f " + kCalText + " --chunks 2 --json --settings 'route-cache=1,16;moe-min-mass=0.8'");
+  const CmdResult cal = run_cmd("calibrate" + common + " -f " + kCalText + " --chunks 1 --json --settings 'route-cache=1,16;moe-min-mass=0.8'");
   ASSERT_EQ(cal.code, 0) << cal.err;
   const auto j = nlohmann::json::parse(last_line(cal.out));
   const std::string path = j["path"].get<std::string>();
@@ -43,7 +43,7 @@ TEST(CalibrateCli, WritesTheFileAndTheBudgetPicksFromIt) {
   EXPECT_TRUE(path.ends_with(".calib.json")) << path;
   ASSERT_TRUE(std::filesystem::exists(path));
   EXPECT_EQ(nlohmann::json::parse(calib_slurp(path))["settings"], j["settings"]);
-  EXPECT_EQ(j["scored_tokens"].get<int>(), 2 * (64 - 1 - 32));
+  EXPECT_EQ(j["scored_tokens"].get<int>(), 64 - 1 - 32);
   EXPECT_EQ(j["ram_budget"].get<uint64_t>(), 64ull << 20);
   const auto& s = j["settings"];
   ASSERT_EQ(s.size(), 3u) << s.dump();
@@ -57,7 +57,7 @@ TEST(CalibrateCli, WritesTheFileAndTheBudgetPicksFromIt) {
   EXPECT_EQ(s[2]["name"], "moe-min-mass=0.8");
 
   // The runs the budget is tried on: perplexity over the same windows, its mean NLL to the last bit.
-  const std::string ppl = "perplexity" + common + " -f " + kCalText + " -b 1 --chunks 2 --no-warm-start --json";
+  const std::string ppl = "perplexity" + common + " -f " + kCalText + " -b 1 --chunks 1 --no-warm-start --json";
   const auto nll = [&](const std::string& extra, std::string* err = nullptr) {
     const CmdResult r = run_cmd(ppl + extra);
     EXPECT_EQ(r.code, 0) << extra << ": " << r.err;
@@ -111,9 +111,9 @@ TEST(CalibrateCli, WritesTheFileAndTheBudgetPicksFromIt) {
 }
 
 TEST(CalibrateCli, BadSettingsAreClearErrors) {
-  const std::string common = "calibrate -m " + kCalModel + " -f " + kCalText + " -c 64 --out /tmp/strata_calib_never.json";
-  for (const auto& [args, msg] : {std::pair{" --settings 'route-cache=5,8'", "route-cache J = 5"}, {" --settings 'warp=1'", "unknown knob"},
-                                  {" --route-cache 2,8", "sets the knobs itself"}, {" -c 1024", "need at least one window"}}) {
+  const std::string common = "calibrate -m " + kCalModel + " -f " + kCalText + " --out /tmp/strata_calib_never.json";
+  for (const auto& [args, msg] : {std::pair{" -c 64 --settings 'route-cache=5,8'", "route-cache J = 5"}, {" -c 64 --settings 'warp=1'", "unknown knob"},
+                                  {" -c 64 --route-cache 2,8", "sets the knobs itself"}, {" -c 1024", "need at least one window"}}) {
     const CmdResult r = run_cmd(common + args);
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.err.find(msg), std::string::npos) << args << ": " << r.err;

@@ -20,7 +20,7 @@ TEST(ServeKnobs, StatsCountStandInsAndPropsShowTheQualityBudget) {
   const CmdResult q = run_cmd("quantize --experts-only --type q4_0 -t 2 " + kKnobsModel + " " + q4);
   ASSERT_EQ(q.code, 0) << q.err;
   {
-    ServeProcess serve("serve_knobs_standin", {"-m", kKnobsModel, "--port", "0", "-c", "256", "-t", "1", "--ram-budget", "64M", "--no-warm-start",
+    ServeProcess serve("serve_knobs_standin", {"-m", kKnobsModel, "--port", "0", "-c", "256", "-b", "64", "-t", "1", "--ram-budget", "64M", "--no-warm-start",
                                                "--disk-probe", "0", "--miss-model", q4});
     ASSERT_TRUE(serve.ready()) << serve.log();
     httplib::Client c("127.0.0.1", serve.port());
@@ -46,7 +46,7 @@ TEST(ServeKnobs, StatsCountStandInsAndPropsShowTheQualityBudget) {
                                 "/../models/strata-moe-tiny/traces/heldout-exodus.txt -c 64 --chunks 1 -t 2 --ram-budget 64M --settings "
                                 "'route-cache=1,16' --json --out " + dir + "/cal.json");
   ASSERT_EQ(cal.code, 0) << cal.err;
-  ServeProcess serve("serve_knobs_budget", {"-m", kKnobsModel, "--port", "0", "-c", "256", "-t", "1", "--ram-budget", "64M", "--disk-probe", "0",
+  ServeProcess serve("serve_knobs_budget", {"-m", kKnobsModel, "--port", "0", "-c", "256", "-b", "64", "-t", "1", "--ram-budget", "64M", "--disk-probe", "0",
                                             "--quality-budget", "1", "--calibration", dir + "/cal.json"});
   ASSERT_TRUE(serve.ready()) << serve.log();
   httplib::Client c("127.0.0.1", serve.port());
