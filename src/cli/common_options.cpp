@@ -340,6 +340,11 @@ static QualityChoice apply_quality_budget(const ModelOptions& o, Model& m) {
     }
   }
   std::fprintf(stderr, "%s\n", q.describe().c_str());
+  const uint64_t budget = o.ram_budget.empty() ? 0 : parse_bytes(o.ram_budget);
+  if (q.applied && budget != q.calibrated_ram_budget)
+    std::fprintf(stderr, "note: this run has %s, the calibration %s: expect other bytes per token\n",
+                 budget ? ("--ram-budget " + format_bytes(budget)).c_str() : "no --ram-budget",
+                 q.calibrated_ram_budget ? ("--ram-budget " + format_bytes(q.calibrated_ram_budget)).c_str() : "none");
   return q;
 }
 
@@ -358,6 +363,7 @@ void add_knob_figures(const Loaded& l, nlohmann::json& j) {
 
 // --quality-budget picks the knobs itself: given with any of them, it is refused.
 static void check_quality_budget_alone(const ModelOptions& o) {
+  STRATA_CHECK(o.calibration.empty() || o.quality_budget >= 0, "--calibration {}: give --quality-budget KL too (the file is read only for it)", o.calibration);
   if (o.quality_budget < 0) return;
   std::string given;
   if (o.moe_k != 0) given += fmt::format(" --moe-k {}", o.moe_k);

@@ -87,6 +87,10 @@ TEST(CalibrateCli, WritesTheFileAndTheBudgetPicksFromIt) {
   EXPECT_NE(both.code, 0);
   EXPECT_NE(both.err.find("not with --route-cache 2,8"), std::string::npos) << both.err;
 
+  const CmdResult alone = run_cmd(ppl + " --calibration " + path);
+  EXPECT_NE(alone.code, 0);
+  EXPECT_NE(alone.err.find("give --quality-budget KL too"), std::string::npos) << alone.err;
+
   // Files that cannot be used: a warning, and the knobs-off logits.
   const std::string text = calib_slurp(path);
   std::string foreign = text;
