@@ -5,7 +5,8 @@
 # and matcher steps) for SECONDS/4 on fuzz/corpus-grammar, fuzz_toolcall (the tool-call output
 # parsers) for SECONDS/4 on fuzz/corpus-toolcall, fuzz_request (the OpenAI request parsers) for
 # SECONDS/6 on fuzz/corpus-request (inputs up to 1 MiB), fuzz_model (Model::load over the golden sets
-# with metadata and tensor shapes overwritten) for SECONDS/6 on fuzz/corpus-model. Prints each exec count; exits non-zero
+# with metadata and tensor shapes overwritten) for SECONDS/6 on fuzz/corpus-model, fuzz_calibration (the
+# --quality-budget calibration file and calibrate's knob specs) for SECONDS/6 on fuzz/corpus-calibration. Prints each exec count; exits non-zero
 # when a fuzzer finds a crash, a leak, an out-of-memory or a timeout (the reproducer is kept and
 # its path printed).
 # Usage: scripts/fuzz.sh BUILD_DIR SECONDS
@@ -52,3 +53,4 @@ run_fuzzer fuzz_grammar "$root/fuzz/corpus-grammar" "$(( seconds / 4 > 1 ? secon
 run_fuzzer fuzz_toolcall "$root/fuzz/corpus-toolcall" "$(( seconds / 4 > 1 ? seconds / 4 : 1 ))" 4096
 run_fuzzer fuzz_request "$root/fuzz/corpus-request" "$(( seconds / 6 > 1 ? seconds / 6 : 1 ))" 1048576
 run_fuzzer fuzz_model "$root/fuzz/corpus-model" "$(( seconds / 6 > 1 ? seconds / 6 : 1 ))" 4096
+run_fuzzer fuzz_calibration "$root/fuzz/corpus-calibration" "$(( seconds / 6 > 1 ? seconds / 6 : 1 ))" 16384

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -102,34 +103,34 @@ int run(const PplOptions& o) {
   KlStats kls;
   std::vector<float> logp, ref(static_cast<size_t>(nv));
   const double t0 = now_s();
-  for (int c = 0; c < w.n_chunk; ++c) {
-    std::vector<int32_t> win(tokens.begin() + static_cast<int64_t>(c) * n_ctx, tokens.begin() + static_cast<int64_t>(c + 1) * n_ctx);
-    if (tk.add_bos() && !base) win[0] = tk.bos();
-    // --pp-model: the unscored context as a prompt through the low-bit file, then the scored rest.
-    const bool split = loaded.pp_experts && w.first >= o.model.pp_min_tokens;
-    if (split) {
-      const PromptPass pp(loaded, w.first, o.model.pp_min_tokens);
-      eng.eval_rows(0, win.data(), w.first, 0, w.first - 1, [](int, const float*) {});
-    }
-    const int from = split ? w.first : 0;
-    eng.eval_rows(0, win.data() + from, n_ctx - from, from, w.first - from, [&](int at, const float* row) {
-      const int i = at + from;
-      if (i >= n_ctx - 1) return;
-      const double v = token_nll(row, nv, win[static_cast<size_t>(i) + 1]);
-      nll += v;
-      nll2 += v * v;
-      if (out.is_open()) {
-        log_softmax(row, nv, logp);
-        out.write(reinterpret_cast<const char*>(logp.data()), static_cast<std::streamsize>(logp.size() * 4));
-      }
-      if (base) {
-        if (!base->in.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4))) fail("KL base file is truncated");
-        kls.add(v, -double(ref[static_cast<size_t>(win[static_cast<size_t>(i) + 1])]), kl_divergence(ref.data(), row, nv));
-      }
-      count++;
-    });
-    if (!o.json) std::fprintf(stderr, "[%d]%.4f%s", c + 1, std::exp(nll / double(count)), c + 1 == w.n_chunk ? "\n" : ",");
-  }
+  // --pp-model: each window's unscored context evaluated as a prompt through the low-bit file.
+  std::optional<PromptPass> pp;
+  ContextFn context;
+  if (loaded.pp_experts && w.first >= o.model.pp_min_tokens)
+    context = [&](bool begin) {
+      if (begin) pp.emplace(loaded, w.first, o.model.pp_min_tokens);
+      else pp.reset();
+    };
+  score_windows(
+      eng, tokens, w, tk.add_bos() && !base ? tk.bos() : -1,
+      [&](const float* row, int32_t target) {
+        const double v = token_nll(row, nv, target);
+        nll += v;
+        nll2 += v * v;
+        if (out.is_open()) {
+          log_softmax(row, nv, logp);
+          out.write(reinterpret_cast<const char*>(logp.data()), static_cast<std::streamsize>(logp.size() * 4));
+        }
+        if (base) {
+          if (!base->in.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 4))) fail("KL base file is truncated");
+          kls.add(v, -double(ref[static_cast<size_t>(target)]), kl_divergence(ref.data(), row, nv));
+        }
+        count++;
+      },
+      [&](int c) {
+        if (!o.json) std::fprintf(stderr, "[%d]%.4f%s", c + 1, std::exp(nll / double(count)), c + 1 == w.n_chunk ? "\n" : ",");
+      },
+      context);
   const double secs = now_s() - t0;
   const double mean = nll / double(count), var = std::max(0.0, nll2 / double(count) - mean * mean);
   const double ppl = std::exp(mean), ppl_err = ppl * std::sqrt(var / double(count));

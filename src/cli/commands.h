@@ -21,6 +21,7 @@ Command add_chat(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_perplexity(CLI::App& app);
+Command add_calibrate(CLI::App& app);
 Command add_gpu(CLI::App& app);
 Command add_quantize(CLI::App& app);
 

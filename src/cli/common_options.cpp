@@ -11,6 +11,7 @@
 #include "core/units.h"
 #include "experts/expert_cache.h"
 #include "runtime/expert_tier.h"
+#include "experts/warm_stats.h"
 #include "gpu/device.h"
 #include "model/executor.h"
 #include "model/vram_experts.h"
@@ -76,6 +77,13 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "computed from this file's bytes instead of being read into the expert cache. Lossy: price it with strata "
                   "perplexity --kl-divergence")
       ->type_name("FILE");
+  sub->add_option("--quality-budget", o.quality_budget,
+                  "KL: take the knob setting (--route-cache, --moe-min-mass, --moe-k) with the fewest expert bytes per token whose "
+                  "mean KL divergence, as strata calibrate measured it, is at most KL; prints the choice. Not with those options. A "
+                  "missing, malformed or other model's calibration file: a warning, and the knobs stay off")
+      ->check(CLI::Range(0.0, 1e9));
+  sub->add_option("--calibration", o.calibration,
+                  "With --quality-budget: the calibration file (default: the one strata calibrate wrote beside the warm-start statistics)");
   sub->add_option("--io-depth", o.queue_depth, "Expert reads in flight")->check(CLI::Range(1, 4096));
   sub->add_option("--io", o.io, "Expert I/O: auto (io_uring + O_DIRECT when possible) or pread");
   sub->add_flag("--mlock", o.mlock, "Lock the expert cache in RAM");
@@ -346,6 +354,46 @@ static void attach_standin(const std::string& path, Loaded& l) {
   m.add_routing_observer(l.standin_experts.get());
 }
 
+// --quality-budget: the calibrated setting that fits, applied as if given on the command line; a
+// file that cannot be used (or a setting the model refuses) leaves the knobs off with a warning.
+static QualityChoice apply_quality_budget(const ModelOptions& o, Model& m) {
+  QualityChoice q;
+  q.budget = o.quality_budget;
+  const uint64_t key = model_identity(m.gguf());
+  const std::string dir = o.stats_dir.empty() ? default_stats_dir() : o.stats_dir;
+  q.file = !o.calibration.empty() ? o.calibration : dir.empty() ? std::string() : calibration_path(dir, key);
+  std::optional<Calibration> c;
+  if (q.file.empty()) q.why = "no statistics directory ($XDG_CACHE_HOME and $HOME unset): give --calibration FILE";
+  else if (c = load_calibration(q.file, key, &q.why); !c && q.why.empty())
+    q.why = fmt::format("{}: no calibration file (strata calibrate -m {} -f TEXT writes it)", q.file, o.path);
+  if (c) {
+    if (const std::optional<size_t> i = choose_setting(*c, q.budget)) {
+      q.setting = c->settings[*i];
+      q.calibrated_ram_budget = c->ram_budget;
+      ModelOptions mo = o;
+      mo.moe_k = q.setting.knobs.moe_k;
+      mo.moe_min_mass = q.setting.knobs.moe_min_mass;
+      mo.route_cache = q.setting.knobs.route_cache;
+      try {
+        set_moe_knobs(mo, m);
+        q.applied = true;
+      } catch (const Error& e) {
+        q.why = fmt::format("{}: setting '{}': {}", q.file, q.setting.knobs.name(), e.what());
+        m.set_moe_knobs(MoeKnobs{});
+      }
+    } else {
+      q.why = fmt::format("{}: no calibrated setting has a mean KL of at most {}", q.file, q.budget);
+    }
+  }
+  std::fprintf(stderr, "%s\n", q.describe().c_str());
+  const uint64_t budget = o.ram_budget.empty() ? 0 : parse_bytes(o.ram_budget);
+  if (q.applied && budget != q.calibrated_ram_budget)
+    std::fprintf(stderr, "note: this run has %s, the calibration %s: expect other bytes per token\n",
+                 budget ? ("--ram-budget " + format_bytes(budget)).c_str() : "no --ram-budget",
+                 q.calibrated_ram_budget ? ("--ram-budget " + format_bytes(q.calibrated_ram_budget)).c_str() : "none");
+  return q;
+}
+
 // --pp-model: a stand-in with no protected choices, inactive until a long prompt (PromptPass).
 static void attach_pp(const std::string& path, Loaded& l) {
   Model& m = l.engine->model();
@@ -366,14 +414,28 @@ void add_knob_figures(const Loaded& l, nlohmann::json& j) {
     j["moe_knobs"]["route_cache"] = {{"keep", knobs.route.keep}, {"cands", knobs.route.cands}, {"slots", rc.slots.load()},
                                      {"changed", rc.changed.load()}, {"route_agreement", rc.agreement()}};
   }
-  if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts}, {"bytes", l.standin_experts->counters().bytes}};
-  if (l.pp_experts) j["pp_model"] = {{"experts", l.pp_experts->counters().experts}, {"bytes", l.pp_experts->counters().bytes}};
+  if (l.quality) j["moe_knobs"]["quality_budget"] = quality_choice_json(*l.quality);
+  if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts.load()}, {"bytes", l.standin_experts->counters().bytes.load()}};
+  if (l.pp_experts) j["pp_model"] = {{"experts", l.pp_experts->counters().experts.load()}, {"bytes", l.pp_experts->counters().bytes.load()}};
+}
+
+// --quality-budget picks the knobs itself: given with any of them, it is refused.
+static void check_quality_budget_alone(const ModelOptions& o) {
+  STRATA_CHECK(o.calibration.empty() || o.quality_budget >= 0, "--calibration {}: give --quality-budget KL too (the file is read only for it)", o.calibration);
+  if (o.quality_budget < 0) return;
+  std::string given;
+  if (o.moe_k != 0) given += fmt::format(" --moe-k {}", o.moe_k);
+  if (o.moe_min_mass != 1.0f) given += fmt::format(" --moe-min-mass {}", o.moe_min_mass);
+  if (!o.route_cache.empty()) given += " --route-cache " + o.route_cache;
+  if (!o.miss_model.empty()) given += " --miss-model " + o.miss_model;
+  STRATA_CHECK(given.empty(), "--quality-budget chooses --route-cache / --moe-min-mass / --moe-k from the calibration file: not with{}", given);
 }
 
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
   install_interrupt_handler();
+  check_quality_budget_alone(o);
   GpuChoice gpu = resolve_gpu(o.gpu);  // a loader or device problem of --gpu vulkan fails before the model loads
   Loaded l;
   const NumaMode numa = parse_numa_mode(o.numa);
@@ -382,6 +444,7 @@ Loaded load_engine(const ModelOptions& o) {
     STRATA_CHECK(!o.expert_parallel, "--numa {}: not with --expert-parallel (each rank is one process; pin ranks with mpirun instead)", o.numa);
     STRATA_CHECK(!gpu.device, "--numa {}: routed experts are computed on the CPUs of the nodes: not with --gpu", o.numa);
     STRATA_CHECK(o.miss_model.empty(), "--numa {}: not with --miss-model", o.numa);
+    STRATA_CHECK(o.pp_model.empty(), "--numa {}: not with --pp-model", o.numa);
     topo = resolve_numa_topology(o.numa_topology);  // throws without libnuma, or naming a bad spec
   } else {
     STRATA_CHECK(o.numa_topology.empty(), "--numa-topology needs --numa shard or --numa interleave");
@@ -421,7 +484,8 @@ Loaded load_engine(const ModelOptions& o) {
     l.numa = std::make_unique<NumaShards>(*l.engine, topo, std::move(numa_plan));
     std::fprintf(stderr, "%s  dense weights %s bound to node 0's memory (not replicated)\n", l.numa->describe().c_str(), format_bytes(dense).c_str());
   }
-  set_moe_knobs(o, l.engine->model());
+  if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
+  else set_moe_knobs(o, l.engine->model());
   if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
   if (!o.pp_model.empty()) attach_pp(o.pp_model, l);
   attach_gpu(std::move(gpu), *l.engine, o);

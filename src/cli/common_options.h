@@ -5,10 +5,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gpu/device.h"
 #include "model/standin_experts.h"
+#include "runtime/calibration.h"
 #include "runtime/engine.h"
 #include "runtime/expert_parallel.h"
 #include "runtime/numa_shards.h"
@@ -43,6 +45,8 @@ struct ModelOptions {
   std::string miss_model;      // --miss-model FILE (model/standin_experts.h); "": off
   std::string pp_model;        // --pp-model FILE: long prompts' routed experts from a low-bit file; "": off
   int pp_min_tokens = 512;     // --pp-min-tokens: the shortest prompt --pp-model takes
+  double quality_budget = -1;  // --quality-budget KL (runtime/calibration.h); < 0: off
+  std::string calibration;     // --calibration FILE ("": beside the warm-start statistics)
   int queue_depth = 64;
   std::string io = "auto";
   bool mlock = false;
@@ -107,6 +111,8 @@ struct Loaded {
   // --expert-parallel: the job (rank 0; the other ranks serve inside load_engine and exit there).
   // Last, so that it leaves the job before the engine goes.
   std::unique_ptr<ExpertParallel> ep;
+  // --quality-budget: the setting chosen from the calibration file, or why none was (knobs off).
+  std::optional<QualityChoice> quality;
 };
 Loaded load_engine(const ModelOptions& o);
 
@@ -130,7 +136,8 @@ class PromptPass {
 void add_pp_options(CLI::App* sub, ModelOptions& o);
 // --json figures of issue 37's knobs: j["moe_knobs"] (k, min_mass; route_cache's J, M, choices,
 // changed choices and route agreement when it is on) and j["miss_model"] (stand-in experts and
-// their bytes) when --miss-model is given.
+// their bytes) when --miss-model is given; with --quality-budget, j["moe_knobs"]["quality_budget"]
+// (what it chose, or why it chose nothing).
 void add_knob_figures(const Loaded& l, nlohmann::json& j);
 // --gpu: `none` gives no device; `auto` a discrete GPU or none, printing one line saying why;
 // `vulkan[:N]` the device, or throws naming why it cannot be opened.

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   cmds.push_back(strata::cli::add_synth(app));
   cmds.push_back(strata::cli::add_serve(app));
   cmds.push_back(strata::cli::add_perplexity(app));
+  cmds.push_back(strata::cli::add_calibrate(app));
   cmds.push_back(strata::cli::add_gpu(app));
   cmds.push_back(strata::cli::add_quantize(app));
   // llama.cpp's two-letter short option -md (draft model): CLI11 takes one-letter short names only.

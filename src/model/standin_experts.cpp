@@ -91,10 +91,11 @@ void StandInExperts::request(int layer, const int32_t* experts, int n) {
 
 ExpertMats StandInExperts::standin_mats(int e) {
   const ExpertMats m = mapped_.acquire(layer_, e);
-  c_.experts++;
+  c_.experts.fetch_add(1, std::memory_order_relaxed);
+  for (const QMatrix* q : {&m.gate, &m.up, &m.down})
+    c_.bytes.fetch_add(ggml_row_size(q->type, static_cast<uint64_t>(q->cols)) * static_cast<uint64_t>(q->rows), std::memory_order_relaxed);
   const size_t u = static_cast<size_t>(layer_) * n_expert_ + e;
   if (u < uses_.size()) uses_[u]++;
-  for (const QMatrix* q : {&m.gate, &m.up, &m.down}) c_.bytes += ggml_row_size(q->type, static_cast<uint64_t>(q->cols)) * static_cast<uint64_t>(q->rows);
   return m;
 }
 

@@ -10,6 +10,7 @@
 // The same provider serves `--pp-model FILE.gguf` (a low-bit file for long prompts): keep 0 and
 // active only while a long prompt is evaluated (set_active); the experts it computed from the
 // stand-in then, hottest first (hottest()), are what the expert cache reads for decoding.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,9 +29,10 @@ namespace strata {
 // option: the option named in the message ("--miss-model", "--pp-model").
 void check_standin_matches(const Model& full, const Model& standin, std::string_view option = "--miss-model");
 
+// Written by the thread that runs the passes, read by any (a server's /stats): relaxed atomics.
 struct StandInCounters {
-  uint64_t experts = 0;  // (layer, expert) computed from the stand-in, once per pass each
-  uint64_t bytes = 0;    // the stand-in's bytes of those experts (what the kernels read at most)
+  std::atomic<uint64_t> experts{0};  // (layer, expert) computed from the stand-in, once per pass each
+  std::atomic<uint64_t> bytes{0};    // the stand-in's bytes of those experts (what the kernels read at most)
 };
 
 class StandInExperts final : public ExpertProvider, public RoutingObserver {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/engine.h"
+
 namespace strata {
 
 void log_softmax(const float* logits, int n, std::vector<float>& out) {
@@ -32,6 +34,28 @@ KlPoint kl_divergence(const float* ref_logp, const float* logits, int n) {
     const double lp_ref = ref_logp[i];
     k.kl += std::exp(lp_ref) * (lp_ref - (double(logits[i]) - lse));
     if (ref_logp[i] > ref_logp[top_ref]) top_ref = i;
+    if (logits[i] > logits[top]) top = i;
+  }
+  k.kl = std::max(0.0, k.kl);
+  k.same_top1 = top_ref == top;
+  return k;
+}
+
+static double log_sum_exp(const float* logits, int n) {
+  const float mx = *std::max_element(logits, logits + n);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(double(logits[i]) - mx);
+  return mx + std::log(sum);
+}
+
+KlPoint kl_divergence_logits(const float* ref_logits, const float* logits, int n) {
+  const double lse_ref = log_sum_exp(ref_logits, n), lse = log_sum_exp(logits, n);
+  KlPoint k;
+  int top_ref = 0, top = 0;
+  for (int i = 0; i < n; ++i) {
+    const double lp_ref = double(ref_logits[i]) - lse_ref;
+    k.kl += std::exp(lp_ref) * (lp_ref - (double(logits[i]) - lse));
+    if (ref_logits[i] > ref_logits[top_ref]) top_ref = i;
     if (logits[i] > logits[top]) top = i;
   }
   k.kl = std::max(0.0, k.kl);
@@ -93,6 +117,29 @@ PplWindows ppl_windows(int64_t n_tokens, int n_ctx, int max_chunks) {
   w.n_chunk = static_cast<int>(n_tokens / n_ctx);
   if (max_chunks > 0) w.n_chunk = std::min(w.n_chunk, max_chunks);
   return w;
+}
+
+void score_windows(Engine& eng, const std::vector<int32_t>& tokens, const PplWindows& w, int32_t bos, const ScoredRowFn& scored,
+                   const std::function<void(int window)>& window_done, const ContextFn& context) {
+  const int n_ctx = w.n_ctx;
+  std::vector<int32_t> win(static_cast<size_t>(n_ctx));
+  for (int c = 0; c < w.n_chunk; ++c) {
+    const auto src = tokens.begin() + static_cast<int64_t>(c) * n_ctx;
+    std::copy(src, src + n_ctx, win.begin());
+    if (bos >= 0) win[0] = bos;
+    int from = 0;  // the first token of the scored pass(es)
+    if (context && w.first > 0) {
+      context(true);
+      eng.eval_rows(0, win.data(), w.first, 0, w.first - 1, [](int, const float*) {});
+      context(false);
+      from = w.first;
+    }
+    eng.eval_rows(0, win.data() + from, n_ctx - from, from, w.first - from, [&](int at, const float* row) {
+      const int i = at + from;
+      if (i < n_ctx - 1) scored(row, win[static_cast<size_t>(i) + 1]);
+    });
+    if (window_done) window_done(c);
+  }
 }
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 // KL divergence / top-1 agreement of one set of logits against reference log-probabilities (the
 // way quantizations and lossy engine settings are judged). All sums in double.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace strata {
@@ -18,6 +19,9 @@ struct KlPoint {
 };
 // ref_logp: reference log-probabilities (log_softmax of the reference logits); logits: the row to judge.
 KlPoint kl_divergence(const float* ref_logp, const float* logits, int n);
+// The same from the reference's logits (both log-softmaxes in double): logits equal to the
+// reference's, bit for bit, give exactly 0.
+KlPoint kl_divergence_logits(const float* ref_logits, const float* logits, int n);
 
 // Linear interpolation between the closest ranks of sorted values (llama-perplexity's and numpy's
 // default): fraction 0 the smallest, 1 the largest, 0.5 the median. `sorted` must not be empty.
@@ -54,5 +58,17 @@ struct PplWindows {
   int scored_per_chunk() const { return n_ctx - 1 - first; }
 };
 PplWindows ppl_windows(int64_t n_tokens, int n_ctx, int max_chunks);
+
+class Engine;
+// Evaluates the windows of `tokens` in sequence 0, each from an empty cache (bos >= 0 replaces each
+// window's first token), and hands every scored position's logits row [n_vocab] (a view valid
+// during the call) and the token it predicts to `scored`, in order; `window_done(c)` after window c.
+// strata perplexity and strata calibrate score text through it.
+// context: given, each window's unscored first half is evaluated alone between context(true) and
+// context(false) (--pp-model's prompt), then the scored rest; null: the window in one go.
+using ScoredRowFn = std::function<void(const float* row, int32_t target)>;
+using ContextFn = std::function<void(bool begin)>;
+void score_windows(Engine& eng, const std::vector<int32_t>& tokens, const PplWindows& w, int32_t bos, const ScoredRowFn& scored,
+                   const std::function<void(int window)>& window_done = {}, const ContextFn& context = {});
 
 }  // namespace strata

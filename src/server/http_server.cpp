@@ -54,6 +54,8 @@ struct HttpServer::Impl final : ApiHost {
   std::shared_ptr<MtpSlotDrafter> mtp;   // --draft mtp: the engine's pass listener until stop()
   std::unique_ptr<Scheduler> sched;
   ServedModel served;  // what server_info's routes read
+  const StandInExperts* standin = nullptr;  // set_knob_report
+  const QualityChoice* quality = nullptr;
   std::string id;  // the served model's name
   std::string path;
   ChatFormat chat_format;
@@ -337,7 +339,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   m.core_ctx.reasoning = m.opt.reasoning_format == "deepseek";
   m.core_ctx.reasoning_budget = m.opt.reasoning_budget;
   m.served = ServedModel{&eng, &tok, m.sched.get(), m.monitor.get(), m.id, model_path, m.chat_format.model_template,
-                         chat_format_name(m.chat_format), m.opt.sampling, m.opt.webui};
+                         chat_format_name(m.chat_format), m.opt.sampling, m.opt.webui, m.standin, m.quality};
   m.ready.store(true, std::memory_order_release);
 }
 
@@ -363,6 +365,11 @@ void check_replica_name(const std::string& name) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' || c == '-';
   });
   STRATA_CHECK(ok, "--replica must be 1..64 characters of A-Z a-z 0-9 _ . : - (got '{}')", name);
+}
+
+void HttpServer::set_knob_report(const StandInExperts* standin, const QualityChoice* quality) {
+  impl_->standin = standin;
+  impl_->quality = quality;
 }
 
 int HttpServer::port() const { return impl_->port; }

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "model/standin_experts.h"
+#include "runtime/calibration.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "server/scheduler.h"
@@ -81,6 +83,9 @@ class HttpServer {
   // `vocab`: the grammar index (strata::vocab_index), built here when null.
   void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft = nullptr,
               std::shared_ptr<const grammar::VocabIndex> vocab = nullptr);
+  // Issue 37's knob report for /props and /stats (before attach; the pointers outlive the server's
+  // routes): the --miss-model provider and what --quality-budget chose, each null when not given.
+  void set_knob_report(const StandInExperts* standin, const QualityChoice* quality);
   void stop();
   // Fleet drain (SIGTERM): /health answers 503 {"status":"draining"} so a balancer stops sending,
   // requests already admitted go on, new ones (but /health, /metrics) get 503 with Retry-After.

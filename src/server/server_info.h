@@ -14,6 +14,8 @@
 #include <memory>
 #include <string>
 
+#include "model/standin_experts.h"
+#include "runtime/calibration.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "server/scheduler.h"
@@ -31,6 +33,10 @@ struct ServedModel {
   std::string model_id, model_path, chat_template, chat_format;
   SamplerParams sampling;
   bool webui = false;
+  // Issue 37's knob report (HttpServer::set_knob_report): the --miss-model provider (its counters
+  // in /stats) and what --quality-budget chose (in /props moe_knobs); null when not given.
+  const StandInExperts* standin = nullptr;
+  const QualityChoice* quality = nullptr;
 };
 
 // The expert tier's monitor, installed as the model's routing observer; with `disk_probe` > 0 and

@@ -62,8 +62,13 @@ bool standin_same_bits(const std::vector<float>& a, const std::vector<float>& b)
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// StandInCounters' values (its atomics do not copy).
+struct StandInCounts {
+  uint64_t experts = 0, bytes = 0;
+};
+
 // The full model with a stand-in for its misses, keep = J.
-std::vector<float> with_standin(const Model& standin, int keep, StandInCounters* counts) {
+std::vector<float> with_standin(const Model& standin, int keep, StandInCounts* counts) {
   auto eng = standin_engine(kStandinFull);
   Model& m = eng->model();
   NothingInMemory misses(*m.expert_provider());
@@ -73,7 +78,7 @@ std::vector<float> with_standin(const Model& standin, int keep, StandInCounters*
   std::vector<float> out = standin_logits(*eng);
   m.remove_routing_observer(&si);
   m.set_expert_provider(nullptr);
-  *counts = si.counters();
+  *counts = {si.counters().experts.load(), si.counters().bytes.load()};
   return out;
 }
 }  // namespace
@@ -86,7 +91,7 @@ TEST(StandInExperts, MissesComputedFromTheStandInsBytes) {
   const std::vector<float> full = standin_logits(*standin_engine(kStandinFull)), low = standin_logits(*standin_engine(q4));
   ASSERT_FALSE(standin_same_bits(full, low));  // the stand-in's experts do differ
 
-  StandInCounters c;
+  StandInCounts c;
   EXPECT_TRUE(standin_same_bits(with_standin(*standin, 0, &c), low)) << "every expert from the stand-in: the stand-in model's logits";
   // 8 layers x (the prompt's distinct experts + the step's 4): at least 4 per layer and pass.
   EXPECT_GE(c.experts, 2u * 8 * 4);
@@ -118,7 +123,7 @@ TEST(StandInExperts, InactiveIsTheInnerProviderAndHottestRanksUses) {
   m.add_routing_observer(&si);
   si.set_active(false);
   EXPECT_TRUE(standin_same_bits(standin_logits(*eng), full)) << "inactive: the full model's experts";
-  EXPECT_EQ(si.counters().experts, 0u);
+  EXPECT_EQ(si.counters().experts.load(), 0u);
   EXPECT_TRUE(si.hottest().empty());
   si.set_active(true);
   EXPECT_TRUE(standin_same_bits(standin_logits(*eng), low)) << "active: every miss from the stand-in";
@@ -139,7 +144,7 @@ TEST(StandInExperts, InactiveIsTheInnerProviderAndHottestRanksUses) {
     if (i > 0) EXPECT_LE(uses[i], uses[i - 1]) << "not most used first at " << i;
     total += uses[i];
   }
-  EXPECT_EQ(total, si.counters().experts);
+  EXPECT_EQ(total, si.counters().experts.load());
   EXPECT_EQ(uses.front(), 2u) << "the step's experts were the prompt's too in some layer";
   EXPECT_TRUE(si.hottest().empty()) << "the counts restart";
   m.remove_routing_observer(&si);
