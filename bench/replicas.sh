@@ -41,7 +41,6 @@ run() {  # N MODE
   local n=$1 mode=$2 cfg="$WORK/haproxy.cfg"
   sed "s/^    balance hash var(txn.key)$/    balance $([ "$mode" = affinity ] && echo 'hash var(txn.key)' || echo roundrobin)/" deploy/haproxy/strata.cfg >"$cfg"
   start_fleet "$n" "$cfg" "$WORK" --parallel "$PARALLEL" -c 1024 --ram-budget "$RAM_BUDGET" --no-webui --disk-probe 0
-  until curl -s "http://127.0.0.1:$((PORT + 100))/stats;csv" | awk -F, -v n="$n" '$1=="strata" && $2!="BACKEND" && $18=="UP" {u++} END {exit !(u==n)}'; do sleep 0.2; done
   local out
   out=$(python3 - "$PORT" "$CONVS" "$TURNS" "$TOKENS" <<'PY'
 import json, sys, threading, time, urllib.request

@@ -2,8 +2,8 @@
 # loopback. The caller sets STRATA, MODEL and PORT and holds a `pids` array (empty before the call).
 #   start_fleet N HAPROXY_CFG LOG_DIR [strata serve options...]
 # Replica i listens on PORT+i and is appended to HAPROXY_CFG as a server; HAProxy binds PORT, its
-# status page PORT+100. Returns once every replica answers /health 200; a replica whose process ended
-# first is an error (its log's tail is printed).
+# status page PORT+100. Returns once every replica answers /health 200 and HAProxy has marked every
+# one UP; a replica or HAProxy whose process ended first is an error (its log's tail is printed).
 start_fleet() {
   local n=$1 cfg=$2 dir=$3 i
   shift 3
@@ -19,5 +19,9 @@ start_fleet() {
       kill -0 "${pids[$((i - 1))]}" 2>/dev/null || { echo "$(basename "$0"): replica r$i exited:" >&2; tail -5 "$dir/r$i.log" >&2; exit 1; }
       sleep 0.2
     done
+  done
+  until curl -s "http://127.0.0.1:$((PORT + 100))/stats;csv" | awk -F, -v n="$n" '$1=="strata" && $2!="BACKEND" && $18=="UP" {u++} END {exit !(u==n)}'; do
+    kill -0 "${pids[-1]}" 2>/dev/null || { echo "$(basename "$0"): haproxy exited:" >&2; tail -5 "$dir/haproxy.log" >&2; exit 1; }
+    sleep 0.2
   done
 }
