@@ -44,6 +44,31 @@ inline int free_loopback_port() {
   return port;
 }
 
+// Starts `args` (args[0]: the executable's path) with this process's environment plus `extra_env`
+// ("NAME=value"), stdout and stderr to the file `log`; its pid, 0 when it could not start.
+inline pid_t spawn_logged(std::vector<std::string> args, const std::vector<std::string>& extra_env, const std::string& log) {
+  std::vector<std::string> env = extra_env;
+  for (char** e = environ; *e; ++e) {  // the extra values replace the inherited ones of their names
+    const std::string kv = *e;
+    bool replaced = false;
+    for (const auto& x : extra_env) replaced = replaced || kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0;
+    if (!replaced) env.push_back(kv);
+  }
+  std::vector<char*> envp, argv;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : 0;
+}
+
 class Fleet {
  public:
   // `serve_args`: each replica's `strata serve` options (the fixture model, port and name are added).
@@ -118,21 +143,9 @@ class Fleet {
     std::ofstream(cfg_) << cfg;
     lb_port_ = free_loopback_port();
     stats_port_ = free_loopback_port();
-    std::vector<std::string> env{"STRATA_LB_BIND=127.0.0.1:" + std::to_string(lb_port_), "STRATA_LB_STATS=127.0.0.1:" + std::to_string(stats_port_)};
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
-    std::vector<char*> envp, argv;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> args{haproxy, "-db", "-f", cfg_};
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    const int rc = posix_spawn(&haproxy_, argv[0], &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return haproxy_ = 0, *why = "cannot start " + haproxy, false;
+    haproxy_ = spawn_logged({haproxy, "-db", "-f", cfg_},
+                            {"STRATA_LB_BIND=127.0.0.1:" + std::to_string(lb_port_), "STRATA_LB_STATS=127.0.0.1:" + std::to_string(stats_port_)}, log_);
+    if (haproxy_ == 0) return *why = "cannot start " + haproxy, false;
     bool gone = false;
     const bool up = wait_until([&] { return (gone = ::waitpid(haproxy_, nullptr, WNOHANG) == haproxy_) || !stats_csv().empty(); });
     if (gone || !up) return haproxy_ = gone ? 0 : haproxy_, *why = "HAProxy did not start:\n" + haproxy_log(), false;

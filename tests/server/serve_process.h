@@ -14,6 +14,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../wait_until.h"
@@ -115,5 +116,22 @@ class ServeProcess {
   int port_ = 0;
   bool exited_ = false;
 };
+
+// Four greedy /v1/completions sent to `s` at once; their texts in request order ("(failed)" for a
+// request that did not answer 200). The tests that compare a server with one process use it.
+inline std::vector<std::string> four_completion_texts(ServeProcess& s) {
+  std::vector<std::string> out(4);
+  std::vector<std::thread> th;
+  for (int i = 0; i < 4; ++i)
+    th.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", s.port());
+      c.set_read_timeout(60);
+      const nlohmann::json req = {{"prompt", "Request " + std::to_string(i) + ": the quick brown fox"}, {"max_tokens", 8}, {"temperature", 0}};
+      auto r = c.Post("/v1/completions", req.dump(), "application/json");
+      out[i] = r && r->status == 200 ? nlohmann::json::parse(r->body)["choices"][0]["text"].get<std::string>() : "(failed)";
+    });
+  for (auto& t : th) t.join();
+  return out;
+}
 
 }  // namespace strata::test

@@ -276,21 +276,9 @@ TEST(Replicas, ClusterScriptServesThroughHaproxyAndStopsOnSigterm) {
   ASSERT_GT(port, 0);
   const std::string out = "/tmp/strata_cluster_" + std::to_string(::getpid()) + ".out";
   const std::string run_dir = "/tmp/strata_cluster_" + std::to_string(::getpid());
-  std::vector<std::string> env{"PORT=" + std::to_string(port), "STRATA=" + std::string(STRATA_BINARY), "RUN_DIR=" + run_dir};
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  std::vector<std::string> args{"/bin/bash", root + "/scripts/cluster.sh", "2", model, "--", "--ram-budget", "160M", "--disk-probe", "0", "--no-webui"};
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
+  const pid_t pid = spawn_logged({"/bin/bash", root + "/scripts/cluster.sh", "2", model, "--", "--ram-budget", "160M", "--disk-probe", "0", "--no-webui"},
+                                 {"PORT=" + std::to_string(port), "STRATA=" + std::string(STRATA_BINARY), "RUN_DIR=" + run_dir}, out);
+  ASSERT_GT(pid, 0);
   bool exited = false;
   const bool ready = wait_until([&] {
     exited = exited || ::waitpid(pid, nullptr, WNOHANG) == pid;

@@ -9,25 +9,6 @@
 #ifdef STRATA_MPIEXEC
 using namespace strata::test;
 
-namespace {
-
-// Four greedy completions sent at once; their texts in request order.
-std::vector<std::string> ep_serve_texts(ServeProcess& s) {
-  std::vector<std::string> out(4);
-  std::vector<std::thread> th;
-  for (int i = 0; i < 4; ++i)
-    th.emplace_back([&, i] {
-      httplib::Client c("127.0.0.1", s.port());
-      c.set_read_timeout(60);
-      const nlohmann::json req = {{"prompt", "Request " + std::to_string(i) + ": the quick brown fox"}, {"max_tokens", 8}, {"temperature", 0}};
-      auto r = c.Post("/v1/completions", req.dump(), "application/json");
-      out[i] = r && r->status == 200 ? nlohmann::json::parse(r->body)["choices"][0]["text"].get<std::string>() : "(failed)";
-    });
-  for (auto& t : th) t.join();
-  return out;
-}
-
-}  // namespace
 
 TEST(ServeExpertParallel, SameCompletionsAsOneProcess) {
   if (!have_server_fixture()) STRATA_MISSING_FIXTURE(server_fixture() + " (serve --expert-parallel)");
@@ -37,11 +18,11 @@ TEST(ServeExpertParallel, SameCompletionsAsOneProcess) {
     ep_args.insert(ep_args.end(), {"--expert-parallel", "--ep-timeout", "60"});
     ServeProcess one("serve_ep_one", args);
     ASSERT_TRUE(one.ready()) << one.log();
-    const auto a = ep_serve_texts(one);
+    const auto a = four_completion_texts(one);
     one.stop();
     ServeProcess ep("serve_ep_two", ep_args, {STRATA_MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-n", "2"});
     ASSERT_TRUE(ep.ready()) << ep.log();
-    const auto b = ep_serve_texts(ep);
+    const auto b = four_completion_texts(ep);
     ep.stop();
     for (int i = 0; i < 4; ++i) {
       EXPECT_NE(a[i], "(failed)");

@@ -9,25 +9,6 @@
 #ifdef STRATA_HAVE_NUMA
 using namespace strata::test;
 
-namespace {
-
-// Four greedy completions sent at once; their texts in request order.
-std::vector<std::string> numa_serve_texts(ServeProcess& s) {
-  std::vector<std::string> out(4);
-  std::vector<std::thread> th;
-  for (int i = 0; i < 4; ++i)
-    th.emplace_back([&, i] {
-      httplib::Client c("127.0.0.1", s.port());
-      c.set_read_timeout(60);
-      const nlohmann::json req = {{"prompt", "Request " + std::to_string(i) + ": the quick brown fox"}, {"max_tokens", 8}, {"temperature", 0}};
-      auto r = c.Post("/v1/completions", req.dump(), "application/json");
-      out[i] = r && r->status == 200 ? nlohmann::json::parse(r->body)["choices"][0]["text"].get<std::string>() : "(failed)";
-    });
-  for (auto& t : th) t.join();
-  return out;
-}
-
-}  // namespace
 
 TEST(ServeNuma, SameCompletionsAsOneNode) {
   if (!have_server_fixture()) STRATA_MISSING_FIXTURE(server_fixture() + " (serve --numa shard)");
@@ -37,11 +18,11 @@ TEST(ServeNuma, SameCompletionsAsOneNode) {
     numa_args.insert(numa_args.end(), {"--numa", "shard", "--numa-topology", "0:0;1:1"});
     ServeProcess one("serve_numa_one", args);
     ASSERT_TRUE(one.ready()) << one.log();
-    const auto a = numa_serve_texts(one);
+    const auto a = four_completion_texts(one);
     one.stop();
     ServeProcess two("serve_numa_two", numa_args);
     ASSERT_TRUE(two.ready()) << two.log();
-    const auto b = numa_serve_texts(two);
+    const auto b = four_completion_texts(two);
     two.stop();
     for (int i = 0; i < 4; ++i) {
       EXPECT_NE(a[i], "(failed)");
