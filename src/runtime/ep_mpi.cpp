@@ -122,14 +122,8 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
       if (decoding_) ++report_.decode_tokens;
     }
     for (int r = 1; r < size_; ++r) peer_[r].pairs.clear();
-    const int ne = c.cfg.layers[layer].n_expert;
-    for (int e = 0; e < ne; ++e) {
-      if (!g.counts[e]) continue;
-      const int o = plan_.owner_of(layer, e);
-      if (o <= 0) continue;
-      away[e] = ExpertOffload::kAway;
-      for (int q = g.starts[e]; q < g.starts[e] + g.counts[e]; ++q) peer_[o].pairs.push_back(q);
-    }
+    plan_.claim_remote(layer, c.cfg.layers[layer].n_expert, g.counts, g.starts, away, ExpertOffload::kAway,
+                       [&](int o, int q) { peer_[o].pairs.push_back(q); });
     mark_.resize(static_cast<size_t>(n));
     for (int r = 1; r < size_; ++r) {
       Peer& p = peer_[r];

@@ -28,6 +28,19 @@ struct EpPlan {
   bool is_replica(int layer, int e) const { return replica[static_cast<size_t>(layer) * n_expert + e] != 0; }
   // One line per rank and a summary, for the start-up report and inspect --ep.
   std::string describe() const;
+  // How an owner other than 0 (an MPI rank, a NUMA node) claims layer's chosen experts: each one
+  // it owns is marked away (ExpertOffload::kAway) and its grouped (token, slot) pairs q go to
+  // pair(owner, q). counts/starts: ExpertGroups' per-expert runs (model/forward.h).
+  template <typename Pair>
+  void claim_remote(int layer, int n_expert_layer, const int* counts, const int* starts, uint8_t* away, uint8_t away_mark, Pair&& pair) const {
+    for (int e = 0; e < n_expert_layer; ++e) {
+      if (!counts[e]) continue;
+      const int o = owner_of(layer, e);
+      if (o <= 0) continue;
+      away[e] = away_mark;
+      for (int q = starts[e]; q < starts[e] + counts[e]; ++q) pair(o, q);
+    }
+  }
 };
 
 // Per MoE layer: the hottest ceil(replicate * n_expert) experts (by `stats`, else none) replicated

@@ -246,15 +246,8 @@ void NumaShards::claim(FwdCtx& c, int layer, const ExpertGroups& g, uint8_t* awa
     }
     s->pairs.clear();
   }
-  const int ne = c.cfg.layers[layer].n_expert;
-  for (int e = 0; e < ne; ++e) {
-    if (!g.counts[e]) continue;
-    const int o = plan_.owner_of(layer, e);
-    if (o <= 0) continue;
-    away[e] = ExpertOffload::kAway;
-    Shard& s = *shards_[static_cast<size_t>(o - 1)];
-    for (int q = g.starts[e]; q < g.starts[e] + g.counts[e]; ++q) s.pairs.push_back(q);
-  }
+  plan_.claim_remote(layer, c.cfg.layers[layer].n_expert, g.counts, g.starts, away, ExpertOffload::kAway,
+                     [&](int o, int q) { shards_[static_cast<size_t>(o - 1)]->pairs.push_back(q); });
   for (auto& s : shards_)
     if (!s->pairs.empty()) s->start(c, layer);
 }

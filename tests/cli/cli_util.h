@@ -1,7 +1,11 @@
 #pragma once
 // Running the strata binary from tests.
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,6 +51,24 @@ inline std::string last_line(const std::string& s) {
   if (end == std::string::npos) return "";
   size_t start = s.rfind('\n', end);
   return s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+// The tensors `strata run --dump-tensors DIR` wrote for every pass, in order (DIR/index.csv),
+// concatenated; fails the test when fewer than two were written.
+inline std::string dumped_tensors(const std::string& dir) {
+  std::ifstream idx(dir + "/index.csv");
+  std::string line, all;
+  std::getline(idx, line);  // header
+  int files = 0;
+  while (std::getline(idx, line)) {
+    std::ifstream f(dir + "/" + line.substr(line.rfind(',') + 1), std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    all += ss.str();
+    ++files;
+  }
+  EXPECT_GT(files, 1) << dir;
+  return all;
 }
 
 }  // namespace strata::test

@@ -27,23 +27,6 @@ CmdResult ep_cmd(const std::string& env, int ranks, const std::string& args) {
   return run_shell(line + STRATA_BINARY + " " + args);
 }
 
-// The dumped tensors of every pass in order (index.csv), concatenated.
-std::string dumped(const std::string& dir) {
-  std::ifstream idx(dir + "/index.csv");
-  std::string line, all;
-  std::getline(idx, line);  // header
-  int files = 0;
-  while (std::getline(idx, line)) {
-    const std::string file = line.substr(line.rfind(',') + 1);
-    std::ifstream f(dir + "/" + file, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    all += ss.str();
-    ++files;
-  }
-  EXPECT_GT(files, 1) << dir;
-  return all;
-}
 
 const char* kEpPrompt = "\"The quick brown fox jumps over the lazy dog. Numbers: 3.14159\"";
 
@@ -57,7 +40,7 @@ std::string ep_logits(const std::string& set, int ranks, const std::string& extr
                                  " --dump-tensors " + dir + " --dump-filter 'result_output.*'");
   EXPECT_EQ(r.code, 0) << r.err;
   if (j && r.code == 0) *j = nlohmann::json::parse(last_line(r.out));
-  std::string all = dumped(dir);
+  std::string all = dumped_tensors(dir);
   std::filesystem::remove_all(dir);
   return all;
 }

@@ -20,22 +20,6 @@ const char* kNumaEnv = "STRATA_NUMA_TOPOLOGY='0:0;1:1'";
 std::string numa_model() { return fixtures_dir() + "/qwen3moe-q4_k_m/model.gguf"; }
 std::string numa_tmp(const std::string& name) { return "/tmp/strata_numa_" + std::to_string(::getpid()) + "_" + name; }
 
-// The dumped tensors of every pass in order (index.csv), concatenated.
-std::string numa_dumped(const std::string& dir) {
-  std::ifstream idx(dir + "/index.csv");
-  std::string line, all;
-  std::getline(idx, line);  // header
-  int files = 0;
-  while (std::getline(idx, line)) {
-    std::ifstream f(dir + "/" + line.substr(line.rfind(',') + 1), std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    all += ss.str();
-    ++files;
-  }
-  EXPECT_GT(files, 1) << dir;
-  return all;
-}
 
 // Logits of the prompt's passes (chunks of 8) and of every decoded token.
 std::string numa_run_logits(const std::string& env, const std::string& extra, nlohmann::json* j) {
@@ -49,7 +33,7 @@ std::string numa_run_logits(const std::string& env, const std::string& extra, nl
   EXPECT_EQ(r.code, 0) << r.err;
   if (r.code == 0) *j = nlohmann::json::parse(last_line(r.out));
   if (r.code == 0) j->operator[]("stderr") = r.err;
-  std::string all = numa_dumped(dir);
+  std::string all = dumped_tensors(dir);
   std::filesystem::remove_all(dir);
   return all;
 }
