@@ -12,7 +12,8 @@
 # Env: STRATA, OUT (folder for the files), MODEL, STANDIN (the low-bit copy: strata quantize
 # --experts-only --type q2_K MODEL STANDIN, made on first use), LIMIT (cgroup limit, default 6G),
 # PP / TG (prompt / generated tokens of the decode runs), PP_LONG (the prompt of the --pp-model runs),
-# ROUNDS (each round runs every setting once, knobs off first), SETTINGS ('|'-separated).
+# ROUNDS (each round runs every setting once, knobs off first), SETTINGS ('|'-separated), PP_RUNS=0
+# (leave out the long-prompt pair: knobs off and --pp-model).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$here/build/bin/strata}
@@ -32,7 +33,10 @@ mkdir -p "$OUT"
 
 [ -x "$STRATA" ] || { echo "build Strata first (make build)"; exit 1; }
 [ -f "$MODEL" ] || "$STRATA" synth --preset qwen3-30b-a3b --out "$MODEL"
-[ -f "$STANDIN" ] || "$STRATA" quantize --experts-only --type q2_K "$MODEL" "$STANDIN"
+PP_RUNS=${PP_RUNS:-1}
+if [ "$PP_RUNS" = 1 ] || grep -q STANDIN <<<"$SETTINGS"; then
+  [ -f "$STANDIN" ] || "$STRATA" quantize --experts-only --type q2_K "$MODEL" "$STANDIN"
+fi
 
 drop_cache() { sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 budget=$(( $(numfmt --from=iec "$LIMIT") * 15 / 16 ))  # room for the page cache of the dense weights' reads
@@ -59,6 +63,7 @@ for round in $(seq 1 "$ROUNDS"); do
     # shellcheck disable=SC2086
     if [ "$s" = off ]; then bench "$round" off "$PP" "$TG"; else bench "$round" "$s" "$PP" "$TG" $s; fi
   done
+  [ "$PP_RUNS" = 1 ] || continue
   bench "$round" "off (long prompt)" "$PP_LONG" "$TG"
   bench "$round" "--pp-model STANDIN" "$PP_LONG" "$TG" --pp-model STANDIN --pp-min-tokens "$PP_LONG"
 done

@@ -24,10 +24,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const auto e = strata::parse_calibration(strata::serialize_calibration(*d), d->model_key, &why);
-  if (!e || e->settings.size() != d->settings.size() || e->ram_budget != d->ram_budget) __builtin_trap();
+  if (!e || e->settings.size() != d->settings.size() || e->ram_budget != d->ram_budget || e->miss_model != d->miss_model) __builtin_trap();
   for (size_t i = 0; i < d->settings.size(); ++i)
     if (e->settings[i].knobs.name() != d->settings[i].knobs.name() || e->settings[i].mean_kl != d->settings[i].mean_kl) __builtin_trap();
   for (double budget : {0.0, 0.001, 1e9})
+  {
     if (const auto i = strata::choose_setting(*d, budget); i && !(d->settings[*i].mean_kl <= budget)) __builtin_trap();
+    if (const auto i = strata::choose_setting(*d, budget, false); i && d->settings[*i].knobs.miss_model) __builtin_trap();
+  }
   return 0;
 }

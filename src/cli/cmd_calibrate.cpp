@@ -5,11 +5,13 @@
 // setting, "off" included (bit-identical logits: KL exactly 0), (runtime/calibration.h kCalibrationGrid, or --settings) is run from a fresh
 // engine (a cold expert cache under --ram-budget, no warm start) over the same tokens, teacher
 // forced, measuring the mean and p99 KL divergence from the base, top-1 agreement and the expert
-// bytes read per evaluated token. Prints a table and writes the calibration file beside the
+// bytes read per evaluated token (with --miss-model FILE, the settings that compute misses from that
+// stand-in count its experts' bytes too). Prints a table and writes the calibration file beside the
 // warm-start statistics (or --out), which --quality-budget reads.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -38,7 +40,7 @@ struct CalibOptions {
 // position, in order); with `record` (the base run) the logits are recorded into it instead.
 struct SettingRun {
   KlSummary kl;
-  double bytes_per_token = 0;
+  double bytes_per_token = 0, standin_bytes_per_token = 0;
 };
 
 SettingRun run_setting(const CalibOptions& o, const KnobSetting& s, const std::vector<int32_t>& tokens, const PplWindows& w,
@@ -47,6 +49,7 @@ SettingRun run_setting(const CalibOptions& o, const KnobSetting& s, const std::v
   mo.moe_k = s.moe_k;
   mo.moe_min_mass = s.moe_min_mass;
   mo.route_cache = s.route_cache;
+  if (!s.miss_model) mo.miss_model.clear();
   Loaded l = load_engine(mo);
   Engine& eng = *l.engine;
   const int nv = eng.config().n_vocab;
@@ -64,7 +67,9 @@ SettingRun run_setting(const CalibOptions& o, const KnobSetting& s, const std::v
   SettingRun r;
   if (!record) r.kl = kls.summary();
   const uint64_t evaluated = static_cast<uint64_t>(w.n_chunk) * static_cast<uint64_t>(w.n_ctx);
-  r.bytes_per_token = static_cast<double>(eng.tier().counters().bytes_read) / static_cast<double>(evaluated);
+  const uint64_t standin = l.standin_experts ? l.standin_experts->counters().bytes.load() : 0;
+  r.standin_bytes_per_token = static_cast<double>(standin) / static_cast<double>(evaluated);
+  r.bytes_per_token = static_cast<double>(eng.tier().counters().bytes_read + standin) / static_cast<double>(evaluated);
   return r;
 }
 
@@ -78,9 +83,9 @@ std::string table(const Calibration& c) {
 
 int run(CalibOptions& o) {
   const ModelOptions& m = o.model;
-  STRATA_CHECK(m.moe_k == 0 && m.moe_min_mass == 1.0f && m.route_cache.empty() && m.miss_model.empty() && m.quality_budget < 0,
+  STRATA_CHECK(m.moe_k == 0 && m.moe_min_mass == 1.0f && m.route_cache.empty() && m.quality_budget < 0 && !m.miss_admit && m.pp_model.empty(),
                "strata calibrate sets the knobs itself: give them in --settings, not as --moe-k / --moe-min-mass / --route-cache / "
-               "--miss-model / --quality-budget");
+               "--quality-budget (--miss-model FILE names the stand-in of the miss-model settings; --miss-admit and --pp-model are not calibrated)");
   STRATA_CHECK(!m.expert_parallel, "strata calibrate: not with --expert-parallel");
   o.model.no_warm_start = true;  // every setting from a cold cache; the statistics are left as they are
   o.model.logit_rows = o.model.n_batch;
@@ -88,10 +93,11 @@ int run(CalibOptions& o) {
   // The model's shape, key and tokens from a first load (the base run loads its own engine).
   std::vector<int32_t> tokens;
   int k = 0, n_expert = 0, nv = 0, n_ctx = 0;
-  uint64_t key = 0;
+  uint64_t key = 0, standin_key = 0;
   int32_t bos = -1;
   {
-    Loaded l = load_engine(o.model);
+    Loaded l = load_engine(o.model);  // with --miss-model, the stand-in is checked against the model here
+    if (l.standin) standin_key = model_identity(l.standin->gguf());
     for (const LayerConfig& lc : l.engine->config().layers) k = std::max(k, lc.n_expert_used), n_expert = std::max(n_expert, lc.n_expert);
     STRATA_CHECK(k > 0, "strata calibrate: {} has no routed experts (nothing to calibrate)", m.path);
     key = model_identity(l.engine->model().gguf());
@@ -111,7 +117,10 @@ int run(CalibOptions& o) {
   STRATA_CHECK(scored * static_cast<uint64_t>(nv) * 4 <= kMaxBaseLogprobBytes,
                "strata calibrate: {} scored positions x {} vocabulary entries of base logits pass {}: lower -c or --chunks", scored, nv,
                format_bytes(kMaxBaseLogprobBytes));
-  const std::vector<KnobSetting> grid = o.settings.empty() ? default_knob_grid(k, n_expert) : parse_knob_settings(o.settings, k, n_expert);
+  const bool standin = !m.miss_model.empty();
+  const std::vector<KnobSetting> grid = o.settings.empty() ? default_knob_grid(k, n_expert, standin) : parse_knob_settings(o.settings, k, n_expert);
+  for (const KnobSetting& s : grid)
+    STRATA_CHECK(!s.miss_model || standin, "strata calibrate: setting '{}' needs the stand-in file: give --miss-model FILE", s.name());
 
   Calibration cal;
   cal.model_key = key;
@@ -120,13 +129,17 @@ int run(CalibOptions& o) {
   cal.scored_tokens = static_cast<int64_t>(scored);
   cal.n_ctx = n_ctx;
   cal.n_batch = o.model.n_batch;
+  if (standin) {
+    cal.miss_model = std::filesystem::absolute(m.miss_model).string();
+    cal.miss_model_key = standin_key;
+  }
   std::vector<float> base;
   base.reserve(scored * static_cast<size_t>(nv));
   const double t0 = now_s();
   run_setting(o, KnobSetting{}, evaluated, w, base, /*record=*/true);  // the reference; "off" is then measured against it like the rest
   for (size_t i = 0; i < grid.size(); ++i) {
     const SettingRun r = run_setting(o, grid[i], evaluated, w, base, false);
-    cal.settings.push_back({grid[i], r.kl.mean, r.kl.p99, r.kl.top1, r.bytes_per_token});
+    cal.settings.push_back({grid[i], r.kl.mean, r.kl.p99, r.kl.top1, r.bytes_per_token, r.standin_bytes_per_token});
     if (!o.json)
       std::fprintf(stderr, "calibrate: [%zu/%zu] %s: mean KL %.6f, %s per token (%.1f s)\n", i + 1, grid.size(), grid[i].options().c_str(), r.kl.mean,
                    format_bytes(static_cast<uint64_t>(r.bytes_per_token)).c_str(), now_s() - t0);
@@ -165,7 +178,8 @@ Command add_calibrate(CLI::App& app) {
   sub->add_option("--chunks", o->chunks, "Use at most this many windows (0: all)")->check(CLI::Range(0, 1 << 20));
   sub->add_option("--settings", o->settings,
                   "Settings to measure, ';'-separated, each 'off' or knobs joined by '+': route-cache=J,M (J, M may be k, k-N, Nk), "
-                  "moe-min-mass=P, moe-k=K (default: a grid of route-cache, moe-min-mass and both)");
+                  "moe-min-mass=P, moe-k=K, miss-model (the stand-in --miss-model FILE names) (default: a grid of route-cache, moe-min-mass "
+                  "and both, and with --miss-model FILE the stand-in alone and with route-cache)");
   sub->add_option("--out", o->out, "Write the calibration file here (default: beside the warm-start statistics, where --quality-budget looks)");
   sub->add_flag("--json", o->json, "Print the calibration as one JSON line (with its path)");
   return {sub, [o] { return run(*o); }};

@@ -12,6 +12,7 @@
 #include "experts/expert_cache.h"
 #include "runtime/expert_tier.h"
 #include "experts/warm_stats.h"
+#include "gguf/gguf_file.h"
 #include "gpu/device.h"
 #include "model/executor.h"
 #include "model/vram_experts.h"
@@ -355,6 +356,19 @@ static void attach_standin(const std::string& path, Loaded& l) {
   m.add_routing_observer(l.standin_experts.get());
 }
 
+// Whether the calibration's stand-in file is there and is the file it measured (else why not, in `why`).
+static bool standin_usable(const Calibration& c, std::string* why) {
+  if (c.miss_model.empty()) return false;
+  try {
+    const uint64_t key = model_identity(*GgufModel::open(c.miss_model));
+    if (key == c.miss_model_key) return true;
+    *why = fmt::format("the stand-in {} changed since it was calibrated: its settings are passed over", c.miss_model);
+  } catch (const std::exception& e) {
+    *why = fmt::format("the stand-in cannot be used ({}): its settings are passed over", e.what());
+  }
+  return false;
+}
+
 // --quality-budget: the calibrated setting that fits, applied as if given on the command line; a
 // file that cannot be used (or a setting the model refuses) leaves the knobs off with a warning.
 static QualityChoice apply_quality_budget(const ModelOptions& o, Model& m) {
@@ -368,9 +382,13 @@ static QualityChoice apply_quality_budget(const ModelOptions& o, Model& m) {
   else if (c = load_calibration(q.file, key, &q.why); !c && q.why.empty())
     q.why = fmt::format("{}: no calibration file (strata calibrate -m {} -f TEXT writes it)", q.file, o.path);
   if (c) {
-    if (const std::optional<size_t> i = choose_setting(*c, q.budget)) {
+    const bool standin_ok = standin_usable(*c, &q.note);
+    if (const std::optional<size_t> i = choose_setting(*c, q.budget, standin_ok)) {
       q.setting = c->settings[*i];
       q.calibrated_ram_budget = c->ram_budget;
+      if (q.setting.knobs.miss_model) q.standin = c->miss_model;
+      const std::optional<size_t> with = choose_setting(*c, q.budget, true);
+      if (standin_ok || !with || !c->settings[*with].knobs.miss_model) q.note.clear();  // the stand-in was not passed over
       ModelOptions mo = o;
       mo.moe_k = q.setting.knobs.moe_k;
       mo.moe_min_mass = q.setting.knobs.moe_min_mass;
@@ -489,8 +507,10 @@ Loaded load_engine(const ModelOptions& o) {
   }
   if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
   else set_moe_knobs(o, l.engine->model());
-  STRATA_CHECK(!o.miss_admit || !o.miss_model.empty(), "--miss-admit needs --miss-model FILE");
-  if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
+  // The stand-in: --miss-model's, or the one the quality budget's setting was calibrated with.
+  const std::string standin = !o.miss_model.empty() ? o.miss_model : l.quality ? l.quality->standin : std::string();
+  STRATA_CHECK(!o.miss_admit || !standin.empty(), "--miss-admit needs --miss-model FILE");
+  if (!standin.empty()) attach_standin(standin, l);
   if (l.standin_experts) l.standin_experts->set_admit(o.miss_admit);
   if (!o.pp_model.empty()) attach_pp(o.pp_model, o.pp_min_tokens, l);
   attach_gpu(std::move(gpu), *l.engine, o);

@@ -22,6 +22,7 @@ std::string KnobSetting::options() const {
   if (!route_cache.empty()) s += " --route-cache " + route_cache;
   if (moe_min_mass < 1.0f) s += fmt::format(" --moe-min-mass {}", moe_min_mass);
   if (moe_k > 0) s += fmt::format(" --moe-k {}", moe_k);
+  if (miss_model) s += " --miss-model";
   return s.empty() ? "knobs off" : s.substr(1);
 }
 
@@ -30,6 +31,7 @@ std::string KnobSetting::name() const {
   if (!route_cache.empty()) s += "+route-cache=" + route_cache;
   if (moe_min_mass < 1.0f) s += fmt::format("+moe-min-mass={}", moe_min_mass);
   if (moe_k > 0) s += fmt::format("+moe-k={}", moe_k);
+  if (miss_model) s += "+miss-model";
   return s.empty() ? "off" : s.substr(1);
 }
 
@@ -49,8 +51,12 @@ int knob_number(std::string_view t, int k, std::string_view spec) {
 }
 
 KnobSetting& add_option(KnobSetting& s, std::string_view opt, int k, int n_expert, std::string_view spec) {
+  if (opt == "miss-model") {
+    s.miss_model = true;
+    return s;
+  }
   const size_t eq = opt.find('=');
-  STRATA_CHECK(eq != std::string_view::npos, "setting '{}': '{}' is not NAME=VALUE (route-cache, moe-min-mass, moe-k)", spec, opt);
+  STRATA_CHECK(eq != std::string_view::npos, "setting '{}': '{}' is not NAME=VALUE (route-cache, moe-min-mass, moe-k) or miss-model", spec, opt);
   const std::string_view key = opt.substr(0, eq), val = opt.substr(eq + 1);
   if (key == "route-cache") {
     const size_t comma = val.find(',');
@@ -70,7 +76,7 @@ KnobSetting& add_option(KnobSetting& s, std::string_view opt, int k, int n_exper
     STRATA_CHECK(kk >= 1 && kk <= k, "setting '{}': moe-k {} is not in 1..{} (the model's k)", spec, kk, k);
     s.moe_k = kk == k ? 0 : kk;
   } else {
-    fail("setting '{}': unknown knob '{}' (route-cache, moe-min-mass, moe-k)", spec, key);
+    fail("setting '{}': unknown knob '{}' (route-cache, moe-min-mass, moe-k, miss-model)", spec, key);
   }
   return s;
 }
@@ -102,9 +108,11 @@ std::vector<KnobSetting> parse_knob_settings(std::string_view list, int k, int n
   return out;
 }
 
-std::vector<KnobSetting> default_knob_grid(int k, int n_expert) {
+std::vector<KnobSetting> default_knob_grid(int k, int n_expert, bool standin) {
   std::vector<KnobSetting> out;
-  for (std::string_view spec : kCalibrationGrid) {
+  std::vector<std::string_view> specs(kCalibrationGrid.begin(), kCalibrationGrid.end());
+  if (standin) specs.insert(specs.end(), kCalibrationStandInGrid.begin(), kCalibrationStandInGrid.end());
+  for (std::string_view spec : specs) {
     try {
       const KnobSetting s = parse_knob_setting(spec, k, n_expert);
       if (std::none_of(out.begin(), out.end(), [&](const KnobSetting& o) { return o.name() == s.name(); })) out.push_back(s);
@@ -131,16 +139,22 @@ std::string serialize_calibration(const Calibration& c) {
   nlohmann::json settings = nlohmann::json::array();
   for (const CalibratedSetting& s : c.settings)
     settings.push_back({{"name", s.knobs.name()},
-                        {"knobs", {{"moe_k", s.knobs.moe_k}, {"moe_min_mass", s.knobs.moe_min_mass}, {"route_cache", s.knobs.route_cache}}},
+                        {"knobs", {{"moe_k", s.knobs.moe_k}, {"moe_min_mass", s.knobs.moe_min_mass}, {"route_cache", s.knobs.route_cache},
+                                   {"miss_model", s.knobs.miss_model}}},
                         {"mean_kl", s.mean_kl},
                         {"p99_kl", s.p99_kl},
                         {"top1", s.top1},
-                        {"bytes_per_token", s.bytes_per_token}});
-  const nlohmann::json j = {{"format", std::string(kCalibrationFormat)},      {"version", kCalibrationVersion},
-                            {"model_key", fmt::format("{:016x}", c.model_key)}, {"ram_budget", c.ram_budget},
-                            {"text_hash", fmt::format("{:016x}", c.text_hash)}, {"scored_tokens", c.scored_tokens},
-                            {"n_ctx", c.n_ctx},                  {"n_batch", c.n_batch},
-                            {"settings", settings}};
+                        {"bytes_per_token", s.bytes_per_token},
+                        {"standin_bytes_per_token", s.standin_bytes_per_token}});
+  nlohmann::json j = {{"format", std::string(kCalibrationFormat)},      {"version", kCalibrationVersion},
+                      {"model_key", fmt::format("{:016x}", c.model_key)}, {"ram_budget", c.ram_budget},
+                      {"text_hash", fmt::format("{:016x}", c.text_hash)}, {"scored_tokens", c.scored_tokens},
+                      {"n_ctx", c.n_ctx},                  {"n_batch", c.n_batch}};
+  if (!c.miss_model.empty()) {
+    j["miss_model"] = c.miss_model;
+    j["miss_model_key"] = fmt::format("{:016x}", c.miss_model_key);
+  }
+  j["settings"] = settings;
   return j.dump(1) + "\n";
 }
 
@@ -194,9 +208,16 @@ bool parse_setting(const json& e, CalibratedSetting* s, std::string* why) {
     *why = fmt::format("'route_cache' '{}' is not J,M", rc);
     return false;
   }
+  if (k.contains("miss_model") && !k["miss_model"].is_boolean()) {
+    *why = "'miss_model' is not true or false";
+    return false;
+  }
   s->knobs.moe_k = static_cast<int>(moe_k);
   s->knobs.moe_min_mass = static_cast<float>(mass);
   s->knobs.route_cache = rc;
+  s->knobs.miss_model = k.contains("miss_model") && k["miss_model"].get<bool>();
+  if (e.is_object() && e.contains("standin_bytes_per_token") && !number_in(e, "standin_bytes_per_token", 0, 1e18, &s->standin_bytes_per_token, why))
+    return false;
   return number_in(e, "mean_kl", 0, 1e9, &s->mean_kl, why) && number_in(e, "p99_kl", 0, 1e9, &s->p99_kl, why) &&
          number_in(e, "top1", 0, 1, &s->top1, why) && number_in(e, "bytes_per_token", 0, 1e18, &s->bytes_per_token, why);
 }
@@ -237,9 +258,21 @@ std::optional<Calibration> parse_calibration(std::string_view text, uint64_t mod
     *msg = fmt::format("'settings' is missing or not an array of 1..{} settings", kMaxCalibrationSettings);
     return std::nullopt;
   }
+  if (j.contains("miss_model")) {
+    if (!j["miss_model"].is_string() || j["miss_model"].get<std::string>().empty() || j["miss_model"].get<std::string>().size() > kMaxCalibrationPath) {
+      *msg = fmt::format("'miss_model' is not a file path of 1..{} bytes", kMaxCalibrationPath);
+      return std::nullopt;
+    }
+    if (!hex_key(j, "miss_model_key", &c.miss_model_key, msg)) return std::nullopt;
+    c.miss_model = j["miss_model"].get<std::string>();
+  }
   for (const json& e : j["settings"]) {
     CalibratedSetting s;
     if (!parse_setting(e, &s, msg)) return std::nullopt;
+    if (s.knobs.miss_model && c.miss_model.empty()) {
+      *msg = fmt::format("setting '{}' uses a stand-in but the file names none ('miss_model')", s.knobs.name());
+      return std::nullopt;
+    }
     c.settings.push_back(std::move(s));
   }
   return c;
@@ -292,11 +325,11 @@ void save_calibration(const std::string& path, const Calibration& c) {
   }
 }
 
-std::optional<size_t> choose_setting(const Calibration& c, double budget) {
+std::optional<size_t> choose_setting(const Calibration& c, double budget, bool standin_ok) {
   std::optional<size_t> best;
   for (size_t i = 0; i < c.settings.size(); ++i) {
     const CalibratedSetting& s = c.settings[i];
-    if (!(s.mean_kl <= budget)) continue;
+    if (!(s.mean_kl <= budget) || (s.knobs.miss_model && !standin_ok)) continue;
     if (!best) {
       best = i;
       continue;
@@ -310,9 +343,11 @@ std::optional<size_t> choose_setting(const Calibration& c, double budget) {
 std::string QualityChoice::describe() const {
   if (!applied) return fmt::format("warning: --quality-budget {}: {}; running lossless (knobs off)", budget, why);
   const std::string under = calibrated_ram_budget ? "--ram-budget " + format_bytes(calibrated_ram_budget) : std::string("no --ram-budget");
-  return fmt::format("quality budget {}: {} (calibrated in {}: mean KL {:.5f}, p99 KL {:.4f}, top-1 {:.2f}%, {} of experts read per token under {})",
-                     budget, setting.knobs.options(), file, setting.mean_kl, setting.p99_kl, 100.0 * setting.top1,
-                     format_bytes(static_cast<uint64_t>(setting.bytes_per_token)), under);
+  std::string opts = setting.knobs.options();
+  if (!standin.empty()) opts += " " + standin;
+  return fmt::format("quality budget {}: {} (calibrated in {}: mean KL {:.5f}, p99 KL {:.4f}, top-1 {:.2f}%, {} of experts read per token under {}){}",
+                     budget, opts, file, setting.mean_kl, setting.p99_kl, 100.0 * setting.top1,
+                     format_bytes(static_cast<uint64_t>(setting.bytes_per_token)), under, note.empty() ? "" : "; " + note);
 }
 
 nlohmann::json quality_choice_json(const QualityChoice& q) {
@@ -327,6 +362,8 @@ nlohmann::json quality_choice_json(const QualityChoice& q) {
   j["expected_p99_kl"] = q.setting.p99_kl;
   j["expected_top1"] = q.setting.top1;
   j["expected_bytes_per_token"] = q.setting.bytes_per_token;
+  j["miss_model"] = q.standin.empty() ? nlohmann::json(nullptr) : nlohmann::json(q.standin);
+  if (!q.note.empty()) j["note"] = q.note;
   j["calibrated_ram_budget"] = q.calibrated_ram_budget;
   return j;
 }

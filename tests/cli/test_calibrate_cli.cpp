@@ -114,6 +114,53 @@ TEST(CalibrateCli, WritesTheFileAndTheBudgetPicksFromIt) {
   std::filesystem::remove_all(dir);
 }
 
+// calibrate --miss-model FILE prices the stand-in's settings (its bytes counted); a budget that
+// picks one attaches the stand-in the file names; without that file its settings are passed over.
+TEST(CalibrateCli, StandInSettingsArePricedAndTheBudgetAttachesTheStandIn) {
+  const std::string dir = "/tmp/strata_calib_si_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string q4 = dir + "/q4.gguf";
+  ASSERT_EQ(run_cmd("quantize --experts-only --type q4_0 -t 2 " + kCalModel + " " + q4).code, 0);
+  const std::string common = " -m " + kCalModel + " -c 64 -t 2 --ram-budget 64M";
+  const CmdResult cal = run_cmd("calibrate" + common + " -f " + kCalText + " --chunks 1 --json --settings 'miss-model' --miss-model " + q4 +
+                                " --out " + dir + "/cal.json");
+  ASSERT_EQ(cal.code, 0) << cal.err;
+  const auto j = nlohmann::json::parse(last_line(cal.out));
+  EXPECT_EQ(j["miss_model"], std::filesystem::absolute(q4).string());
+  const auto& s = j["settings"];
+  ASSERT_EQ(s.size(), 2u) << s.dump();
+  EXPECT_EQ(s[1]["name"], "miss-model");
+  EXPECT_GT(s[1]["mean_kl"].get<double>(), 0.0);
+  EXPECT_GT(s[1]["standin_bytes_per_token"].get<double>(), 0.0);
+  EXPECT_EQ(s[0]["standin_bytes_per_token"].get<double>(), 0.0);
+  EXPECT_LT(s[1]["bytes_per_token"].get<double>(), s[0]["bytes_per_token"].get<double>());
+
+  const std::string ppl = "perplexity" + common + " -f " + kCalText + " -b 1 --chunks 1 --no-warm-start --json --calibration " + dir + "/cal.json";
+  const CmdResult plain = run_cmd(ppl + " --quality-budget 0");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const CmdResult with = run_cmd(ppl + " --quality-budget 1");
+  ASSERT_EQ(with.code, 0) << with.err;
+  const auto w = nlohmann::json::parse(last_line(with.out)), p = nlohmann::json::parse(last_line(plain.out));
+  EXPECT_EQ(w["moe_knobs"]["quality_budget"]["setting"], "miss-model") << w.dump();
+  EXPECT_EQ(w["moe_knobs"]["quality_budget"]["miss_model"], std::filesystem::absolute(q4).string());
+  EXPECT_GT(w["miss_model"]["experts"].get<uint64_t>(), 0u) << "the stand-in computed misses";
+  EXPECT_NE(w["nll"].get<double>(), p["nll"].get<double>());
+  EXPECT_NE(with.err.find("--miss-model " + std::filesystem::absolute(q4).string()), std::string::npos) << with.err;
+
+  std::filesystem::remove(q4);  // the stand-in is gone: its setting is passed over, the knobs stay off
+  const CmdResult gone = run_cmd(ppl + " --quality-budget 1");
+  ASSERT_EQ(gone.code, 0) << gone.err;
+  const auto g = nlohmann::json::parse(last_line(gone.out));
+  EXPECT_EQ(g["moe_knobs"]["quality_budget"]["setting"], "off") << g.dump();
+  EXPECT_EQ(g["nll"].get<double>(), p["nll"].get<double>());
+  EXPECT_NE(gone.err.find("passed over"), std::string::npos) << gone.err;
+
+  const CmdResult orphan = run_cmd("calibrate" + common + " -f " + kCalText + " --chunks 1 --settings 'miss-model' --out " + dir + "/x.json");
+  EXPECT_NE(orphan.code, 0);
+  EXPECT_NE(orphan.err.find("give --miss-model FILE"), std::string::npos) << orphan.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CalibrateCli, BadSettingsAreClearErrors) {
   const std::string common = "calibrate -m " + kCalModel + " -f " + kCalText + " --out /tmp/strata_calib_never.json";
   for (const auto& [args, msg] : {std::pair{" -c 64 --settings 'route-cache=5,8'", "route-cache J = 5"}, {" -c 64 --settings 'warp=1'", "unknown knob"},

@@ -95,6 +95,41 @@ TEST(Calibration, ChooserTakesTheFewestBytesWithinTheBudget) {
   EXPECT_FALSE(choose_setting(lossy, 0.0005));   // below every setting: none (knobs off)
 }
 
+// Settings with the stand-in (--miss-model): they round-trip with the file's path and key, the
+// chooser passes them over when the stand-in cannot be used, and a file whose setting uses a
+// stand-in it does not name is refused.
+TEST(Calibration, StandInSettingsRoundTripAndArePassedOverWithoutTheFile) {
+  Calibration c = calib_synthetic();
+  c.miss_model = "/models/q2_k.gguf";
+  c.miss_model_key = 0x1111222233334444ull;
+  CalibratedSetting si = calib_setting("", 1.0f, 0.0002, 40);
+  si.knobs.miss_model = true;
+  si.standin_bytes_per_token = 12.5;
+  c.settings.push_back(si);
+  std::string why;
+  const auto back = parse_calibration(serialize_calibration(c), kCalibKey, &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->miss_model, c.miss_model);
+  EXPECT_EQ(back->miss_model_key, c.miss_model_key);
+  ASSERT_EQ(back->settings.size(), c.settings.size());
+  EXPECT_TRUE(back->settings.back().knobs.miss_model);
+  EXPECT_FALSE(back->settings.front().knobs.miss_model);
+  EXPECT_EQ(back->settings.back().standin_bytes_per_token, 12.5);
+  EXPECT_EQ(back->settings.back().knobs.name(), "miss-model");
+  EXPECT_EQ(back->settings.back().knobs.options(), "--miss-model");
+  EXPECT_EQ(choose_setting(*back, 0.003), 5u);                       // the stand-in: fewer bytes than A within the budget
+  EXPECT_EQ(choose_setting(*back, 0.003, /*standin_ok=*/false), 1u);  // without it: A
+  // A file from before stand-ins (no miss_model fields) still reads: no setting uses one.
+  const auto old = parse_calibration(serialize_calibration(calib_synthetic()), kCalibKey, &why);
+  ASSERT_TRUE(old) << why;
+  EXPECT_TRUE(old->miss_model.empty());
+  // A stand-in setting without the file's stand-in: refused naming it.
+  Calibration orphan = c;
+  orphan.miss_model.clear();
+  EXPECT_FALSE(parse_calibration(serialize_calibration(orphan), kCalibKey, &why));
+  EXPECT_NE(why.find("'miss_model'"), std::string::npos) << why;
+}
+
 TEST(Calibration, BadFilesAreRefusedWithAReason) {
   const std::string good = serialize_calibration(calib_synthetic());
   std::string why;
@@ -151,6 +186,11 @@ TEST(Calibration, KnobSpecsParseAgainstTheModel) {
   const std::vector<KnobSetting> grid = default_knob_grid(4, 64);
   EXPECT_EQ(grid.size(), kCalibrationGrid.size());
   EXPECT_TRUE(grid[0].off());
+  const std::vector<KnobSetting> with = default_knob_grid(4, 64, /*standin=*/true);
+  ASSERT_EQ(with.size(), kCalibrationGrid.size() + kCalibrationStandInGrid.size());
+  EXPECT_EQ(with.back().name(), "route-cache=2,8+miss-model");
+  EXPECT_TRUE(parse_knob_setting("miss-model", 4, 64).miss_model);
+  EXPECT_FALSE(parse_knob_setting("miss-model", 4, 64).off());
   // k = 2 of 6 experts: route-cache 2,8 and 1,16 (M past 6) are left out, k-1,2k is 1,4.
   const std::vector<KnobSetting> small = default_knob_grid(2, 6);
   for (const KnobSetting& s : small) EXPECT_TRUE(s.route_cache.empty() || s.route_cache == "1,4") << s.name();
