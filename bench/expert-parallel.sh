@@ -8,7 +8,9 @@
 #   MODEL=/var/tmp/x.gguf BUDGET=6G RANKS="1 2 3" bench/expert-parallel.sh
 # Env: STRATA (binary), MODEL (default: synthesized into $TMPDIR), LAYERS (of the synthesized file),
 # BUDGET (--ram-budget of every rank; default 45% of the file), PP, TG (tokens), THREADS (per rank; -c 512 -b 64),
-# RANKS, EXTRA (more strata bench options).
+# RANKS, EXTRA (more strata bench options), LIMIT (each process under its own memory cgroup of this size,
+# page cache included: ../shared/peer/cgroup-run.sh; then BUDGET defaults to 15/16 of it), TG_INPUT.
+#   MODEL=/var/tmp/strata-bench/qwen3-30b-a3b-synth-q4_K.gguf LIMIT=6500M RANKS="1 3" THREADS=2 bench/expert-parallel.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$here/build/bin/strata}
@@ -17,7 +19,11 @@ MODEL=${MODEL:-${TMPDIR:-/tmp}/strata-ep-qwen3-30b-a3b-${LAYERS}l.gguf}
 # Uniform routing (--skew 0), the formula's assumption.
 [ -f "$MODEL" ] || "$STRATA" synth --preset qwen3-30b-a3b --layers "$LAYERS" --skew 0 --out "$MODEL" >&2
 size=$(stat -c %s "$MODEL")
+LIMIT=${LIMIT:-}
+CG=${CG:-$here/../shared/peer/cgroup-run.sh}
+if [ -n "$LIMIT" ]; then BUDGET=${BUDGET:-$(( $(numfmt --from=iec "$LIMIT") * 15 / 16 ))}; fi
 BUDGET=${BUDGET:-$((size * 45 / 100))}
+TG_INPUT=${TG_INPUT:-greedy}
 PP=${PP:-16}
 TG=${TG:-32}
 THREADS=${THREADS:-1}
@@ -26,14 +32,17 @@ EXTRA=${EXTRA:-}
 stats=$(mktemp -d "${TMPDIR:-/tmp}/strata-ep-bench.XXXXXX")
 trap 'rm -rf "$stats"' EXIT
 drop_cache() { python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$MODEL"; }
-echo "model $MODEL ($size bytes), --ram-budget $BUDGET per rank, pp $PP, tg $TG, $THREADS thread(s) per rank"
+echo "model $MODEL ($size bytes), --ram-budget $BUDGET per rank${LIMIT:+ in a $LIMIT cgroup each}, pp $PP, tg $TG, $THREADS thread(s) per rank"
 for r in $RANKS; do
   drop_cache
-  cmd=("$STRATA" bench -m "$MODEL" --ram-budget "$BUDGET" -p "$PP" -n "$TG" -t "$THREADS" -c 512 -b 64 --disk-probe 0 --no-warm-start --stats-dir "$stats" --json $EXTRA)
+  cmd=("$STRATA" bench -m "$MODEL" --ram-budget "$BUDGET" -p "$PP" -n "$TG" -t "$THREADS" -c 512 -b 64 --disk-probe 0 --no-warm-start
+       --tg-input "$TG_INPUT" --stats-dir "$stats" --json $EXTRA)
+  [ -z "$LIMIT" ] || cmd=("$CG" "$LIMIT" -- "${cmd[@]}")
   if [ "$r" -gt 1 ]; then
     cmd=(mpirun --allow-run-as-root --oversubscribe -n "$r" "${cmd[@]}" --expert-parallel)
   fi
-  json=$("${cmd[@]}" 2>/dev/null | tail -n 1)
+  json=$("${cmd[@]}" 2>"$stats/err" | tail -n 1)
+  grep -h "cgroup peak" "$stats/err" || true
   python3 - "$r" "$json" <<'PY'
 import json, sys
 r, j = int(sys.argv[1]), json.loads(sys.argv[2])

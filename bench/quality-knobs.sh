@@ -51,6 +51,7 @@ bench() {  # round, name, pp, tg, extra args...
   echo "== round $round: $name: strata ${args[*]}" | tee -a "$LOG" >&2
   local out
   if out=$("$CG" "$LIMIT" -- "$STRATA" "${args[@]}" 2>>"$LOG"); then
+    grep '^{' <<<"$out" | tail -1 >> "$LOG"
     results+=("$round|$name|$pp|$tg|$(grep '^{' <<<"$out" | tail -1)")
   else
     results+=("$round|$name|$pp|$tg|FAILED")
