@@ -55,6 +55,10 @@ struct TierOptions {
   // Request handling (the server): each slot's n_vocab sampling buffers, the request memory the
   // HTTP front admits bodies and their handling against, the HTTP threads' stacks.
   uint64_t request_bytes = 0;
+  // An expert-parallel shard server (EngineOptions::routed_only): the plan has no dense weights,
+  // and they are neither copied into process memory nor read into the page cache (the mapping
+  // stays untouched; resident experts fault in as jobs use them).
+  bool routed_only = false;
 };
 
 // Planned for the binary, the heap outside the planned buffers, and thread stacks.
@@ -74,6 +78,7 @@ struct MemoryPlan {
   int size_classes = 1;           // distinct expert slot sizes (each class has its own slots)
   int64_t experts = 0;
   bool streaming = false;
+  bool routed_only = false;       // TierOptions::routed_only: an expert-parallel shard server's plan
   double warm_s = 0;              // resident: seconds spent reading the file into the page cache at load
   uint64_t dense_copied = 0;      // streaming: dense bytes moved from the file mapping into process memory
   double dense_copy_s = 0;

@@ -159,6 +159,12 @@ json stats_json(const ServedModel& m) {
   if (m.standin)  // --miss-model: experts computed from the stand-in since start, and their bytes (relaxed atomics)
     j["miss_model"] = {{"experts", m.standin->counters().experts.load(std::memory_order_relaxed)},
                        {"bytes", m.standin->counters().bytes.load(std::memory_order_relaxed)}};
+  if (m.ep) {  // --expert-parallel: each rank's figures as of its latest answer
+    json ranks = json::array();
+    for (const EpRankStats& x : m.ep->live())
+      ranks.push_back({{"hits", x.hits}, {"misses", x.misses}, {"bytes_read", x.bytes_read}, {"jobs", x.jobs}, {"pairs", x.pairs}, {"compute_s", x.compute_s}});
+    j["expert_parallel"] = {{"ranks", m.ep->ranks()}, {"per_rank", ranks}};
+  }
   return j;
 }
 
