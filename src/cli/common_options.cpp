@@ -444,7 +444,9 @@ static void check_quality_budget_alone(const ModelOptions& o) {
 // A rank other than 0 under --expert-parallel: a routed-only engine (no KV cache, no dense weights in
 // its plan or its memory) with the options that shape its expert tier, then rank 0's jobs until it
 // stops them. Never returns.
-[[noreturn]] static void serve_expert_shard(const ModelOptions& o, std::unique_ptr<Model> model, GpuChoice gpu) {
+// model_heap: what loading the model left on the heap (its metadata as read: the vocabulary's
+// strings among them), planned as the vocabulary is on rank 0.
+[[noreturn]] static void serve_expert_shard(const ModelOptions& o, std::unique_ptr<Model> model, GpuChoice gpu, uint64_t model_heap) {
   STRATA_CHECK(!gpu.device, "--expert-parallel computes routed experts on the CPUs of the ranks: not with --gpu");
   ModelOptions mo = o;
   mo.no_warm_start = true;  // as on rank 0 (load_engine)
@@ -452,6 +454,10 @@ static void check_quality_budget_alone(const ModelOptions& o) {
   EngineOptions eo = engine_options(mo);
   eo.n_seq = 1;
   eo.routed_only = true;
+  eo.tier.vocab_bytes = model_heap;
+  int k_max = 1;
+  for (const auto& lc : model->config().layers) k_max = std::max(k_max, lc.n_expert_used);
+  eo.tier.request_bytes = ep_shard_buffers(eo.n_batch, k_max, model->config().n_embd).total();  // its job and answer buffers
   Loaded l;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
   if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
@@ -485,9 +491,10 @@ Loaded load_engine(const ModelOptions& o) {
   // --expert-parallel on a rank other than 0: a shard server, whose engine holds no dense weights
   // and no KV cache (EngineOptions::routed_only); it serves rank 0's jobs and exits here.
   const bool shard = o.expert_parallel && expert_parallel_rank() != 0;
+  const uint64_t heap_before_model = heap_in_use();
   auto model = Model::load(o.path);
   for (const std::string& copy : o.model_copies) checked_model_copy(model->gguf(), copy);  // refused now, streaming or not
-  if (shard) serve_expert_shard(o, std::move(model), std::move(gpu));
+  if (shard) serve_expert_shard(o, std::move(model), std::move(gpu), heap_in_use() - std::min(heap_in_use(), heap_before_model));
   EpPlan numa_plan;
   if (numa == NumaMode::Shard) numa_plan = plan_for_model(*model, topo.size(), 0, o.stats_dir);
   const uint64_t heap0 = heap_in_use();

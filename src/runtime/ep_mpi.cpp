@@ -35,7 +35,7 @@ struct JobHeader {
   uint32_t magic = kJobMagic;
   int32_t layer = 0, n = 0, n_tok = 0, n_pairs = 0, pad = 0;
 };
-static_assert(sizeof(JobHeader) == 24);
+static_assert(sizeof(JobHeader) == kEpJobHeaderBytes);
 
 [[noreturn]] void die(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
@@ -311,8 +311,13 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
     if (const char* f = std::getenv("STRATA_EP_FAULT"))  // tests: "exit:RANK:JOBS" or "stall:RANK:JOBS"
       if (std::sscanf(f, "%*[a-z]:%d:%d", &fault_rank, &fault_after) == 2) fault_kind = f[0];
     EpRankStats me;
+    int k_max = 1;
+    for (const auto& lc : eng_.config().layers) k_max = std::max(k_max, lc.n_expert_used);
+    const EpShardBuffers planned = ep_shard_buffers(eng_.options().n_batch, k_max, d_);  // in the memory plan
     std::vector<uint8_t> in;
     std::vector<float> out;
+    in.reserve(planned.job_bytes);
+    out.reserve(planned.reply_bytes / sizeof(float));
     for (;;) {
       MPI_Message msg;
       MPI_Status st;

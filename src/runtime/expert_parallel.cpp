@@ -13,9 +13,17 @@
 
 namespace strata {
 
+EpShardBuffers ep_shard_buffers(int n_batch, int k_max, int n_embd) {
+  const size_t n = static_cast<size_t>(std::max(n_batch, 1)), pairs = n * static_cast<size_t>(std::max(k_max, 1)), d = static_cast<size_t>(n_embd);
+  EpShardBuffers b;
+  b.job_bytes = kEpJobHeaderBytes + 4 * (n + 4 * pairs) + 4 * n * d;
+  b.reply_bytes = 4 * pairs * d + sizeof(EpReplyTail);
+  return b;
+}
+
 EpFormula ep_formula(const EpPlan& plan, const std::vector<int>& k_used, int n_embd, bool usage) {
   EpFormula f;
-  const double hdr = 24.0 + sizeof(EpReplyTail);  // the job header (ep_mpi.cpp's JobHeader) and the answer's counters
+  const double hdr = static_cast<double>(kEpJobHeaderBytes + sizeof(EpReplyTail));  // the job header (ep_mpi.cpp's JobHeader) and the answer's counters
   std::vector<int> own(static_cast<size_t>(plan.ranks));
   std::vector<double> mass(static_cast<size_t>(plan.ranks));
   for (int l = 0; l < plan.n_layer; ++l) {

@@ -66,6 +66,18 @@ struct EpReport {
   std::string describe() const;
 };
 
+// A job message's fixed header (ep_mpi.cpp's JobHeader).
+inline constexpr size_t kEpJobHeaderBytes = 24;
+
+// What a shard server holds to take jobs of up to n_batch tokens and answer them (every token row,
+// k_max pairs per token): its job message and its answer, reserved once at start (they never grow
+// for such jobs) and counted in its memory plan (MemoryPlan::requests).
+struct EpShardBuffers {
+  size_t job_bytes = 0, reply_bytes = 0;
+  uint64_t total() const { return job_bytes + reply_bytes; }
+};
+EpShardBuffers ep_shard_buffers(int n_batch, int k_max, int n_embd);
+
 // Network bytes and round trips per decoded token that the protocol costs under uniform routing:
 // per MoE layer and remote rank r owning m of the layer's n routed experts (k chosen per token),
 // P(r is chosen) = 1 - C(n - m, k) / C(n, k), E[pairs] = k m / n; bytes = P (header + tail + 4 +

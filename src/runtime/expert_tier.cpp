@@ -49,7 +49,7 @@ std::string MemoryPlan::describe() const {
   if (draft > 0) s += fmt::format(" + drafting {}", format_bytes(draft));
   s += fmt::format(" + logits {}", format_bytes(logits));
   if (vocab > 0) s += fmt::format(" + vocabulary {}", format_bytes(vocab));
-  if (requests > 0) s += fmt::format(" + requests {}", format_bytes(requests));
+  if (requests > 0) s += fmt::format(" + {} {}", routed_only ? "job buffers" : "requests", format_bytes(requests));
   if (!streaming)
     return s + fmt::format("; routed experts {} resident{}{}", format_bytes(experts_total), budget ? " (the whole model fits the budget)" : " (no --ram-budget)",
                            loaded_in_background ? fmt::format(" (read in the background in {:.1f} s while the first tokens streamed them)", load_s) : "");

@@ -70,7 +70,7 @@ struct MemoryPlan {
   uint64_t draft = 0;             // TierOptions::draft_bytes (a draft model, NextN KV rows)
   uint64_t logits = 0;            // TierOptions::logits_bytes
   uint64_t vocab = 0;             // TierOptions::vocab_bytes
-  uint64_t requests = 0;          // TierOptions::request_bytes
+  uint64_t requests = 0;          // TierOptions::request_bytes (an expert shard: its job and answer buffers)
   uint64_t experts_total = 0;     // routed expert bytes in the file
   uint64_t expert_cache = 0;      // bytes given to the expert cache (0 when resident)
   uint64_t experts_budget = 0;    // streaming: what the budget leaves for expert caches (all --numa nodes together)
