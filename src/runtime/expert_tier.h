@@ -126,6 +126,7 @@ class ExpertTier {
   // switch (they stop there). Zero for a model resident from the start.
   ExpertCacheCounters counters() const { return cache_ ? cache_->counters() : retired_; }
   const ExpertStore& store() const { return *store_; }
+  const Model& model() const { return model_; }
   // What speculation asks of the expert cache, through the tier (resident: nothing read, nothing to
   // demote): the bytes the latest pass read for an expert; experts it read go to the low-priority end.
   bool streaming() const { return cache_ != nullptr; }

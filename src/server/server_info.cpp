@@ -8,6 +8,7 @@
 #include "core/cpu_features.h"
 #include "core/version.h"
 #include "experts/disk_probe.h"
+#include "runtime/model_copy.h"
 #include "kernels/kernel_table.h"
 #include "server/openai_api.h"
 #include "runtime/text_stream.h"
@@ -204,7 +205,9 @@ std::unique_ptr<TierMonitor> start_monitor(Engine& eng, uint64_t disk_probe) {
   TierMonitorOptions o;
   if (eng.tier().cache() && disk_probe > 0) {
     const TierOptions& t = eng.options().tier;
-    o.disk_bw = measure_read_bandwidth(eng.tier().store(), t.force_pread, disk_probe_depth(t.ram_budget, t.queue_depth), disk_probe);
+    const DriveProbe probe = measure_tier_drives(eng.tier(), t, disk_probe_depth(t.ram_budget, t.queue_depth), disk_probe);
+    o.disk_bw = probe.all_bw;  // every drive at once: the limit
+    if (probe.drive_bw.size() > 1) o.disk_drives_bw = probe.drive_bw;
     o.disk_probe_bytes = disk_probe;
   }
   auto m = std::make_unique<TierMonitor>(eng, o);
