@@ -134,7 +134,7 @@ int serve(ServeOptions& o) {
   auto loaded = load_engine(o.model);  // also installs the Ctrl-C handler
   std::shared_ptr<SlotDrafter> draft = serve_draft(o, loaded);
   std::signal(SIGTERM, on_term);
-  srv.set_knob_report(loaded.standin_experts.get(), loaded.quality ? &*loaded.quality : nullptr);
+  srv.set_knob_report(loaded.standin_experts.get(), loaded.quality ? &*loaded.quality : nullptr, loaded.prompt_experts.get());
   srv.set_expert_parallel(loaded.ep.get());
   srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft), std::move(vocab));
   std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
@@ -169,6 +169,7 @@ Command add_serve(CLI::App& app) {
   auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics), llama-server's /props /slots /tokenize /detokenize, /stats and a web page at /");
   add_model_options(sub, o->model);
   add_ep_options(sub, o->model);
+  add_pp_options(sub, o->model);
   sub->add_option("--host", o->server.host,
                   "Address to listen on; without an API key a loopback address also refuses requests whose Host is not loopback "
                   "or whose Origin is another site's")->capture_default_str();

@@ -77,6 +77,9 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "computed from this file's bytes instead of being read into the expert cache. Lossy: price it with strata "
                   "perplexity --kl-divergence")
       ->type_name("FILE");
+  sub->add_flag("--miss-admit", o.miss_admit,
+                "With --miss-model: after an expert was computed from the low-bit copy, read the full expert into the expert cache "
+                "in the background (as a prefetch: if the cache's policy admits it), so a later token that chooses it finds it in memory");
   sub->add_option("--quality-budget", o.quality_budget,
                   "KL: take the knob setting (--route-cache, --moe-min-mass, --moe-k) with the fewest expert bytes per token whose "
                   "mean KL divergence, as strata calibrate measured it, is at most KL; prints the choice. Not with those options. A "
@@ -330,30 +333,28 @@ void set_moe_knobs(const ModelOptions& o, Model& m) {
   m.set_moe_knobs(knobs);
 }
 
-// --miss-model: the stand-in, checked against the model, between the model and its expert tier.
 void add_pp_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--pp-model", o.pp_model,
                   "FILE.gguf: a low-bit copy of the model (as --miss-model): a prompt of at least --pp-min-tokens tokens is "
                   "evaluated with this file's routed experts wherever the expert is not in memory; decoding uses the model's own, "
-                  "and the expert cache reads the prompt's most used experts when it ends. Lossy: price it with strata perplexity "
+                  "and the expert cache reads the prompt's most used experts when it ends (serve: a pass that holds a decoding row, "
+                  "or a shorter prompt's, takes the model's own). Lossy: price it with strata perplexity "
                   "--kl-divergence (the scored tokens follow a context evaluated this way)")
       ->type_name("FILE");
   sub->add_option("--pp-min-tokens", o.pp_min_tokens, "With --pp-model: the shortest prompt it takes (default 512)")->check(CLI::Range(1, 1 << 30));
 }
 
 PromptPass::PromptPass(Loaded& l, int n_prompt, int min_tokens) : l_(l) {
-  if (!l_.pp_experts || n_prompt < min_tokens) return;
-  l_.pp_experts->set_active(true);
+  if (!l_.prompt_experts || n_prompt < min_tokens) return;
+  l_.prompt_experts->set(true);
   on_ = true;
 }
 
 PromptPass::~PromptPass() {
-  if (!on_) return;
-  l_.pp_experts->set_active(false);
-  std::vector<ExpertKey> hot = l_.pp_experts->hottest();
-  if (ExpertCache* cache = l_.engine->tier().cache(); cache && !hot.empty()) cache->warm(std::move(hot));
+  if (on_) l_.prompt_experts->set(false);
 }
 
+// --miss-model: the stand-in, checked against the model, between the model and its expert tier.
 static void attach_standin(const std::string& path, Loaded& l) {
   Model& m = l.engine->model();
   l.standin = Model::load(path);
@@ -405,12 +406,12 @@ static QualityChoice apply_quality_budget(const ModelOptions& o, Model& m) {
 }
 
 // --pp-model: a stand-in with no protected choices, inactive until a long prompt (PromptPass).
-static void attach_pp(const std::string& path, Loaded& l) {
+static void attach_pp(const std::string& path, int min_tokens, Loaded& l) {
   Model& m = l.engine->model();
   l.pp = Model::load(path);
   check_standin_matches(m, *l.pp, "--pp-model");
   l.pp_experts = std::make_unique<StandInExperts>(*m.expert_provider(), *l.pp, 0);
-  l.pp_experts->set_active(false);
+  l.prompt_experts = std::make_unique<PromptExperts>(*l.pp_experts, l.engine->tier(), min_tokens);
   m.set_expert_provider(l.pp_experts.get());
   m.add_routing_observer(l.pp_experts.get());
 }
@@ -425,7 +426,9 @@ void add_knob_figures(const Loaded& l, nlohmann::json& j) {
                                      {"changed", rc.changed.load()}, {"route_agreement", rc.agreement()}};
   }
   if (l.quality) j["moe_knobs"]["quality_budget"] = quality_choice_json(*l.quality);
-  if (l.standin_experts) j["miss_model"] = {{"experts", l.standin_experts->counters().experts.load()}, {"bytes", l.standin_experts->counters().bytes.load()}};
+  if (l.standin_experts)
+    j["miss_model"] = {{"experts", l.standin_experts->counters().experts.load()}, {"bytes", l.standin_experts->counters().bytes.load()},
+                       {"admits", l.standin_experts->counters().admits.load()}};
   if (l.pp_experts) j["pp_model"] = {{"experts", l.pp_experts->counters().experts.load()}, {"bytes", l.pp_experts->counters().bytes.load()}};
 }
 
@@ -463,7 +466,7 @@ static void check_quality_budget_alone(const ModelOptions& o) {
   if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
   else set_moe_knobs(o, l.engine->model());
   if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
-  if (!o.pp_model.empty()) attach_pp(o.pp_model, l);
+  if (!o.pp_model.empty()) attach_pp(o.pp_model, o.pp_min_tokens, l);
   l.ep = ExpertParallel::start(*l.engine, o.ep);
   STRATA_CHECK(!l.ep->root(), "expert parallelism: rank 0 cannot be a shard server");
   std::fprintf(stderr, "rank %d: %s\n", l.ep->rank(), l.engine->tier().plan().describe().c_str());
@@ -530,8 +533,10 @@ Loaded load_engine(const ModelOptions& o) {
   }
   if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
   else set_moe_knobs(o, l.engine->model());
+  STRATA_CHECK(!o.miss_admit || !o.miss_model.empty(), "--miss-admit needs --miss-model FILE");
   if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
-  if (!o.pp_model.empty()) attach_pp(o.pp_model, l);
+  if (l.standin_experts) l.standin_experts->set_admit(o.miss_admit);
+  if (!o.pp_model.empty()) attach_pp(o.pp_model, o.pp_min_tokens, l);
   attach_gpu(std::move(gpu), *l.engine, o);
   if (o.expert_parallel) {
     STRATA_CHECK(!l.engine->model().executor(), "--expert-parallel computes routed experts on the CPUs of the ranks: not with --gpu");

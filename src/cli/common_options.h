@@ -14,6 +14,7 @@
 #include "runtime/engine.h"
 #include "runtime/expert_parallel.h"
 #include "runtime/numa_shards.h"
+#include "runtime/prompt_experts.h"
 #include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,6 +44,7 @@ struct ModelOptions {
   float moe_min_mass = 1.0f;
   std::string route_cache;     // --route-cache J[,M] (model/route_cache.h); "": off
   std::string miss_model;      // --miss-model FILE (model/standin_experts.h); "": off
+  bool miss_admit = false;     // --miss-admit: read the full expert in the background after its stand-in was used
   std::string pp_model;        // --pp-model FILE: long prompts' routed experts from a low-bit file; "": off
   int pp_min_tokens = 512;     // --pp-min-tokens: the shortest prompt --pp-model takes
   double quality_budget = -1;  // --quality-budget KL (runtime/calibration.h); < 0: off
@@ -104,6 +106,8 @@ struct Loaded {
   std::unique_ptr<Model> pp;
   std::unique_ptr<StandInExperts> pp_experts;
   std::unique_ptr<Engine> engine;
+  // --pp-model's switch over pp_experts (runtime/prompt_experts.h): PromptPass, or the server's scheduler per pass.
+  std::unique_ptr<PromptExperts> prompt_experts;
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::unique_ptr<Engine> draft;  // ModelOptions::draft_model's engine, or null
   // --numa shard: the other nodes' shards (before the engine goes).
@@ -132,7 +136,7 @@ class PromptPass {
   Loaded& l_;
   bool on_ = false;
 };
-// The --pp-model options (run, bench, perplexity).
+// The --pp-model options (run, bench, perplexity, serve).
 void add_pp_options(CLI::App* sub, ModelOptions& o);
 // --json figures of issue 37's knobs: j["moe_knobs"] (k, min_mass; route_cache's J, M, choices,
 // changed choices and route agreement when it is on) and j["miss_model"] (stand-in experts and

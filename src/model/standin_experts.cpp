@@ -43,6 +43,8 @@ void check_standin_matches(const Model& full, const Model& standin, std::string_
 StandInExperts::StandInExperts(ExpertProvider& inner, const Model& standin, int keep) : inner_(inner), mapped_(standin.weights()), keep_(keep) {
   for (const LayerConfig& l : standin.config().layers) n_expert_ = std::max(n_expert_, l.n_expert);
   uses_.assign(standin.config().layers.size() * static_cast<size_t>(n_expert_), 0);
+  forward_.reserve(kMaxExperts);
+  admit_list_.reserve(kMaxExperts);
 }
 
 std::vector<ExpertKey> StandInExperts::hottest(std::vector<uint32_t>* uses) {
@@ -81,12 +83,17 @@ void StandInExperts::request(int layer, const int32_t* experts, int n) {
   layer_ = layer;
   std::fill(std::begin(is_standin_), std::end(is_standin_), false);
   forward_.clear();
+  admit_list_.clear();
   for (int i = 0; i < n; ++i) {
     const int e = experts[i];
     is_standin_[e] = active_ && layer == route_layer_ && !protected_[e] && !inner_.in_memory(layer, e);
-    if (!is_standin_[e]) forward_.push_back(e);
+    (is_standin_[e] ? admit_list_ : forward_).push_back(e);
   }
   inner_.request(layer, forward_.data(), static_cast<int>(forward_.size()));
+  if (admit_ && !admit_list_.empty()) {  // after the demanded reads: the full copies for later tokens
+    inner_.prefetch(layer, admit_list_.data(), static_cast<int>(admit_list_.size()));
+    c_.admits.fetch_add(admit_list_.size(), std::memory_order_relaxed);
+  }
 }
 
 ExpertMats StandInExperts::standin_mats(int e) {

@@ -10,6 +10,9 @@
 // The same provider serves `--pp-model FILE.gguf` (a low-bit file for long prompts): keep 0 and
 // active only while a long prompt is evaluated (set_active); the experts it computed from the
 // stand-in then, hottest first (hottest()), are what the expert cache reads for decoding.
+// With set_admit (--miss-admit), each expert computed from the stand-in is also asked of the inner
+// provider as a prefetch (the expert cache reads it in the background if its policy admits it), so
+// a later token that chooses it again finds the full expert in memory.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -33,6 +36,7 @@ void check_standin_matches(const Model& full, const Model& standin, std::string_
 struct StandInCounters {
   std::atomic<uint64_t> experts{0};  // (layer, expert) computed from the stand-in, once per pass each
   std::atomic<uint64_t> bytes{0};    // the stand-in's bytes of those experts (what the kernels read at most)
+  std::atomic<uint64_t> admits{0};   // of those, the full experts then asked of the inner provider (set_admit)
 };
 
 class StandInExperts final : public ExpertProvider, public RoutingObserver {
@@ -60,6 +64,7 @@ class StandInExperts final : public ExpertProvider, public RoutingObserver {
   // Inactive: every expert comes from the inner provider (the stand-in's counts stop). Between passes.
   void set_active(bool on) { active_ = on; }
   bool active() const { return active_; }
+  void set_admit(bool on) { admit_ = on; }
   // The (layer, expert)s computed from the stand-in since the last call, most used first (ties:
   // lower layer, then lower expert), and each one's count of passes in `uses` when given; the counts
   // restart.
@@ -77,6 +82,8 @@ class StandInExperts final : public ExpertProvider, public RoutingObserver {
   int layer_ = -1;        // the layer whose request `is_standin_` holds
   bool is_standin_[kMaxExperts] = {};
   std::vector<int32_t> forward_;  // request()'s experts for inner
+  std::vector<int32_t> admit_list_;  // request()'s stand-ins, prefetched from inner (set_admit)
+  bool admit_ = false;
   StandInCounters c_;
   bool active_ = true;
   int n_expert_ = 0;              // the most experts of a layer (uses_' row)

@@ -24,6 +24,7 @@ EpShardBuffers ep_shard_buffers(int n_batch, int k_max, int n_embd) {
 EpFormula ep_formula(const EpPlan& plan, const std::vector<int>& k_used, int n_embd, bool usage) {
   EpFormula f;
   const double hdr = static_cast<double>(kEpJobHeaderBytes + sizeof(EpReplyTail));  // the job header (ep_mpi.cpp's JobHeader) and the answer's counters
+  const bool shares = usage && plan.share.size() == plan.owner.size();  // else every expert counts the same
   std::vector<int> own(static_cast<size_t>(plan.ranks));
   std::vector<double> mass(static_cast<size_t>(plan.ranks));
   for (int l = 0; l < plan.n_layer; ++l) {
@@ -35,12 +36,12 @@ EpFormula ep_formula(const EpPlan& plan, const std::vector<int>& k_used, int n_e
       if (o < 0) continue;
       ++ne;
       own[static_cast<size_t>(o)]++;
-      mass[static_cast<size_t>(o)] += plan.share_of(l, e);
+      if (shares) mass[static_cast<size_t>(o)] += plan.share_of(l, e);
     }
     const int k = l < static_cast<int>(k_used.size()) ? k_used[l] : 0;
     if (ne == 0 || k == 0) continue;
     for (int r = 1; r < plan.ranks; ++r) {
-      const double s = usage ? mass[static_cast<size_t>(r)] : static_cast<double>(own[static_cast<size_t>(r)]) / ne;
+      const double s = shares ? mass[static_cast<size_t>(r)] : static_cast<double>(own[static_cast<size_t>(r)]) / ne;
       double none = 1.0;  // uniform: C(ne - m, k) / C(ne, k); usage: its approximation above
       for (int i = 0; i < k && i < ne; ++i) none *= std::clamp(1.0 - s / (1.0 - static_cast<double>(i) / ne), 0.0, 1.0);
       const double p = 1.0 - none, pairs = static_cast<double>(k) * s;

@@ -56,6 +56,7 @@ struct HttpServer::Impl final : ApiHost {
   ServedModel served;  // what server_info's routes read
   const StandInExperts* standin = nullptr;  // set_knob_report
   const QualityChoice* quality = nullptr;
+  PromptExperts* prompt_experts = nullptr;
   const ExpertParallel* ep = nullptr;  // set_expert_parallel
   std::string id;  // the served model's name
   std::string path;
@@ -329,6 +330,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   so.draft_adaptive = m.opt.draft_adaptive;
   so.draft_predict = m.opt.draft_predict;
   so.vocab = vocab ? std::move(vocab) : vocab_index(eng.config().n_vocab, tok);
+  so.prompt_experts = m.prompt_experts;
   m.monitor = start_monitor(eng, m.opt.disk_probe);
   so.on_step = [mon = m.monitor.get()](int tokens, int generated, double t0, double t1) { mon->on_step(tokens, generated, t0, t1); };
   m.sched = std::make_unique<Scheduler>(eng, tok, so);
@@ -342,7 +344,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   m.core_ctx.reasoning = m.opt.reasoning_format == "deepseek";
   m.core_ctx.reasoning_budget = m.opt.reasoning_budget;
   m.served = ServedModel{&eng, &tok, m.sched.get(), m.monitor.get(), m.id, model_path, m.chat_format.model_template,
-                         chat_format_name(m.chat_format), m.opt.sampling, m.opt.webui, m.standin, m.quality, m.ep};
+                         chat_format_name(m.chat_format), m.opt.sampling, m.opt.webui, m.standin, m.quality, m.prompt_experts, m.ep};
   m.ready.store(true, std::memory_order_release);
 }
 
@@ -372,9 +374,10 @@ void check_replica_name(const std::string& name) {
 
 void HttpServer::set_expert_parallel(const ExpertParallel* ep) { impl_->ep = ep; }
 
-void HttpServer::set_knob_report(const StandInExperts* standin, const QualityChoice* quality) {
+void HttpServer::set_knob_report(const StandInExperts* standin, const QualityChoice* quality, PromptExperts* prompt_experts) {
   impl_->standin = standin;
   impl_->quality = quality;
+  impl_->prompt_experts = prompt_experts;
 }
 
 int HttpServer::port() const { return impl_->port; }

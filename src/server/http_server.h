@@ -84,9 +84,10 @@ class HttpServer {
   // `vocab`: the grammar index (strata::vocab_index), built here when null.
   void attach(Engine& eng, const tok::Tokenizer& tok, const std::string& model_path, std::shared_ptr<SlotDrafter> draft = nullptr,
               std::shared_ptr<const grammar::VocabIndex> vocab = nullptr);
-  // Issue 37's knob report for /props and /stats (before attach; the pointers outlive the server's
-  // routes): the --miss-model provider and what --quality-budget chose, each null when not given.
-  void set_knob_report(const StandInExperts* standin, const QualityChoice* quality);
+  // Issue 37's knobs for /props and /stats (before attach; the pointers outlive the server's
+  // routes): the --miss-model provider, what --quality-budget chose and --pp-model's switch (the
+  // scheduler sets it per pass), each null when not given.
+  void set_knob_report(const StandInExperts* standin, const QualityChoice* quality, PromptExperts* prompt_experts = nullptr);
   // --expert-parallel on rank 0 (before attach; it outlives the server's routes): each rank's
   // figures in /metrics (strata_ep_rank_*{rank="r"}) and /stats ("expert_parallel").
   void set_expert_parallel(const ExpertParallel* ep);

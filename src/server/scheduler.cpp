@@ -365,6 +365,7 @@ void Scheduler::start(Slot& s) {
     finish(s, Finish::Error, "the prompt does not fit the context");
     return;
   }
+  if (opt_.prompt_experts) opt_.prompt_experts->set(false);  // scoring passes take the model's own experts
   if (s.req->prompt_probs >= 0) s.req->push(score_prompt(eng_, s.id, p.prompt, s.req->prompt_probs));
   // The draft state (MTP's NextN rows) may follow fewer of the rows the engine could keep.
   const int keep = eng_.reusable_prefix(s.id, p.prompt);
@@ -457,6 +458,9 @@ void Scheduler::plan_pass() {
   }
   routed_ = routed_ && routing_ != nullptr;
   row_rejected_.assign(row_owner_.size(), 0);
+  long_prompts_ = opt_.prompt_experts && n_decoding_ == 0 && !pass_slots_.empty();
+  for (const Slot* s : pass_slots_)
+    long_prompts_ = long_prompts_ && static_cast<int>(s->req->params.prompt.size()) - s->n_reused >= opt_.prompt_experts->min_tokens();
 }
 
 // Drafts a decoding slot asks for in its next pass (0: a plain row), at most `budget`, the
@@ -533,6 +537,7 @@ void Scheduler::step() {
   const double t0 = now();
   // Counters, not the cache: a background load that ends drops the cache at the start of the pass.
   const ExpertCacheCounters before = eng_.tier().counters();
+  if (opt_.prompt_experts) opt_.prompt_experts->set(long_prompts_);
   try {
     run_pass();
   } catch (const std::exception& e) {

@@ -29,6 +29,7 @@
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/pass_routing.h"
+#include "runtime/prompt_experts.h"
 #include "runtime/routing_memory.h"
 #include "runtime/sampler.h"
 #include "runtime/spec_cost.h"
@@ -140,6 +141,10 @@ struct SchedulerOptions {
   // The clock the passes and drafting are timed by, for the cost models (null: the steady clock);
   // tests inject one so that speculation's decisions do not depend on the machine's speed.
   std::function<double()> clock;
+  // --pp-model: a pass whose every row is a prompt row of a prompt with at least min_tokens() tokens
+  // to evaluate takes the low-bit copy's experts that are not in memory (runtime/prompt_experts.h);
+  // any pass with a decoding row, and any shorter prompt's, the model's own. Null: off.
+  PromptExperts* prompt_experts = nullptr;
 };
 
 // One slot as /slots shows it (copied by the engine thread after every step).
@@ -260,6 +265,7 @@ class Scheduler {
   std::unique_ptr<PassRouting> routing_;
   bool routed_ = false;            // the pass ran with routing_ installed
   int n_decoding_ = 0;             // decoding slots in the pass
+  bool long_prompts_ = false;      // every row of the pass is a prompt row of a prompt long enough for --pp-model
   int draft_rows_ = 0;             // rows of the pass that are drafts
   // Compute seconds of passes without drafts, by their row count (running means): the base a
   // pass with drafts is measured against, so its draft rows carry all of what they added.

@@ -45,7 +45,8 @@ json props_json(const ServedModel& m) {
   const json knobs{{"k", kn.k},
                    {"min_mass", kn.min_mass},
                    {"route_cache", kn.route.on() ? json{{"keep", kn.route.keep}, {"cands", kn.route.cands}} : json(nullptr)},
-                   {"quality_budget", m.quality ? quality_choice_json(*m.quality) : json(nullptr)}};
+                   {"quality_budget", m.quality ? quality_choice_json(*m.quality) : json(nullptr)},
+                   {"pp_min_tokens", m.prompt_experts ? json(m.prompt_experts->min_tokens()) : json(nullptr)}};
   const MemoryPlan plan = m.eng->tier().plan_snapshot();  // an HTTP thread: the engine thread may change it
   const auto token_text = [&](int32_t t) { return t >= 0 && t < m.tok->n_vocab() ? m.tok->token_text(t) : std::string(); };
   return json{{"default_generation_settings", {{"n_ctx", eng.options().n_ctx}, {"params", params}}},
@@ -159,7 +160,11 @@ json stats_json(const ServedModel& m) {
   }
   if (m.standin)  // --miss-model: experts computed from the stand-in since start, and their bytes (relaxed atomics)
     j["miss_model"] = {{"experts", m.standin->counters().experts.load(std::memory_order_relaxed)},
-                       {"bytes", m.standin->counters().bytes.load(std::memory_order_relaxed)}};
+                       {"bytes", m.standin->counters().bytes.load(std::memory_order_relaxed)},
+                       {"admits", m.standin->counters().admits.load(std::memory_order_relaxed)}};
+  if (m.prompt_experts)  // --pp-model: experts long prompts took from the low-bit copy since start, and their bytes
+    j["pp_model"] = {{"experts", m.prompt_experts->counters().experts.load(std::memory_order_relaxed)},
+                     {"bytes", m.prompt_experts->counters().bytes.load(std::memory_order_relaxed)}};
   if (m.ep) {  // --expert-parallel: each rank's figures as of its latest answer
     json ranks = json::array();
     for (const EpRankStats& x : m.ep->live())

@@ -35,9 +35,10 @@ struct ServedModel {
   SamplerParams sampling;
   bool webui = false;
   // Issue 37's knob report (HttpServer::set_knob_report): the --miss-model provider (its counters
-  // in /stats) and what --quality-budget chose (in /props moe_knobs); null when not given.
+  // in /stats), what --quality-budget chose (in /props moe_knobs) and --pp-model's switch; null when not given.
   const StandInExperts* standin = nullptr;
   const QualityChoice* quality = nullptr;
+  const PromptExperts* prompt_experts = nullptr;  // --pp-model: its counters in /stats, its threshold in /props
   // --expert-parallel (rank 0): each rank's figures so far in /stats; null without it.
   const ExpertParallel* ep = nullptr;
 };

@@ -144,6 +144,31 @@ TEST(ExpertParallelCli, ShardRanksPlanNoDenseWeightsNorKvCache) {
   EXPECT_NE(r.err.find("rank 1: memory plan (expert shard: no dense weights, no KV cache)"), std::string::npos) << r.err;
 }
 
+// A plan made from recorded usage statistics reports the formula from them beside the uniform one.
+TEST(ExpertParallelCli, UsageFormulaFromRecordedStatistics) {
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
+  ASSERT_TRUE(std::filesystem::exists(model)) << model;
+  const std::string stats = ep_tmp("stats");
+  std::filesystem::remove_all(stats);
+  const CmdResult rec = ep_cmd("", 0, "run -m " + model + " -p hello -n 8 --ignore-eos --temp 0 -t 1 -c 256 --ram-budget 60M --stats-dir " + stats);
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  const CmdResult r = ep_cmd("", 2, "run -m " + model + " -p hello -n 4 --ignore-eos --temp 0 -t 1 -c 256 --json --no-warm-start --stats-dir " + stats +
+                                        " --expert-parallel --ep-timeout 60");
+  std::filesystem::remove_all(stats);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("plan by bytes and usage statistics"), std::string::npos) << r.err;
+  const auto ep = nlohmann::json::parse(last_line(r.out))["expert_parallel"];
+  ASSERT_TRUE(ep["usage_formula_bytes_per_token"].is_number()) << ep.dump();
+  EXPECT_GT(ep["usage_formula_bytes_per_token"].get<double>(), 0);
+  EXPECT_GT(ep["usage_formula_round_trips_per_token"].get<double>(), 0);
+  EXPECT_NE(r.err.find("from the usage statistics:"), std::string::npos) << r.err;
+  // Without statistics there is no usage form.
+  const CmdResult u = ep_cmd("", 2, "run -m " + model + " -p hello -n 2 --ignore-eos --temp 0 -t 1 -c 256 --json --no-warm-start --stats-dir " +
+                                        ep_tmp("nostats") + " --expert-parallel --ep-timeout 60");
+  ASSERT_EQ(u.code, 0) << u.err;
+  EXPECT_TRUE(nlohmann::json::parse(last_line(u.out))["expert_parallel"]["usage_formula_bytes_per_token"].is_null());
+}
+
 TEST(ExpertParallelCli, InspectShowsAPlanWithEveryExpertOnce) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (expert parallelism)");
   const CmdResult r = ep_cmd("", 0, "inspect " + ep_model("deepseek2-q4_k_m") + " --ep 3 --json --stats-dir " + ep_tmp("nostats"));

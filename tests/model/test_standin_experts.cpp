@@ -152,6 +152,49 @@ TEST(StandInExperts, InactiveIsTheInnerProviderAndHottestRanksUses) {
   std::remove(q4.c_str());
 }
 
+// Nothing in memory, and the prefetches asked of it counted.
+class CountsPrefetches final : public ExpertProvider {
+ public:
+  explicit CountsPrefetches(ExpertProvider& p) : p_(p) {}
+  void request(int l, const int32_t* e, int n) override { p_.request(l, e, n); }
+  void prefetch(int, const int32_t*, int n) override { prefetched += static_cast<uint64_t>(n); }
+  ExpertMats acquire(int l, int e) override { return p_.acquire(l, e); }
+  void release(int l, int e) override { p_.release(l, e); }
+  bool in_memory(int, int) const override { return false; }
+  uint64_t prefetched = 0;
+
+ private:
+  ExpertProvider& p_;
+};
+
+// --miss-admit: every expert computed from the stand-in is asked of the inner provider as a
+// prefetch (once per pass and layer, as it is counted) beside the model's own prefetches (the
+// same with it off), and the pass's bits stay the stand-in's.
+TEST(StandInExperts, AdmitPrefetchesTheFullCopyOfEveryStandIn) {
+  const std::string q4 = "/tmp/strata_standin_admit_" + std::to_string(::getpid()) + ".gguf";
+  requantize_experts(kStandinFull, q4, GgmlType::Q4_0, nullptr);
+  const auto standin = Model::load(q4);
+  const std::vector<float> low = standin_logits(*standin_engine(q4));
+  uint64_t model_prefetches = 0;
+  for (const bool admit : {false, true}) {
+    auto eng = standin_engine(kStandinFull);
+    Model& m = eng->model();
+    CountsPrefetches inner(*m.expert_provider());
+    StandInExperts si(inner, *standin, 0);
+    si.set_admit(admit);
+    m.set_expert_provider(&si);
+    m.add_routing_observer(&si);
+    EXPECT_TRUE(standin_same_bits(standin_logits(*eng), low)) << "admit " << admit;
+    EXPECT_GT(si.counters().experts.load(), 0u);
+    if (!admit) model_prefetches = inner.prefetched;
+    EXPECT_EQ(inner.prefetched - model_prefetches, admit ? si.counters().experts.load() : 0u) << "admit " << admit;
+    EXPECT_EQ(si.counters().admits.load(), inner.prefetched - model_prefetches);
+    m.remove_routing_observer(&si);
+    m.set_expert_provider(nullptr);
+  }
+  std::remove(q4.c_str());
+}
+
 TEST(StandInExperts, AFileOfOtherShapesIsRefused) {
   const std::string other = fixtures_dir() + "/qwen3moe-f32/model.gguf";
   if (!std::filesystem::exists(other)) STRATA_MISSING_FIXTURE(other);

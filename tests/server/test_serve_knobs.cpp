@@ -62,5 +62,45 @@ TEST(ServeKnobs, StatsCountStandInsAndPropsShowTheQualityBudget) {
   std::filesystem::remove_all(dir);
 }
 
+// --pp-model in serve: a pass takes the low-bit copy's experts only when every row of it is a prompt
+// row of a prompt with at least --pp-min-tokens tokens to evaluate; a short prompt, a prompt whose
+// rows the slot kept, and decoding take the model's own (/stats pp_model's count does not move).
+TEST(ServeKnobs, PpModelTakesLongPromptPassesOnly) {
+  const std::string dir = "/tmp/strata_serve_pp_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string q4 = dir + "/q4.gguf";
+  const CmdResult q = run_cmd("quantize --experts-only --type q4_0 -t 2 " + kKnobsModel + " " + q4);
+  ASSERT_EQ(q.code, 0) << q.err;
+  ServeProcess serve("serve_knobs_pp", {"-m", kKnobsModel, "--port", "0", "-c", "256", "-b", "64", "-t", "1", "--ram-budget", "64M", "--no-warm-start",
+                                        "--disk-probe", "0", "--pp-model", q4, "--pp-min-tokens", "32"});
+  ASSERT_TRUE(serve.ready()) << serve.log();
+  httplib::Client c("127.0.0.1", serve.port());
+  auto props = c.Get("/props");
+  ASSERT_TRUE(props);
+  EXPECT_EQ(json::parse(props->body)["moe_knobs"]["pp_min_tokens"], 32) << props->body;
+  const auto taken = [&] {
+    auto st = c.Get("/stats");
+    EXPECT_TRUE(st);
+    return st ? json::parse(st->body)["pp_model"]["experts"].get<uint64_t>() : 0;
+  };
+  const auto complete = [&](const std::string& prompt, int n) {
+    auto r = c.Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", n}, {"ignore_eos", true}}.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+  };
+  EXPECT_EQ(taken(), 0u);
+  complete("And Moses said unto the people", 16);  // a short prompt, then decoding
+  EXPECT_EQ(taken(), 0u);
+  const std::string text = slurp_file(std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/traces/heldout-exodus.txt");
+  const std::string long_prompt = text.substr(0, 400);  // about 80 tokens
+  complete(long_prompt, 1);
+  const uint64_t after_long = taken();
+  EXPECT_GT(after_long, 0u);
+  complete(long_prompt, 16);  // the slot keeps the prompt's rows: one row to evaluate, then decoding
+  EXPECT_EQ(taken(), after_long);
+  serve.stop();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace strata::test
