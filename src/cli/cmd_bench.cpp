@@ -17,6 +17,7 @@
 #include "model/executor.h"
 #include "core/units.h"
 #include "experts/disk_probe.h"
+#include "runtime/model_copy.h"
 #include "model/model_summary.h"
 
 namespace strata::cli {
@@ -192,7 +193,9 @@ int bench(const BenchOptions& o) {
   }
   // The cache as it is now (a background load that ended during the run dropped it).
   ExpertCache* cache = eng.tier().cache();
-  const double disk = cache && o.disk_probe > 0 ? measure_read_bandwidth(eng.tier().store(), o.model.io == "pread", probe_depth(o.model), o.disk_probe) : 0;
+  // Every drive (the file and each --model-copy) alone and all at once; the limit is all at once.
+  const DriveProbe probe = cache && o.disk_probe > 0 ? measure_tier_drives(eng.tier(), eng.options().tier, probe_depth(o.model), o.disk_probe) : DriveProbe{};
+  const double disk = probe.all_bw;
   nlohmann::json j;
   j["model"] = o.model.path;
   j["threads"] = eng.options().n_threads;
@@ -200,6 +203,7 @@ int bench(const BenchOptions& o) {
   j["plan"] = eng.tier().plan().describe();
   j["peak_rss"] = process_peak_rss();
   j["disk_bw"] = disk;
+  if (probe.drive_bw.size() > 1) j["disk_drives_bw"] = probe.drive_bw;
   j["kernels"] = kernel_choice();
   fmt::print("{}\n", eng.tier().plan().describe());
   fmt::print("kernels: {}\n", kernel_choice());
@@ -222,7 +226,13 @@ int bench(const BenchOptions& o) {
   }
   for (const auto& p : phases)
     if (ex) fmt::print("{}{} {}\n", p.name, p.tokens, p.gpu_line);
-  if (disk > 0)
+  if (disk > 0 && probe.drive_bw.size() > 1) {
+    std::string each;
+    for (size_t i = 0; i < probe.drive_bw.size(); ++i) each += fmt::format("{}{:.2f}", i ? ", " : "", probe.drive_bw[i] / 1e9);
+    fmt::print("disk (measured, {} random 4 MiB reads per drive at queue depth {}): {} drives, {} GB/s each alone, {:.2f} GB/s all at once (the limit); "
+               "peak RSS {}\n",
+               format_bytes(o.disk_probe), probe_depth(o.model), probe.drive_bw.size(), each, disk / 1e9, format_bytes(process_peak_rss()));
+  } else if (disk > 0)
     fmt::print("disk (measured, {} random 4 MiB reads at queue depth {}): {:.2f} GB/s; peak RSS {}\n", format_bytes(o.disk_probe), probe_depth(o.model),
                disk / 1e9, format_bytes(process_peak_rss()));
   else

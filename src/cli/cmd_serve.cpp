@@ -135,6 +135,7 @@ int serve(ServeOptions& o) {
   std::shared_ptr<SlotDrafter> draft = serve_draft(o, loaded);
   std::signal(SIGTERM, on_term);
   srv.set_knob_report(loaded.standin_experts.get(), loaded.quality ? &*loaded.quality : nullptr, loaded.prompt_experts.get());
+  srv.set_expert_parallel(loaded.ep.get());
   srv.attach(*loaded.engine, *loaded.tokenizer, o.model.path, std::move(draft), std::move(vocab));
   std::fprintf(stderr, "strata serve: ready: model '%s', %d slots x %d tokens of context, queue %d%s\n", srv.model_id().c_str(), o.parallel,
                loaded.engine->options().n_ctx, o.server.max_queue, o.server.api_key.empty() ? "" : ", API key required");

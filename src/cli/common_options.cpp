@@ -142,8 +142,16 @@ nlohmann::json finish_expert_parallel(std::unique_ptr<ExpertParallel>& ep) {
   std::fprintf(stderr, "%s", r.describe().c_str());
   nlohmann::json ranks = nlohmann::json::array();
   for (const EpRankStats& x : r.per_rank)
-    ranks.push_back({{"hits", x.hits}, {"misses", x.misses}, {"bytes_read", x.bytes_read}, {"jobs", x.jobs}, {"pairs", x.pairs},
-                     {"compute_s", x.compute_s}, {"io_wait_s", x.io_wait_s}, {"net_wait_s", x.net_wait_s}});
+    ranks.push_back({{"hits", x.hits},
+                     {"misses", x.misses},
+                     {"bytes_read", x.bytes_read},
+                     {"jobs", x.jobs},
+                     {"pairs", x.pairs},
+                     {"compute_s", x.compute_s},
+                     {"io_wait_s", x.io_wait_s},
+                     {"net_wait_s", x.net_wait_s},
+                     {"memory", {{"budget", x.budget}, {"dense", x.dense}, {"kv", x.kv}, {"scratch", x.scratch}, {"expert_cache", x.expert_cache},
+                                 {"peak_rss", x.peak_rss}}}});
   const double dt = r.decode_tokens ? static_cast<double>(r.decode_tokens) : 1.0;
   return {{"ranks", r.ranks},
           {"per_rank", ranks},
@@ -153,7 +161,9 @@ nlohmann::json finish_expert_parallel(std::unique_ptr<ExpertParallel>& ep) {
           {"decode_bytes_per_token", r.decode_bytes / dt},
           {"decode_round_trips_per_token", r.decode_round_trips / dt},
           {"formula_bytes_per_token", r.formula_bytes},
-          {"formula_round_trips_per_token", r.formula_round_trips}};
+          {"formula_round_trips_per_token", r.formula_round_trips},
+          {"usage_formula_bytes_per_token", r.usage_formula ? nlohmann::json(r.usage_bytes) : nlohmann::json(nullptr)},
+          {"usage_formula_round_trips_per_token", r.usage_formula ? nlohmann::json(r.usage_round_trips) : nlohmann::json(nullptr)}};
 }
 
 void add_sampling_options(CLI::App* sub, SamplerParams& p) {
@@ -452,6 +462,35 @@ static void check_quality_budget_alone(const ModelOptions& o) {
   STRATA_CHECK(given.empty(), "--quality-budget chooses --route-cache / --moe-min-mass / --moe-k from the calibration file: not with{}", given);
 }
 
+// A rank other than 0 under --expert-parallel: a routed-only engine (no KV cache, no dense weights in
+// its plan or its memory) with the options that shape its expert tier, then rank 0's jobs until it
+// stops them. Never returns.
+// model_heap: what loading the model left on the heap (its metadata as read: the vocabulary's
+// strings among them), planned as the vocabulary is on rank 0.
+[[noreturn]] static void serve_expert_shard(const ModelOptions& o, std::unique_ptr<Model> model, GpuChoice gpu, uint64_t model_heap) {
+  STRATA_CHECK(!gpu.device, "--expert-parallel computes routed experts on the CPUs of the ranks: not with --gpu");
+  ModelOptions mo = o;
+  mo.no_warm_start = true;  // as on rank 0 (load_engine)
+  mo.draft_bytes = 0;
+  EngineOptions eo = engine_options(mo);
+  eo.n_seq = 1;
+  eo.routed_only = true;
+  eo.tier.vocab_bytes = model_heap;
+  int k_max = 1;
+  for (const auto& lc : model->config().layers) k_max = std::max(k_max, lc.n_expert_used);
+  eo.tier.request_bytes = ep_shard_buffers(eo.n_batch, k_max, model->config().n_embd).total();  // its job and answer buffers
+  Loaded l;
+  l.engine = std::make_unique<Engine>(std::move(model), eo);
+  if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
+  else set_moe_knobs(o, l.engine->model());
+  if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
+  if (!o.pp_model.empty()) attach_pp(o.pp_model, o.pp_min_tokens, l);
+  l.ep = ExpertParallel::start(*l.engine, o.ep);
+  STRATA_CHECK(!l.ep->root(), "expert parallelism: rank 0 cannot be a shard server");
+  std::fprintf(stderr, "rank %d: %s\n", l.ep->rank(), l.engine->tier().plan().describe().c_str());
+  std::exit(l.ep->serve());
+}
+
 Loaded load_engine(const ModelOptions& o) {
   if (o.isa != "auto") select_isa(parse_isa(o.isa.c_str()));
   select_gemm_backend(parse_gemm_backend(o.gemm.c_str()));
@@ -470,8 +509,13 @@ Loaded load_engine(const ModelOptions& o) {
   } else {
     STRATA_CHECK(o.numa_topology.empty(), "--numa-topology needs --numa shard or --numa interleave");
   }
+  // --expert-parallel on a rank other than 0: a shard server, whose engine holds no dense weights
+  // and no KV cache (EngineOptions::routed_only); it serves rank 0's jobs and exits here.
+  const bool shard = o.expert_parallel && expert_parallel_rank() != 0;
+  const uint64_t heap_before_model = heap_in_use();
   auto model = Model::load(o.path);
   for (const std::string& copy : o.model_copies) checked_model_copy(model->gguf(), copy);  // refused now, streaming or not
+  if (shard) serve_expert_shard(o, std::move(model), std::move(gpu), heap_in_use() - std::min(heap_in_use(), heap_before_model));
   EpPlan numa_plan;
   if (numa == NumaMode::Shard) numa_plan = plan_for_model(*model, topo.size(), 0, o.stats_dir);
   const uint64_t heap0 = heap_in_use();

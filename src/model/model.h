@@ -164,6 +164,9 @@ class Model {
   // activation buffers, the architecture's state in kv.ext()), so that passes allocate nothing more
   // and the memory plan can count what is really held. The engine calls it once, before planning.
   void prepare(KvCache& kv, int n_batch, int n_threads);
+  // The same for a process that only runs run_routed (an expert-parallel shard server): the scratch
+  // alone, no architecture state in kv.ext().
+  void prepare_routed(KvCache& kv, int n_batch, int n_threads) { prepare_state(*st_, kv, n_batch, n_threads); }
   // NextN blocks the file carries with their weights (GLM-4.5: blk.<n_layer + j>.nextn.*); 0: none.
   int n_nextn() const;
   // A KV cache for NextN block j (its one layer) with the given context and slots.

@@ -19,8 +19,12 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   ko.n_seq = opt_.n_seq;
   ko.type_k = opt_.type_k;
   ko.type_v = opt_.type_v;
-  kv_ = std::make_unique<KvCache>(model_->config(), ko);
   model_->set_threads(pool_.get());
+  if (opt_.routed_only) {
+    start_routed_only(ko);
+    return;
+  }
+  kv_ = std::make_unique<KvCache>(model_->config(), ko);
   // Everything a pass needs is allocated first, so the plan counts what is really held.
   model_->prepare(*kv_, opt_.n_batch, opt_.n_threads);
   // The logits rows of a pass: the caller's buffer of forward() and eval_rows' buffer (at least two
@@ -44,6 +48,22 @@ Engine::Engine(std::unique_ptr<Model> model, const EngineOptions& opt) : model_(
   tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes(), tier);
   seqs_.resize(static_cast<size_t>(opt_.n_seq));
   last_.reserve(static_cast<size_t>(opt_.n_seq));
+}
+
+// A shard server's engine: a KV cache of no layers (the pass context needs one; it holds nothing),
+// the routed jobs' scratch, and the tier's plan without dense weights.
+void Engine::start_routed_only(KvCacheOptions ko) {
+  ModelConfig none = model_->config();
+  none.layers.clear();
+  ko.n_ctx = ko.n_seq = 1;
+  kv_ = std::make_unique<KvCache>(none, ko);
+  model_->prepare_routed(*kv_, opt_.n_batch, opt_.n_threads);
+  opt_.logit_rows = 0;
+  TierOptions tier = opt_.tier;
+  tier.routed_only = true;
+  tier.draft_bytes = tier.logits_bytes = 0;
+  tier_ = std::make_unique<ExpertTier>(*model_, kv_->bytes(), model_->scratch_bytes(), tier);
+  seqs_.resize(static_cast<size_t>(opt_.n_seq));
 }
 
 const float* Engine::hidden_row(int seq, int pos) const {
@@ -109,6 +129,7 @@ int Engine::prompt_chunk(int rest, int room) {
 }
 
 size_t Engine::check_inputs(std::span<const SeqInput> inputs, size_t cap) const {
+  STRATA_CHECK(!opt_.routed_only, "this engine serves routed experts only (an --expert-parallel shard): it runs no forward pass");
   STRATA_CHECK(!inputs.empty(), "nothing to evaluate");
   int total = 0;
   size_t rows = 0;

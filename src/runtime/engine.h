@@ -47,6 +47,12 @@ struct EngineOptions {
   // more is refused. 0: n_batch (any pass). Speculative verification asks 1 + drafts per slot; the
   // CLI's commands and the server set what they ask.
   int logit_rows = 0;
+  // Expert parallelism's shard server (a rank other than 0, runtime/expert_parallel.h): only what
+  // Model::run_routed and the expert tier need. No KV cache (one of no layers), scratch for routed
+  // jobs of n_batch tokens, no logits rows, and a memory plan without dense weights (they stay in
+  // the file's mapping, untouched), so the expert cache gets what they and the KV cache would take.
+  // forward / eval / eval_rows refuse.
+  bool routed_only = false;
 };
 
 // No NaN and no Inf in v (EngineOptions::check_finite).
@@ -159,6 +165,7 @@ class Engine {
     std::vector<int32_t> tokens;  // the tokens whose rows are in the cache, by position
     int n_chunked = 0;            // leading rows all computed in multi-token passes
   };
+  void start_routed_only(KvCacheOptions ko);
   Seq& seq_at(int seq);
   const Seq& seq_at(int seq) const;
   // Rows of logits the inputs ask for; throws past `cap` (0: no cap).

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@ namespace {
 
 enum Tag : int { kTagHello = 1, kTagVerdict, kTagJob, kTagReply, kTagStop, kTagReport };
 constexpr uint32_t kJobMagic = 0x4a505045;  // "EPPJ"
+constexpr size_t kTailFloats = sizeof(EpReplyTail) / sizeof(float);  // an answer's counters after its rows
 
 // One MoE layer's job for one rank; followed by tok[n_tok], pair_tok/slot/exp[n_pairs] (int32),
 // pair_w[n_pairs] (f32) and rows[n_tok * n_embd] (f32).
@@ -33,7 +35,7 @@ struct JobHeader {
   uint32_t magic = kJobMagic;
   int32_t layer = 0, n = 0, n_tok = 0, n_pairs = 0, pad = 0;
 };
-static_assert(sizeof(JobHeader) == 24);
+static_assert(sizeof(JobHeader) == kEpJobHeaderBytes);
 
 [[noreturn]] void die(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
@@ -68,6 +70,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     d_ = eng.config().n_embd;
+    live_.assign(static_cast<size_t>(size_), EpRankStats{});
   }
   ~MpiEp() override {
     if (rank_ != 0 || stopped_) return;
@@ -156,8 +159,8 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
         pexp[j] = st.sel[static_cast<size_t>(st.tok_of[q]) * k + st.slot_of[q]];
         pw[j] = st.sel_w[static_cast<size_t>(st.tok_of[q]) * k + st.slot_of[q]];
       }
-      p.in.resize(static_cast<size_t>(np) * d_);
-      check(MPI_Irecv(p.in.data(), np * d_ * 4, MPI_BYTE, r, kTagReply, MPI_COMM_WORLD, &p.recv), r, "receive");
+      p.in.resize(static_cast<size_t>(np) * d_ + kTailFloats);
+      check(MPI_Irecv(p.in.data(), static_cast<int>(p.in.size() * sizeof(float)), MPI_BYTE, r, kTagReply, MPI_COMM_WORLD, &p.recv), r, "receive");
       check(MPI_Isend(p.out.data(), static_cast<int>(bytes), MPI_BYTE, r, kTagJob, MPI_COMM_WORLD, &p.send), r, "send");
       const uint64_t both = bytes + p.in.size() * sizeof(float);
       report_.net_bytes += both;
@@ -195,14 +198,28 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
     in_flight_ = false;
     auto& st = c.st;
     const int k = c.cfg.layers[layer].n_expert_used;
+    std::lock_guard<std::mutex> lk(live_mu_);
     for (int r = 1; r < size_; ++r) {
       Peer& p = peer_[r];
+      if (p.pairs.empty()) continue;
       for (size_t j = 0; j < p.pairs.size(); ++j) {
         const int q = p.pairs[j];
         std::memcpy(st.slots.data() + (static_cast<size_t>(st.tok_of[q]) * k + st.slot_of[q]) * d_, p.in.data() + j * d_, sizeof(float) * d_);
       }
+      EpReplyTail t;
+      std::memcpy(&t, p.in.data() + p.pairs.size() * d_, sizeof t);
+      EpRankStats& x = live_[static_cast<size_t>(r)];
+      x.hits = t.hits, x.misses = t.misses, x.bytes_read = t.bytes_read, x.jobs = t.jobs, x.pairs = t.pairs, x.compute_s = t.compute_s;
       p.pairs.clear();
     }
+    EpRankStats& me = live_[0];
+    me.jobs = root_.jobs, me.pairs = root_.pairs, me.net_wait_s = root_.net_wait_s;
+    fill_tier(me);
+  }
+
+  std::vector<EpRankStats> live() const override {
+    std::lock_guard<std::mutex> lk(live_mu_);
+    return live_;
   }
 
   bool holds(int layer, int e) const override { return size_ > 1 && layer < plan_.n_layer && plan_.owner_of(layer, e) > 0; }
@@ -236,6 +253,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
     EpRankStats& me = report_.per_rank[0];
     me = root_;
     fill_tier(me);
+    fill_memory(me);
     double layers = 0;
     for (double s : eng_.model().layer_seconds()) layers += s;
     me.compute_s = std::max(0.0, layers - me.net_wait_s - me.io_wait_s);
@@ -243,6 +261,10 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
     for (const auto& lc : eng_.config().layers) k_used.push_back(lc.n_expert_used);
     const EpFormula f = ep_formula(plan_, k_used, d_);
     report_.formula_bytes = f.bytes, report_.formula_round_trips = f.round_trips;
+    if (plan_.by_traffic) {
+      const EpFormula u = ep_formula(plan_, k_used, d_, /*usage=*/true);
+      report_.usage_formula = true, report_.usage_bytes = u.bytes, report_.usage_round_trips = u.round_trips;
+    }
     eng_.model().set_offload(nullptr);
     MPI_Finalize();
     return report_;
@@ -268,6 +290,11 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
     const ExpertCacheCounters k = eng_.tier().counters();
     s.hits = k.hits, s.misses = k.misses, s.bytes_read = k.bytes_read, s.io_wait_s = k.wait_s;
   }
+  void fill_memory(EpRankStats& s) {
+    const MemoryPlan& m = eng_.tier().plan();
+    s.budget = m.budget, s.dense = m.dense, s.kv = m.kv, s.scratch = m.scratch, s.expert_cache = m.expert_cache;
+    s.peak_rss = process_peak_rss();
+  }
 
   void make_plan() {
     plan_ = plan_for_model(eng_.model(), size_, opt_.replicate, eng_.options().tier.stats_dir);
@@ -284,8 +311,13 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
     if (const char* f = std::getenv("STRATA_EP_FAULT"))  // tests: "exit:RANK:JOBS" or "stall:RANK:JOBS"
       if (std::sscanf(f, "%*[a-z]:%d:%d", &fault_rank, &fault_after) == 2) fault_kind = f[0];
     EpRankStats me;
+    int k_max = 1;
+    for (const auto& lc : eng_.config().layers) k_max = std::max(k_max, lc.n_expert_used);
+    const EpShardBuffers planned = ep_shard_buffers(eng_.options().n_batch, k_max, d_);  // in the memory plan
     std::vector<uint8_t> in;
     std::vector<float> out;
+    in.reserve(planned.job_bytes);
+    out.reserve(planned.reply_bytes / sizeof(float));
     for (;;) {
       MPI_Message msg;
       MPI_Status st;
@@ -297,6 +329,7 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
       MPI_Mrecv(in.data(), count, MPI_BYTE, &msg, &st);
       if (st.MPI_TAG == kTagStop) {
         fill_tier(me);
+        fill_memory(me);
         MPI_Send(&me, sizeof me, MPI_BYTE, 0, kTagReport, MPI_COMM_WORLD);
         MPI_Finalize();
         return 0;
@@ -315,12 +348,15 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
       j.pair_exp = j.pair_slot + h.n_pairs;
       j.pair_w = reinterpret_cast<const float*>(j.pair_exp + h.n_pairs);
       j.rows = j.pair_w + h.n_pairs;
-      out.resize(static_cast<size_t>(h.n_pairs) * d_);
+      out.resize(static_cast<size_t>(h.n_pairs) * d_ + kTailFloats);
       const double t0 = clock_();
       eng_.model().run_routed(j, eng_.kv(), out.data());
       me.compute_s += clock_() - t0;
       ++me.jobs;
       me.pairs += static_cast<uint64_t>(h.n_pairs);
+      fill_tier(me);
+      const EpReplyTail tail{me.hits, me.misses, me.bytes_read, me.jobs, me.pairs, me.compute_s};
+      std::memcpy(out.data() + static_cast<size_t>(h.n_pairs) * d_, &tail, sizeof tail);
       if (fault_kind && fault_rank == rank_ && me.jobs >= static_cast<uint64_t>(fault_after)) {
         std::fprintf(stderr, "rank %d: injected fault (%s)\n", rank_, std::getenv("STRATA_EP_FAULT"));
         if (fault_kind == 'e') std::_Exit(3);
@@ -340,6 +376,8 @@ class MpiEp final : public ExpertParallel, public ExpertOffload {
   std::vector<Peer> peer_;
   std::vector<uint8_t> mark_;
   EpRankStats root_;
+  mutable std::mutex live_mu_;
+  std::vector<EpRankStats> live_;  // [ranks] under live_mu_ (ExpertParallel::live)
   EpReport report_;
   bool in_flight_ = false, decoding_ = false, stopped_ = false;
 };

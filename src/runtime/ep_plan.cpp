@@ -23,6 +23,7 @@ EpPlan plan_expert_parallel(const ExpertLayout& layout, int n_trunk_layers, int 
   const size_t cells = static_cast<size_t>(p.n_layer) * p.n_expert;
   p.owner.assign(cells, -1);
   p.replica.assign(cells, 0);
+  p.share.assign(cells, 0.0);
   p.bytes.assign(static_cast<size_t>(ranks), 0);
   p.traffic.assign(static_cast<size_t>(ranks), 0.0);
   p.experts.assign(static_cast<size_t>(ranks), 0);
@@ -53,6 +54,7 @@ EpPlan plan_expert_parallel(const ExpertLayout& layout, int n_trunk_layers, int 
       const int e = order[i];
       const size_t cell = static_cast<size_t>(l) * p.n_expert + e;
       const double share = wt[e] / layer_total;
+      p.share[cell] = share;
       if (i < n_rep) {
         p.replica[cell] = 1;
         p.owner[cell] = 0;

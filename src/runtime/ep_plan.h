@@ -23,6 +23,9 @@ struct EpPlan {
   std::vector<uint64_t> bytes;   // [ranks] expert bytes each rank holds (replicas on every rank)
   std::vector<double> traffic;   // [ranks] share of routed (token, expert) pairs expected on each rank (0..1)
   std::vector<int> experts;      // [ranks] experts each rank owns (replicas counted on rank 0)
+  std::vector<double> share;     // [n_layer * n_expert] each expert's share of its layer's routed choices (the statistics'; 1/n without)
+
+  double share_of(int layer, int e) const { return share[static_cast<size_t>(layer) * n_expert + e]; }
 
   int owner_of(int layer, int e) const { return owner[static_cast<size_t>(layer) * n_expert + e]; }
   bool is_replica(int layer, int e) const { return replica[static_cast<size_t>(layer) * n_expert + e] != 0; }

@@ -44,11 +44,12 @@ uint64_t heap_in_use() {
 }
 
 std::string MemoryPlan::describe() const {
-  std::string s = fmt::format("memory plan: dense {} + KV cache {} + scratch {}", format_bytes(dense), format_bytes(kv), format_bytes(scratch));
+  std::string s = fmt::format("memory plan{}: dense {} + KV cache {} + scratch {}", routed_only ? " (expert shard: no dense weights, no KV cache)" : "",
+                              format_bytes(dense), format_bytes(kv), format_bytes(scratch));
   if (draft > 0) s += fmt::format(" + drafting {}", format_bytes(draft));
   s += fmt::format(" + logits {}", format_bytes(logits));
   if (vocab > 0) s += fmt::format(" + vocabulary {}", format_bytes(vocab));
-  if (requests > 0) s += fmt::format(" + requests {}", format_bytes(requests));
+  if (requests > 0) s += fmt::format(" + {} {}", routed_only ? "job buffers" : "requests", format_bytes(requests));
   if (!streaming)
     return s + fmt::format("; routed experts {} resident{}{}", format_bytes(experts_total), budget ? " (the whole model fits the budget)" : " (no --ram-budget)",
                            loaded_in_background ? fmt::format(" (read in the background in {:.1f} s while the first tokens streamed them)", load_s) : "");
@@ -145,6 +146,7 @@ void ExpertTier::warm_resident(Model& model) {
 }
 
 void ExpertTier::go_resident(const TierOptions& opt) {
+  if (opt.routed_only) return;  // reading the whole file would bring the dense weights in
   const uint64_t total = file_bytes(model_);
   const bool fits = total + total / 8 <= mem_available();
   if (opt.load == LoadMode::Wait || plan_.experts_total == 0 || !fits || (opt.load == LoadMode::Background && mostly_in_memory(model_))) {
@@ -230,7 +232,8 @@ bool ExpertTier::poll_load() {
 ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, const TierOptions& opt) : model_(model) {
   const ModelSummary sum = ModelSummary::of(model.gguf());
   plan_.budget = opt.ram_budget;
-  plan_.dense = sum.dense_bytes;
+  plan_.dense = opt.routed_only ? 0 : sum.dense_bytes;
+  plan_.routed_only = opt.routed_only;
   plan_.kv = kv_bytes;
   plan_.draft = opt.draft_bytes;
   plan_.logits = opt.logits_bytes;
@@ -289,7 +292,7 @@ ExpertTier::ExpertTier(Model& model, uint64_t kv_bytes, uint64_t scratch_bytes, 
   // otherwise drop their page-cache pages and fault them back 4 KiB at a time.
   for (const auto& part : model.gguf().parts()) part->map.advise(0, part->size, MADV_RANDOM);
   const double t0 = clock_s();
-  const auto ranges = dense_ranges(model);
+  const auto ranges = opt.routed_only ? decltype(dense_ranges(model)){} : dense_ranges(model);
   for (size_t p = 0; p < ranges.size(); ++p)
     for (const auto& [b, e] : ranges[p]) plan_.dense_copied += model.gguf().parts()[p]->map.make_anonymous(b, e - b);
   plan_.dense_copy_s = clock_s() - t0;

@@ -55,6 +55,10 @@ struct TierOptions {
   // Request handling (the server): each slot's n_vocab sampling buffers, the request memory the
   // HTTP front admits bodies and their handling against, the HTTP threads' stacks.
   uint64_t request_bytes = 0;
+  // An expert-parallel shard server (EngineOptions::routed_only): the plan has no dense weights,
+  // and they are neither copied into process memory nor read into the page cache (the mapping
+  // stays untouched; resident experts fault in as jobs use them).
+  bool routed_only = false;
 };
 
 // Planned for the binary, the heap outside the planned buffers, and thread stacks.
@@ -66,7 +70,7 @@ struct MemoryPlan {
   uint64_t draft = 0;             // TierOptions::draft_bytes (a draft model, NextN KV rows)
   uint64_t logits = 0;            // TierOptions::logits_bytes
   uint64_t vocab = 0;             // TierOptions::vocab_bytes
-  uint64_t requests = 0;          // TierOptions::request_bytes
+  uint64_t requests = 0;          // TierOptions::request_bytes (an expert shard: its job and answer buffers)
   uint64_t experts_total = 0;     // routed expert bytes in the file
   uint64_t expert_cache = 0;      // bytes given to the expert cache (0 when resident)
   uint64_t experts_budget = 0;    // streaming: what the budget leaves for expert caches (all --numa nodes together)
@@ -74,6 +78,7 @@ struct MemoryPlan {
   int size_classes = 1;           // distinct expert slot sizes (each class has its own slots)
   int64_t experts = 0;
   bool streaming = false;
+  bool routed_only = false;       // TierOptions::routed_only: an expert-parallel shard server's plan
   double warm_s = 0;              // resident: seconds spent reading the file into the page cache at load
   uint64_t dense_copied = 0;      // streaming: dense bytes moved from the file mapping into process memory
   double dense_copy_s = 0;
@@ -121,6 +126,7 @@ class ExpertTier {
   // switch (they stop there). Zero for a model resident from the start.
   ExpertCacheCounters counters() const { return cache_ ? cache_->counters() : retired_; }
   const ExpertStore& store() const { return *store_; }
+  const Model& model() const { return model_; }
   // What speculation asks of the expert cache, through the tier (resident: nothing read, nothing to
   // demote): the bytes the latest pass read for an expert; experts it read go to the low-priority end.
   bool streaming() const { return cache_ != nullptr; }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf_file.h"
+#include "runtime/expert_tier.h"
 
 namespace strata {
 
@@ -43,6 +44,13 @@ std::vector<std::string> checked_model_copy(const GgufModel& model, const std::s
   std::vector<std::string> paths;
   for (const auto& p : c->parts()) paths.push_back(p->path);
   return paths;
+}
+
+DriveProbe measure_tier_drives(const ExpertTier& tier, const TierOptions& opt, int depth, uint64_t bytes) {
+  const ExpertStore& store = tier.store();
+  std::vector<std::vector<std::string>> drives{store.files()};
+  for (const std::string& copy : opt.model_copies) drives.push_back(checked_model_copy(tier.model().gguf(), copy));
+  return measure_drives(drives, store.file_sizes()[0], opt.force_pread, depth, bytes);
 }
 
 }  // namespace strata

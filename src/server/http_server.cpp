@@ -57,6 +57,7 @@ struct HttpServer::Impl final : ApiHost {
   const StandInExperts* standin = nullptr;  // set_knob_report
   const QualityChoice* quality = nullptr;
   PromptExperts* prompt_experts = nullptr;
+  const ExpertParallel* ep = nullptr;  // set_expert_parallel
   std::string id;  // the served model's name
   std::string path;
   ChatFormat chat_format;
@@ -147,7 +148,9 @@ struct HttpServer::Impl final : ApiHost {
       SchedulerStats s;
       if (ok) s = sched->stats();
       const ServerState state{ok, draining.load(std::memory_order_acquire), opt.replica};
-      res.set_content(render_metrics(ok ? &s : nullptr, counters, state), "text/plain; version=0.0.4; charset=utf-8");
+      std::vector<EpRankStats> ranks;
+      if (ok && ep) ranks = ep->live();
+      res.set_content(render_metrics(ok ? &s : nullptr, counters, state, ep ? &ranks : nullptr), "text/plain; version=0.0.4; charset=utf-8");
     }));
     server.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
       require_ready();
@@ -341,7 +344,7 @@ void HttpServer::attach(Engine& eng, const tok::Tokenizer& tok, const std::strin
   m.core_ctx.reasoning = m.opt.reasoning_format == "deepseek";
   m.core_ctx.reasoning_budget = m.opt.reasoning_budget;
   m.served = ServedModel{&eng, &tok, m.sched.get(), m.monitor.get(), m.id, model_path, m.chat_format.model_template,
-                         chat_format_name(m.chat_format), m.opt.sampling, m.opt.webui, m.standin, m.quality, m.prompt_experts};
+                         chat_format_name(m.chat_format), m.opt.sampling, m.opt.webui, m.standin, m.quality, m.prompt_experts, m.ep};
   m.ready.store(true, std::memory_order_release);
 }
 
@@ -368,6 +371,8 @@ void check_replica_name(const std::string& name) {
   });
   STRATA_CHECK(ok, "--replica must be 1..64 characters of A-Z a-z 0-9 _ . : - (got '{}')", name);
 }
+
+void HttpServer::set_expert_parallel(const ExpertParallel* ep) { impl_->ep = ep; }
 
 void HttpServer::set_knob_report(const StandInExperts* standin, const QualityChoice* quality, PromptExperts* prompt_experts) {
   impl_->standin = standin;

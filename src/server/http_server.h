@@ -22,6 +22,7 @@
 #include "model/standin_experts.h"
 #include "runtime/calibration.h"
 #include "runtime/engine.h"
+#include "runtime/expert_parallel.h"
 #include "runtime/sampler.h"
 #include "server/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -87,6 +88,9 @@ class HttpServer {
   // routes): the --miss-model provider, what --quality-budget chose and --pp-model's switch (the
   // scheduler sets it per pass), each null when not given.
   void set_knob_report(const StandInExperts* standin, const QualityChoice* quality, PromptExperts* prompt_experts = nullptr);
+  // --expert-parallel on rank 0 (before attach; it outlives the server's routes): each rank's
+  // figures in /metrics (strata_ep_rank_*{rank="r"}) and /stats ("expert_parallel").
+  void set_expert_parallel(const ExpertParallel* ep);
   void stop();
   // Fleet drain (SIGTERM): /health answers 503 {"status":"draining"} so a balancer stops sending,
   // requests already admitted go on, new ones (but /health, /metrics) get 503 with Retry-After.

@@ -20,6 +20,29 @@ std::string render_samples(const SchedulerStats* s, const RequestCounters& reque
 void metric(std::string& out, const char* name, const char* type, const char* help, double v) {
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
 }
+
+// --expert-parallel: one counter family per figure, a sample per rank.
+void render_ep_ranks(std::string& out, const std::vector<EpRankStats>& ranks) {
+  struct Family {
+    const char* name;
+    const char* help;
+    double (*get)(const EpRankStats&);
+  };
+  static const Family kFamilies[] = {
+      {"strata_ep_rank_hits_total", "Expert cache hits of each rank (rank 0: its own shard).", [](const EpRankStats& x) { return double(x.hits); }},
+      {"strata_ep_rank_misses_total", "Expert cache misses of each rank.", [](const EpRankStats& x) { return double(x.misses); }},
+      {"strata_ep_rank_bytes_read_total", "Bytes of experts each rank read from its disk.", [](const EpRankStats& x) { return double(x.bytes_read); }},
+      {"strata_ep_rank_jobs_total", "MoE-layer jobs each rank served (rank 0: sent to the others).", [](const EpRankStats& x) { return double(x.jobs); }},
+      {"strata_ep_rank_pairs_total", "Routed (token, expert) pairs each rank computed (rank 0: sent to the others).",
+       [](const EpRankStats& x) { return double(x.pairs); }},
+      {"strata_ep_rank_compute_seconds_total", "Seconds each rank other than 0 spent computing routed experts.",
+       [](const EpRankStats& x) { return x.compute_s; }},
+  };
+  for (const Family& f : kFamilies) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", f.name, f.help, f.name);
+    for (size_t r = 0; r < ranks.size(); ++r) out += fmt::format("{}{{rank=\"{}\"}} {}\n", f.name, r, f.get(ranks[r]));
+  }
+}
 }  // namespace
 
 std::string add_label(const std::string& text, const std::string& name, const std::string& value) {
@@ -41,8 +64,9 @@ std::string add_label(const std::string& text, const std::string& name, const st
   return out;
 }
 
-std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, const ServerState& state) {
+std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, const ServerState& state, const std::vector<EpRankStats>* ep) {
   std::string out = render_samples(s, requests, state);
+  if (s && ep) render_ep_ranks(out, *ep);
   return state.replica.empty() ? out : add_label(out, "replica", state.replica);
 }
 

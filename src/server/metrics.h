@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/expert_parallel.h"
 #include "server/scheduler.h"
 
 namespace strata::server {
@@ -28,7 +29,10 @@ struct ServerState {
   std::string replica;    // --replica: a label on every sample ("": none)
 };
 
-std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, const ServerState& state);
+// ep: --expert-parallel's per-rank figures so far (ExpertParallel::live), as strata_ep_rank_*{rank="r"};
+// nullptr: none.
+std::string render_metrics(const SchedulerStats* s, const RequestCounters& requests, const ServerState& state,
+                           const std::vector<EpRankStats>* ep = nullptr);
 // `text` (Prometheus exposition) with label name="value" added to every sample line.
 std::string add_label(const std::string& text, const std::string& name, const std::string& value);
 

@@ -8,6 +8,7 @@
 #include "core/cpu_features.h"
 #include "core/version.h"
 #include "experts/disk_probe.h"
+#include "runtime/model_copy.h"
 #include "kernels/kernel_table.h"
 #include "server/openai_api.h"
 #include "runtime/text_stream.h"
@@ -164,6 +165,12 @@ json stats_json(const ServedModel& m) {
   if (m.prompt_experts)  // --pp-model: experts long prompts took from the low-bit copy since start, and their bytes
     j["pp_model"] = {{"experts", m.prompt_experts->counters().experts.load(std::memory_order_relaxed)},
                      {"bytes", m.prompt_experts->counters().bytes.load(std::memory_order_relaxed)}};
+  if (m.ep) {  // --expert-parallel: each rank's figures as of its latest answer
+    json ranks = json::array();
+    for (const EpRankStats& x : m.ep->live())
+      ranks.push_back({{"hits", x.hits}, {"misses", x.misses}, {"bytes_read", x.bytes_read}, {"jobs", x.jobs}, {"pairs", x.pairs}, {"compute_s", x.compute_s}});
+    j["expert_parallel"] = {{"ranks", m.ep->ranks()}, {"per_rank", ranks}};
+  }
   return j;
 }
 
@@ -203,7 +210,9 @@ std::unique_ptr<TierMonitor> start_monitor(Engine& eng, uint64_t disk_probe) {
   TierMonitorOptions o;
   if (eng.tier().cache() && disk_probe > 0) {
     const TierOptions& t = eng.options().tier;
-    o.disk_bw = measure_read_bandwidth(eng.tier().store(), t.force_pread, disk_probe_depth(t.ram_budget, t.queue_depth), disk_probe);
+    const DriveProbe probe = measure_tier_drives(eng.tier(), t, disk_probe_depth(t.ram_budget, t.queue_depth), disk_probe);
+    o.disk_bw = probe.all_bw;  // every drive at once: the limit
+    if (probe.drive_bw.size() > 1) o.disk_drives_bw = probe.drive_bw;
     o.disk_probe_bytes = disk_probe;
   }
   auto m = std::make_unique<TierMonitor>(eng, o);

@@ -17,6 +17,7 @@
 #include "model/standin_experts.h"
 #include "runtime/calibration.h"
 #include "runtime/engine.h"
+#include "runtime/expert_parallel.h"
 #include "runtime/sampler.h"
 #include "server/scheduler.h"
 #include "server/tier_monitor.h"
@@ -38,6 +39,8 @@ struct ServedModel {
   const StandInExperts* standin = nullptr;
   const QualityChoice* quality = nullptr;
   const PromptExperts* prompt_experts = nullptr;  // --pp-model: its counters in /stats, its threshold in /props
+  // --expert-parallel (rank 0): each rank's figures so far in /stats; null without it.
+  const ExpertParallel* ep = nullptr;
 };
 
 // The expert tier's monitor, installed as the model's routing observer; with `disk_probe` > 0 and

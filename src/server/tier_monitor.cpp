@@ -192,6 +192,7 @@ json TierMonitor::snapshot(double now) const {
                {"logits", p.logits},       {"vocab", p.vocab},          {"requests", p.requests}, {"draft", p.draft}, {"planned", p.total()},
                {"experts_total", p.experts_total}, {"expert_cache", p.expert_cache}, {"cache_slots", p.cache_slots}, {"io", p.io}};
   j["disk"] = {{"read_bw", opt_.disk_bw > 0 ? json(opt_.disk_bw) : json(nullptr)}, {"probe_bytes", opt_.disk_probe_bytes}};
+  if (!opt_.disk_drives_bw.empty()) j["disk"]["drives_bw"] = opt_.disk_drives_bw;
   std::lock_guard<std::mutex> lk(mu_);
   j["mode"] = streaming_ ? "streaming" : "resident";
   j["totals"] = totals_json();

@@ -22,7 +22,8 @@
 namespace strata::server {
 
 struct TierMonitorOptions {
-  double disk_bw = 0;            // bytes/s measured at start (0: not measured)
+  double disk_bw = 0;            // bytes/s measured at start (0: not measured); --model-copy: every drive at once
+  std::vector<double> disk_drives_bw;  // --model-copy: each drive alone (empty: one drive)
   uint64_t disk_probe_bytes = 0; // what the measurement read
   double window_s = 5;           // the recent window
   double half_life_tokens = 64;  // heat decay

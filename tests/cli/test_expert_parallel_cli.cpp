@@ -117,6 +117,58 @@ TEST(ExpertParallelCli, DifferentFilesAreRefusedNamingTheTensor) {
   EXPECT_NE(r.err.find("; rank 1: "), std::string::npos) << r.err;  // both sides of the difference shown
 }
 
+// A rank other than 0 builds only what its shard needs: its memory plan holds no dense weights and
+// no KV cache, so under the same --ram-budget its expert cache is larger than rank 0's (the demo
+// model: 4.2 MiB dense, 102 MiB of experts; both ranks stream under 60 MiB).
+TEST(ExpertParallelCli, ShardRanksPlanNoDenseWeightsNorKvCache) {
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
+  ASSERT_TRUE(std::filesystem::exists(model)) << model;
+  const CmdResult r = ep_cmd("", 2,
+                             "run -m " + model + " -p hello -n 4 --ignore-eos --temp 0 -t 1 -c 256 --json --no-warm-start --ram-budget 60M --stats-dir " + ep_tmp("nostats") +
+                             " --expert-parallel --ep-timeout 60");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(last_line(r.out));
+  const auto& ranks = j["expert_parallel"]["per_rank"];
+  ASSERT_EQ(ranks.size(), 2u) << j.dump();
+  const auto &m0 = ranks[0]["memory"], &m1 = ranks[1]["memory"];
+  EXPECT_EQ(m0["budget"], 60u << 20);
+  EXPECT_EQ(m1["budget"], 60u << 20);
+  EXPECT_GT(m0["dense"].get<uint64_t>(), 4u << 20) << m0.dump();
+  EXPECT_GT(m0["kv"].get<uint64_t>(), 0u) << m0.dump();
+  EXPECT_EQ(m1["dense"].get<uint64_t>(), 0u) << m1.dump();
+  EXPECT_EQ(m1["kv"].get<uint64_t>(), 0u) << m1.dump();
+  EXPECT_GT(m0["expert_cache"].get<uint64_t>(), 0u) << m0.dump();
+  EXPECT_GT(m1["expert_cache"].get<uint64_t>(), m0["expert_cache"].get<uint64_t>()) << m0.dump() << "\n" << m1.dump();
+  EXPECT_GT(m1["peak_rss"].get<uint64_t>(), 0u);
+  EXPECT_GT(ranks[1]["jobs"].get<int>(), 0);
+  EXPECT_NE(r.err.find("rank 1: memory plan (expert shard: no dense weights, no KV cache)"), std::string::npos) << r.err;
+}
+
+// A plan made from recorded usage statistics reports the formula from them beside the uniform one.
+TEST(ExpertParallelCli, UsageFormulaFromRecordedStatistics) {
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
+  ASSERT_TRUE(std::filesystem::exists(model)) << model;
+  const std::string stats = ep_tmp("stats");
+  std::filesystem::remove_all(stats);
+  const CmdResult rec = ep_cmd("", 0, "run -m " + model + " -p hello -n 8 --ignore-eos --temp 0 -t 1 -c 256 --ram-budget 60M --stats-dir " + stats);
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  const CmdResult r = ep_cmd("", 2, "run -m " + model + " -p hello -n 4 --ignore-eos --temp 0 -t 1 -c 256 --json --no-warm-start --stats-dir " + stats +
+                                        " --expert-parallel --ep-timeout 60");
+  std::filesystem::remove_all(stats);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("plan by bytes and usage statistics"), std::string::npos) << r.err;
+  const auto ep = nlohmann::json::parse(last_line(r.out))["expert_parallel"];
+  ASSERT_TRUE(ep["usage_formula_bytes_per_token"].is_number()) << ep.dump();
+  EXPECT_GT(ep["usage_formula_bytes_per_token"].get<double>(), 0);
+  EXPECT_GT(ep["usage_formula_round_trips_per_token"].get<double>(), 0);
+  EXPECT_NE(r.err.find("from the usage statistics:"), std::string::npos) << r.err;
+  // Without statistics there is no usage form.
+  const CmdResult u = ep_cmd("", 2, "run -m " + model + " -p hello -n 2 --ignore-eos --temp 0 -t 1 -c 256 --json --no-warm-start --stats-dir " +
+                                        ep_tmp("nostats") + " --expert-parallel --ep-timeout 60");
+  ASSERT_EQ(u.code, 0) << u.err;
+  EXPECT_TRUE(nlohmann::json::parse(last_line(u.out))["expert_parallel"]["usage_formula_bytes_per_token"].is_null());
+}
+
 TEST(ExpertParallelCli, InspectShowsAPlanWithEveryExpertOnce) {
   if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (expert parallelism)");
   const CmdResult r = ep_cmd("", 0, "inspect " + ep_model("deepseek2-q4_k_m") + " --ep 3 --json --stats-dir " + ep_tmp("nostats"));

@@ -93,3 +93,25 @@ TEST(ModelCopyCli, AFailingDriveLeavesTheRotation) {
   EXPECT_TRUE(one.logits == bad.logits);
   EXPECT_EQ(copy_tokens(one.r), copy_tokens(bad.r));
 }
+
+// The disk probe with a copy measures each drive alone and both at once, and the limit figures use
+// the latter (two copies on one disk here, so "at once" is about one disk's bandwidth).
+TEST(ModelCopyCli, DiskProbeMeasuresEachDriveAndAllAtOnce) {
+  if (!have_fixtures()) STRATA_MISSING_FIXTURE(fixtures_dir() + " (--model-copy)");
+  const std::string copy = copy_tmp("probe.gguf");
+  std::filesystem::copy_file(copy_model(), copy, std::filesystem::copy_options::overwrite_existing);
+  const std::string args = "bench -m " + copy_model() + " -p 4 -n 4 -t 1 --no-warm-start --cache-experts 3 --disk-probe 8388608 --json";
+  const CmdResult one = run_cmd(args), two = run_cmd(args + " --model-copy " + copy);
+  std::remove(copy.c_str());
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_EQ(two.code, 0) << two.err;
+  const auto a = nlohmann::json::parse(last_line(one.out)), b = nlohmann::json::parse(last_line(two.out));
+  EXPECT_GT(a["disk_bw"].get<double>(), 0) << a.dump();
+  EXPECT_FALSE(a.contains("disk_drives_bw")) << "one drive: no per-drive figures";
+  ASSERT_TRUE(b.contains("disk_drives_bw")) << b.dump();
+  ASSERT_EQ(b["disk_drives_bw"].size(), 2u);
+  for (const auto& bw : b["disk_drives_bw"]) EXPECT_GT(bw.get<double>(), 0);
+  EXPECT_GT(b["disk_bw"].get<double>(), 0);
+  EXPECT_NE(two.out.find("2 drives"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("all at once (the limit)"), std::string::npos) << two.out;
+}

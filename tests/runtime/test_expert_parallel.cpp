@@ -76,7 +76,55 @@ TEST(EpFormula, OneRemoteRankHalfTheExperts) {
   // k = 2 of 4: P(no pick on rank 1) = C(2,2)/C(4,2) = 1/6; E[pairs] = 1.
   const double p1 = 1.0 - 1.0 / 6.0;
   EXPECT_NEAR(f.round_trips, p1, 1e-12);
-  EXPECT_NEAR(f.bytes, p1 * (24 + 4 + 32) + 1.0 * (16 + 32), 1e-9);
+  EXPECT_NEAR(f.bytes, p1 * (24 + 48 + 4 + 32) + 1.0 * (16 + 32), 1e-9);  // header, the answer's counters, the row out; quads and rows
+}
+
+// The usage form with the statistics' shares: uniform shares give the uniform formula exactly.
+TEST(EpFormula, UsageEqualsUniformWhenSharesAreUniform) {
+  const ExpertLayout lay = ep_layout(3, 8, 100);
+  WarmStats ws;
+  ws.n_layer = 3, ws.n_expert = 8;
+  ws.weight.assign(24, 5.0);
+  for (int ranks : {2, 3}) {
+    const EpPlan p = plan_expert_parallel(lay, 3, ranks, 0.0, &ws);
+    ASSERT_TRUE(p.by_traffic);
+    const EpFormula u = ep_formula(p, {0, 2, 3}, 16), s = ep_formula(p, {0, 2, 3}, 16, /*usage=*/true);
+    EXPECT_GT(u.bytes, 0);
+    EXPECT_NEAR(s.bytes, u.bytes, 1e-9 * u.bytes) << ranks;
+    EXPECT_NEAR(s.round_trips, u.round_trips, 1e-12) << ranks;
+  }
+  // Without statistics every expert has the share 1/n: the same.
+  const EpPlan q = plan_expert_parallel(lay, 3, 2, 0.0, nullptr);
+  EXPECT_NEAR(ep_formula(q, {0, 2, 3}, 16, true).bytes, ep_formula(q, {0, 2, 3}, 16).bytes, 1e-9);
+}
+
+// A remote rank holding the hot expert gets more pairs and round trips than its expert count says;
+// one left with cold experts (the hot ones replicated on rank 0) fewer.
+TEST(EpFormula, UsageFollowsSkewedShares) {
+  EpPlan p;  // one MoE layer of 4 experts; rank 1 owns expert 3, which takes 70% of the choices
+  p.ranks = 2, p.n_layer = 1, p.n_expert = 4, p.by_traffic = true;
+  p.owner = {0, 0, 0, 1};
+  p.replica = {0, 0, 0, 0};
+  p.share = {0.1, 0.1, 0.1, 0.7};
+  const EpFormula u = ep_formula(p, {2}, 8), s = ep_formula(p, {2}, 8, /*usage=*/true);
+  // Uniform: P(rank 1 chosen) = 1 - C(3,2)/C(4,2) = 1/2, E[pairs] = 2 * 1/4.
+  EXPECT_NEAR(u.round_trips, 0.5, 1e-12);
+  // Usage: P(not chosen) = (1 - 0.7) (1 - 0.7 / (1 - 1/4)), E[pairs] = 2 * 0.7.
+  const double p1 = 1.0 - 0.3 * (1.0 - 0.7 / 0.75);
+  EXPECT_NEAR(s.round_trips, p1, 1e-12);
+  EXPECT_NEAR(s.bytes, p1 * (24 + 48 + 4 + 32) + 1.4 * (16 + 32), 1e-9);
+  EXPECT_GT(s.round_trips, u.round_trips);
+  EXPECT_GT(s.bytes, u.bytes);
+
+  const ExpertLayout lay = ep_layout(2, 8, 100);
+  WarmStats ws;
+  ws.n_layer = 2, ws.n_expert = 8;
+  ws.weight.assign(16, 1.0);
+  ws.weight[8 + 3] = 10.0, ws.weight[8 + 5] = 3.0;
+  const EpPlan r = plan_expert_parallel(lay, 2, 2, 0.25, &ws);  // 3 and 5 (13 of 19) replicated on rank 0
+  const EpFormula ru = ep_formula(r, {0, 2}, 8), rs = ep_formula(r, {0, 2}, 8, true);
+  EXPECT_LT(rs.bytes, ru.bytes);
+  EXPECT_LT(rs.round_trips, ru.round_trips);
 }
 
 TEST(EpPoll, DeadlineOnAnInjectedClock) {
