@@ -1,8 +1,11 @@
 #include "model/standin_experts.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/page_size.h"
 #include "gguf/gguf_names.h"
 
 namespace strata {
@@ -90,9 +93,23 @@ void StandInExperts::request(int layer, const int32_t* experts, int n) {
     (is_standin_[e] ? admit_list_ : forward_).push_back(e);
   }
   inner_.request(layer, forward_.data(), static_cast<int>(forward_.size()));
+  for (const int32_t e : admit_list_) read_ahead(layer, e);
   if (admit_ && !admit_list_.empty()) {  // after the demanded reads: the full copies for later tokens
     inner_.prefetch(layer, admit_list_.data(), static_cast<int>(admit_list_.size()));
     c_.admits.fetch_add(admit_list_.size(), std::memory_order_relaxed);
+  }
+}
+
+// The stand-in's bytes of an expert, asked of the kernel at once (MADV_WILLNEED: asynchronous
+// readahead of the whole range), so that its products do not fault the mapping in a window at a
+// time, and the stand-ins of a layer are read at once rather than one after the other.
+void StandInExperts::read_ahead(int layer, int e) {
+  const ExpertMats m = mapped_.acquire(layer, e);
+  const uintptr_t page = page_size();
+  for (const QMatrix* q : {&m.gate, &m.up, &m.down}) {
+    if (q->empty()) continue;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(q->data), b = a / page * page;
+    ::madvise(reinterpret_cast<void*>(b), a - b + q->row_stride_bytes * static_cast<uintptr_t>(q->rows), MADV_WILLNEED);
   }
 }
 

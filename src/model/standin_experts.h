@@ -73,6 +73,7 @@ class StandInExperts final : public ExpertProvider, public RoutingObserver {
  private:
   bool standin(int layer, int e) const { return layer == layer_ && is_standin_[e]; }
   ExpertMats standin_mats(int e);
+  void read_ahead(int layer, int e);
 
   ExpertProvider& inner_;
   MappedExperts mapped_;
