@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -32,17 +33,35 @@ inline std::string haproxy_dirs() {
 }
 
 // A port nobody listens on now (bound and released; HAProxy binds it right after).
-inline int free_loopback_port() {
+// Whether a loopback TCP port can be bound now.
+inline bool loopback_port_free(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (fd >= 0) ::close(fd);
+  return ok;
 }
+
+// The first of `n` consecutive loopback ports that are free now, for a process started later (a
+// script that listens on PORT + i): drawn below Linux's ephemeral range (32768..), from which the
+// servers other tests start with --port 0 get theirs, so those cannot take them in between; 0 when
+// none was found. The base stays 100 below that range, as scripts/fleet.sh puts HAProxy's status
+// page on PORT + 100.
+inline int free_loopback_ports(int n) {
+  static std::mt19937 rng(static_cast<uint32_t>(::getpid()) * 2654435761u ^ static_cast<uint32_t>(std::random_device{}()));
+  std::uniform_int_distribution<int> base(20000, 32767 - 100 - n);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int p = base(rng);
+    bool all = true;
+    for (int i = 0; i < n && all; ++i) all = loopback_port_free(p + i);
+    if (all) return p;
+  }
+  return 0;
+}
+inline int free_loopback_port() { return free_loopback_ports(1); }
 
 // Starts `args` (args[0]: the executable's path) with this process's environment plus `extra_env`
 // ("NAME=value"), stdout and stderr to the file `log`; its pid, 0 when it could not start.

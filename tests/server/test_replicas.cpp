@@ -272,7 +272,9 @@ TEST(Replicas, ClusterScriptServesThroughHaproxyAndStopsOnSigterm) {
   const std::string root = std::string(STRATA_SOURCE_DIR) + "/..";
   const std::string model = root + "/models/strata-moe-tiny/model.gguf";
   ASSERT_TRUE(std::filesystem::exists(model)) << model;
-  const int port = free_loopback_port();
+  int port = 0;  // the balancer's, one per replica (cluster.sh: PORT + i) and HAProxy's status page (PORT + 100)
+  for (int i = 0; i < 50 && port == 0; ++i)
+    if (const int p = free_loopback_ports(3); p > 0 && loopback_port_free(p + 100)) port = p;
   ASSERT_GT(port, 0);
   const std::string out = "/tmp/strata_cluster_" + std::to_string(::getpid()) + ".out";
   const std::string run_dir = "/tmp/strata_cluster_" + std::to_string(::getpid());
