@@ -13,12 +13,19 @@ using nlohmann::json;
 
 const std::string kKnobsModel = std::string(STRATA_SOURCE_DIR) + "/../models/strata-moe-tiny/model.gguf";
 
-TEST(ServeKnobs, StatsCountStandInsAndPropsShowTheQualityBudget) {
-  const std::string dir = "/tmp/strata_serve_knobs_" + std::to_string(::getpid());
+// A fresh directory `dir` holding the trained model's Q4_0 experts-only copy; its path ("" when quantize failed).
+std::string knobs_q4_copy(const std::string& dir) {
   std::filesystem::create_directories(dir);
   const std::string q4 = dir + "/q4.gguf";
   const CmdResult q = run_cmd("quantize --experts-only --type q4_0 -t 2 " + kKnobsModel + " " + q4);
-  ASSERT_EQ(q.code, 0) << q.err;
+  EXPECT_EQ(q.code, 0) << q.err;
+  return q.code == 0 ? q4 : std::string();
+}
+
+TEST(ServeKnobs, StatsCountStandInsAndPropsShowTheQualityBudget) {
+  const std::string dir = "/tmp/strata_serve_knobs_" + std::to_string(::getpid());
+  const std::string q4 = knobs_q4_copy(dir);
+  ASSERT_FALSE(q4.empty());
   {
     ServeProcess serve("serve_knobs_standin", {"-m", kKnobsModel, "--port", "0", "-c", "256", "-b", "64", "-t", "1", "--ram-budget", "64M", "--no-warm-start",
                                                "--disk-probe", "0", "--miss-model", q4});
@@ -67,10 +74,8 @@ TEST(ServeKnobs, StatsCountStandInsAndPropsShowTheQualityBudget) {
 // rows the slot kept, and decoding take the model's own (/stats pp_model's count does not move).
 TEST(ServeKnobs, PpModelTakesLongPromptPassesOnly) {
   const std::string dir = "/tmp/strata_serve_pp_" + std::to_string(::getpid());
-  std::filesystem::create_directories(dir);
-  const std::string q4 = dir + "/q4.gguf";
-  const CmdResult q = run_cmd("quantize --experts-only --type q4_0 -t 2 " + kKnobsModel + " " + q4);
-  ASSERT_EQ(q.code, 0) << q.err;
+  const std::string q4 = knobs_q4_copy(dir);
+  ASSERT_FALSE(q4.empty());
   ServeProcess serve("serve_knobs_pp", {"-m", kKnobsModel, "--port", "0", "-c", "256", "-b", "64", "-t", "1", "--ram-budget", "64M", "--no-warm-start",
                                         "--disk-probe", "0", "--pp-model", q4, "--pp-min-tokens", "32"});
   ASSERT_TRUE(serve.ready()) << serve.log();
