@@ -462,6 +462,19 @@ static void check_quality_budget_alone(const ModelOptions& o) {
   STRATA_CHECK(given.empty(), "--quality-budget chooses --route-cache / --moe-min-mass / --moe-k from the calibration file: not with{}", given);
 }
 
+// Issue 37's knobs on a loaded engine: the quality budget's setting or the explicit ones, the
+// stand-in (--miss-model's, or the one the budget's setting was calibrated with) with --miss-admit,
+// and --pp-model's copy.
+static void attach_knobs(const ModelOptions& o, Loaded& l) {
+  if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
+  else set_moe_knobs(o, l.engine->model());
+  const std::string standin = !o.miss_model.empty() ? o.miss_model : l.quality ? l.quality->standin : std::string();
+  STRATA_CHECK(!o.miss_admit || !standin.empty(), "--miss-admit needs --miss-model FILE");
+  if (!standin.empty()) attach_standin(standin, l);
+  if (l.standin_experts) l.standin_experts->set_admit(o.miss_admit);
+  if (!o.pp_model.empty()) attach_pp(o.pp_model, o.pp_min_tokens, l);
+}
+
 // A rank other than 0 under --expert-parallel: a routed-only engine (no KV cache, no dense weights in
 // its plan or its memory) with the options that shape its expert tier, then rank 0's jobs until it
 // stops them. Never returns.
@@ -481,10 +494,7 @@ static void check_quality_budget_alone(const ModelOptions& o) {
   eo.tier.request_bytes = ep_shard_buffers(eo.n_batch, k_max, model->config().n_embd).total();  // its job and answer buffers
   Loaded l;
   l.engine = std::make_unique<Engine>(std::move(model), eo);
-  if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
-  else set_moe_knobs(o, l.engine->model());
-  if (!o.miss_model.empty()) attach_standin(o.miss_model, l);
-  if (!o.pp_model.empty()) attach_pp(o.pp_model, o.pp_min_tokens, l);
+  attach_knobs(o, l);  // as on rank 0: its shard computes what one process's would
   l.ep = ExpertParallel::start(*l.engine, o.ep);
   STRATA_CHECK(!l.ep->root(), "expert parallelism: rank 0 cannot be a shard server");
   std::fprintf(stderr, "rank %d: %s\n", l.ep->rank(), l.engine->tier().plan().describe().c_str());
@@ -549,14 +559,7 @@ Loaded load_engine(const ModelOptions& o) {
     l.numa = std::make_unique<NumaShards>(*l.engine, topo, std::move(numa_plan));
     std::fprintf(stderr, "%s  dense weights %s bound to node 0's memory (not replicated)\n", l.numa->describe().c_str(), format_bytes(dense).c_str());
   }
-  if (o.quality_budget >= 0) l.quality = apply_quality_budget(o, l.engine->model());
-  else set_moe_knobs(o, l.engine->model());
-  // The stand-in: --miss-model's, or the one the quality budget's setting was calibrated with.
-  const std::string standin = !o.miss_model.empty() ? o.miss_model : l.quality ? l.quality->standin : std::string();
-  STRATA_CHECK(!o.miss_admit || !standin.empty(), "--miss-admit needs --miss-model FILE");
-  if (!standin.empty()) attach_standin(standin, l);
-  if (l.standin_experts) l.standin_experts->set_admit(o.miss_admit);
-  if (!o.pp_model.empty()) attach_pp(o.pp_model, o.pp_min_tokens, l);
+  attach_knobs(o, l);
   attach_gpu(std::move(gpu), *l.engine, o);
   if (o.expert_parallel) {
     STRATA_CHECK(!l.engine->model().executor(), "--expert-parallel computes routed experts on the CPUs of the ranks: not with --gpu");
